@@ -1,0 +1,252 @@
+"""Bounded output: incremental decoding, head-and-tail truncation, artifacts.
+
+A tool's output may be far larger than the model window (a command printing a
+gigabyte). :class:`BoundedOutput` takes bytes as they arrive, writes every byte
+to an artifact file and keeps in memory only what the model will see: the head
+up to the configured limits and a rolling tail. When the output did not fit, the
+model-visible text says how many lines and bytes were left out and where the
+full output is kept, so the ``read`` tool can open it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "ArtifactStore",
+    "BoundedOutput",
+    "BoundedText",
+    "OutputLimits",
+    "bound_text",
+    "format_size",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLimits:
+    """How much of one call's output the model may see."""
+
+    max_bytes: int = 51200
+    max_lines: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedText:
+    """What remains of an output after the limits were applied."""
+
+    text: str
+    truncated: bool
+    total_bytes: int
+    total_lines: int
+    omitted_bytes: int = 0
+    omitted_lines: int = 0
+    artifact: Path | None = None
+
+
+def format_size(n: int) -> str:
+    """A byte count for people: ``512 B``, ``48.0 KiB``, ``1.0 GiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover - loop always returns
+
+
+class ArtifactStore:
+    """A folder of full outputs, one file per call and stream."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_for(self, session_id: str, call_id: str, name: str) -> Path:
+        """Where the artifact ``name`` of a call lives (the folder is created)."""
+        folder = self.root / session_id
+        folder.mkdir(parents=True, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        return folder / f"{call_id}-{safe}.txt"
+
+    def write_text(self, session_id: str, call_id: str, name: str, text: str) -> Path:
+        """Save a whole text as an artifact and return its path."""
+        path = self.path_for(session_id, call_id, name)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+
+def _count_lines(data: bytes | str, ends_with_newline: bool) -> int:
+    if not data:
+        return 0
+    n = data.count(b"\n" if isinstance(data, bytes) else "\n")
+    return n if ends_with_newline else n + 1
+
+
+class BoundedOutput:
+    """Accumulates a byte stream within limits, spilling the whole to an artifact.
+
+    Memory held is about twice ``max_bytes`` whatever the stream's size. Invalid
+    UTF-8 is replaced, never fatal.
+    """
+
+    def __init__(self, limits: OutputLimits, artifact_path: Path | None = None) -> None:
+        self._limits = limits
+        self._artifact_path = artifact_path
+        self._sink: IO[bytes] | None = None
+        self._head = bytearray()
+        self._head_full = False
+        self._head_lines = 0
+        self._tail = bytearray()
+        self._total_bytes = 0
+        self._newlines = 0
+        self._last_byte_newline = True
+        if artifact_path is not None:
+            artifact_path.parent.mkdir(parents=True, exist_ok=True)
+            self._sink = open(artifact_path, "wb")  # noqa: SIM115 - closed in finish()
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes fed so far."""
+        return self._total_bytes
+
+    def feed(self, data: bytes) -> None:
+        """Take the next chunk of the stream."""
+        if not data:
+            return
+        if self._sink is not None:
+            self._sink.write(data)
+        self._total_bytes += len(data)
+        self._newlines += data.count(b"\n")
+        self._last_byte_newline = data.endswith(b"\n")
+        if not self._head_full:
+            room = self._limits.max_bytes + 1 - len(self._head)
+            piece = data[:room]
+            lines_room = self._limits.max_lines + 1 - self._head_lines
+            cut = _nth_newline(piece, lines_room)
+            if cut is not None:
+                piece = piece[: cut + 1]
+            self._head += piece
+            self._head_lines += piece.count(b"\n")
+            if len(piece) < len(data) or cut is not None:
+                self._head_full = True
+                self._tail += data[len(piece) :]
+        else:
+            self._tail += data
+        keep = self._limits.max_bytes + 4
+        if len(self._tail) > 4 * keep:
+            del self._tail[: len(self._tail) - keep]
+
+    def finish(self, label: str = "output") -> BoundedText:
+        """Close the artifact and return the model-visible text."""
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
+        total_lines = self._newlines + (0 if self._last_byte_newline else 1)
+        fits = (
+            self._total_bytes <= self._limits.max_bytes and total_lines <= self._limits.max_lines
+        )
+        if fits:
+            self._discard_artifact()
+            text = _decode(bytes(self._head))
+            return BoundedText(text, False, self._total_bytes, total_lines)
+        return self._truncated(total_lines, label)
+
+    def _truncated(self, total_lines: int, label: str) -> BoundedText:
+        half_bytes = self._limits.max_bytes // 2
+        half_lines = max(1, self._limits.max_lines // 2)
+        head = bytes(self._head[:half_bytes])
+        cut = _nth_newline(head, half_lines)
+        if cut is not None:
+            head = head[: cut + 1]
+        elif b"\n" in head and len(head) == half_bytes:
+            head = head[: head.rindex(b"\n") + 1]
+        tail_source = bytes(self._tail) if self._tail else bytes(self._head[len(head) :])
+        if len(tail_source) > half_bytes:
+            tail_source = tail_source[-half_bytes:]
+        tail = _last_lines(tail_source, half_lines)
+        # Never show the same bytes twice when head and tail meet.
+        seen = len(head) + len(tail)
+        if seen > self._total_bytes:
+            tail = tail[seen - self._total_bytes :]
+        omitted_bytes = max(0, self._total_bytes - len(head) - len(tail))
+        shown_lines = head.count(b"\n") + _count_lines(tail, tail.endswith(b"\n"))
+        omitted_lines = max(0, total_lines - shown_lines)
+        where = (
+            f"the full {label} ({format_size(self._total_bytes)}, {total_lines} lines) is saved at "
+            f"{self._artifact_path}; open it with the read tool (path, offset, limit)"
+            if self._artifact_path is not None
+            else "the full output was not kept"
+        )
+        marker = (
+            f"\n[... {omitted_lines} lines ({format_size(omitted_bytes)}) omitted; {where} ...]\n"
+        )
+        text = _decode(head) + marker + _decode(tail, strip_partial=True)
+        return BoundedText(
+            text,
+            True,
+            self._total_bytes,
+            total_lines,
+            omitted_bytes,
+            omitted_lines,
+            self._artifact_path,
+        )
+
+    def _discard_artifact(self) -> None:
+        if self._artifact_path is not None:
+            try:
+                os.unlink(self._artifact_path)
+            except FileNotFoundError:
+                pass
+            self._artifact_path = None
+
+
+def _nth_newline(data: bytes, n: int) -> int | None:
+    """Index of the n-th newline in data, or None when there are fewer."""
+    if n <= 0:
+        return -1
+    pos = -1
+    for _ in range(n):
+        pos = data.find(b"\n", pos + 1)
+        if pos < 0:
+            return None
+    return pos
+
+
+def _last_lines(data: bytes, n: int) -> bytes:
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    pos = end
+    for _ in range(n):
+        pos = data.rfind(b"\n", 0, pos)
+        if pos < 0:
+            return data
+    return data[pos + 1 :]
+
+
+def _decode(data: bytes, strip_partial: bool = False) -> str:
+    if strip_partial:
+        # A tail cut inside a multi-byte character starts with continuation bytes.
+        i = 0
+        while i < min(3, len(data)) and 0x80 <= data[i] < 0xC0:
+            i += 1
+        data = data[i:]
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return decoder.decode(data, final=True)
+
+
+def bound_text(
+    text: str,
+    limits: OutputLimits,
+    artifact_path: Path | None = None,
+    label: str = "output",
+) -> BoundedText:
+    """Apply the limits to a text already in memory (the dispatcher's last guard)."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limits.max_bytes and text.count("\n") < limits.max_lines:
+        lines = _count_lines(data, data.endswith(b"\n"))
+        if lines <= limits.max_lines:
+            return BoundedText(text, False, len(data), lines)
+    bounded = BoundedOutput(limits, artifact_path)
+    bounded.feed(data)
+    return bounded.finish(label)

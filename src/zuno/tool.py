@@ -1,0 +1,192 @@
+"""The tool base: a name, an argument model, a declaration and ``run``.
+
+A tool is small on purpose. Shared mechanics (truncation, ripgrep, sandboxing,
+persistence) live in their own modules and are called from ``run``. Nothing
+outside a tool's own tests calls ``run`` directly: every call goes through the
+dispatcher (see :mod:`zuno.dispatch`).
+
+Failures a tool can foresee are raised as exceptions the dispatcher maps to
+stored outcomes::
+
+    ToolError            -> outcome "error"   (it ran and failed; the message goes to the model)
+      TransientError     -> outcome "error"   (a Safe call may be attempted again after backoff)
+    UncertainOutcome     -> outcome "uncertain" (the effect may have happened: timeout, lost reply)
+
+Any other exception is an implementation failure, also stored as ``error``.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from zuno.declarations import Declaration
+from zuno.output import ArtifactStore, OutputLimits
+
+if TYPE_CHECKING:
+    from zuno.config import Config
+
+__all__ = [
+    "PathOutsideWorkspace",
+    "Tool",
+    "ToolArgs",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "TransientError",
+    "UncertainOutcome",
+]
+
+
+class ToolArgs(BaseModel):
+    """Base of every argument model: unknown fields are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+A = TypeVar("A", bound=ToolArgs)
+
+
+class ToolError(Exception):
+    """The call ran and failed in a way the model should read and act on."""
+
+
+class TransientError(ToolError):
+    """A failure that may pass (timeout of an inspection, a busy provider)."""
+
+
+class UncertainOutcome(Exception):
+    """The call's effect may or may not have happened; it must never be re-run."""
+
+
+class PathOutsideWorkspace(ToolError):
+    """A path that resolves outside the workspace where that is not allowed."""
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """What a call produced.
+
+    Attributes:
+        output: The model-visible text. The dispatcher bounds it once more.
+        data: Structured data for programs (``zuno call --json``, question answers).
+        is_error: Whether the model should read this as a failure.
+        uncertain: Whether the effect may or may not have happened (a timeout).
+        artifact: Where the full output is kept, when it was truncated.
+    """
+
+    output: str
+    data: dict[str, Any] | None = None
+    is_error: bool = False
+    uncertain: bool = False
+    artifact: Path | None = None
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running call may use. Built by the dispatcher for each execution."""
+
+    workspace: Path
+    session_id: str
+    call_id: str
+    attempt: int
+    limits: OutputLimits
+    artifacts: ArtifactStore
+    config: Config
+    services: Any = None
+    """The runtime (for delegation, jobs and state tools); typed loosely to avoid a cycle."""
+    extra: dict[str, Any] = field(default_factory=lambda: {})
+
+    def resolve(self, path: str) -> Path:
+        """A path argument made absolute (relative ones are taken from the workspace)."""
+        p = Path(os.path.expanduser(path))
+        if not p.is_absolute():
+            p = self.workspace / p
+        return Path(os.path.normpath(p))
+
+    def resolve_inside(self, path: str) -> Path:
+        """Like :meth:`resolve`, refusing a path whose real location leaves the workspace."""
+        p = self.resolve(path)
+        real = _real_path(p)
+        root = _real_path(self.workspace)
+        if real != root and root not in real.parents:
+            raise PathOutsideWorkspace(
+                f"{path!r} is outside the workspace {self.workspace}; "
+                "use a path inside the workspace"
+            )
+        return p
+
+    def artifact_path(self, name: str) -> Path:
+        """Where this call may keep a full output called ``name``."""
+        return self.artifacts.path_for(self.session_id, self.call_id, name)
+
+
+def _real_path(p: Path) -> Path:
+    """The real path of p, following symlinks of the part that exists."""
+    existing = p
+    rest: list[str] = []
+    while not existing.exists() and existing != existing.parent:
+        rest.append(existing.name)
+        existing = existing.parent
+    real = existing.resolve()
+    for name in reversed(rest):
+        real = real / name
+    return real
+
+
+class Tool(ABC, Generic[A]):
+    """Base of every tool.
+
+    Subclasses set ``name``, ``description`` and ``args_model``; they declare
+    their :class:`Declaration` (strict defaults otherwise) and may classify per
+    invocation by overriding :meth:`declare`.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    args_model: type[A]
+    declaration: ClassVar[Declaration] = Declaration()
+    mixed: ClassVar[bool] = False
+    """True when :meth:`declare` depends on the arguments (``bg``)."""
+    rule_argument: ClassVar[str | None] = None
+    """The main argument that ``permission.rules`` patterns match."""
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "glob"
+
+    def declare(self, args: A) -> Declaration:
+        """The declaration of one invocation, from its validated arguments."""
+        return self.declaration
+
+    def rule_subject(self, args: A, workspace: Path) -> str | None:
+        """The string that permission rule patterns are matched against."""
+        if self.rule_argument is None:
+            return None
+        value = getattr(args, self.rule_argument, None)
+        if value is None:
+            return None
+        text = str(value)
+        if self.rule_match == "path":
+            p = Path(text)
+            if p.is_absolute():
+                try:
+                    return p.relative_to(workspace).as_posix()
+                except ValueError:
+                    return p.as_posix()
+            return Path(os.path.normpath(text)).as_posix()
+        return text
+
+    def preview(self, args: A) -> str:
+        """What an approval prompt shows about this call (a diff for a patch)."""
+        return args.model_dump_json(exclude_none=True)
+
+    @abstractmethod
+    async def run(self, args: A, ctx: ToolContext) -> ToolResult:
+        """Do the work. Only the dispatcher calls this."""
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments, as given to models."""
+        return self.args_model.model_json_schema()
