@@ -1,0 +1,14 @@
+"""The built-in tools, one module per family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zuno.tool import Tool
+
+__all__ = ["builtin_tools"]
+
+
+def builtin_tools() -> list[Tool[Any]]:
+    """A fresh instance of every tool this build implements."""
+    return []

@@ -1,0 +1,219 @@
+"""The ``zuno.json`` configuration: its model, defaults, ranges and loading.
+
+Two files are read: the user's (under the platform's config folder, or
+``$ZUNO_CONFIG_HOME``) and the workspace's ``zuno.json``; the workspace file
+wins key by key (objects are merged recursively, everything else replaced).
+A bad file is a startup error that names the file, the key, the value and what
+is allowed: :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "AgentSettings",
+    "Config",
+    "ConfigError",
+    "ConcurrencySettings",
+    "HookCommand",
+    "HookSettings",
+    "PermissionRule",
+    "PermissionSettings",
+    "ReplaySettings",
+    "ToolOutputSettings",
+    "load_config",
+    "user_config_path",
+]
+
+CONFIG_NAME = "zuno.json"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ConcurrencySettings(_Section):
+    """Bounds on overlap, one per layer. 1 makes that layer serial."""
+
+    tool_calls: int = Field(8, ge=1, le=64, description="Non-exclusive tool calls at once.")
+    delegations: int = Field(8, ge=1, le=64, description="Child agents running at once.")
+    mcp_connections: int = Field(8, ge=1, le=64, description="MCP requests in flight.")
+    lsp_requests: int = Field(4, ge=1, le=64, description="Language-server requests in flight.")
+
+
+class ToolOutputSettings(_Section):
+    """How much of one call's output the model sees; the rest goes to an artifact."""
+
+    max_bytes: int = Field(51200, ge=1024, le=10 * 1024 * 1024)
+    max_lines: int = Field(2000, ge=10, le=100_000)
+
+
+class PermissionRule(_Section):
+    """One authorization rule.
+
+    ``tool`` is a tool name or ``*``. ``pattern`` is matched against the tool's
+    main argument: a glob on the workspace-relative path for file tools
+    (``src/**``), a command prefix for ``shell`` (``git status``), a glob
+    otherwise. ``*`` matches every call. Among the rules that match a call,
+    deny beats ask beats allow.
+    """
+
+    tool: str = Field(min_length=1)
+    pattern: str = "*"
+    action: Literal["allow", "ask", "deny"]
+
+
+class PermissionSettings(_Section):
+    """Strict mode asks for a fresh approval of every side-effecting or delegating call."""
+
+    mode: Literal["strict", "permissive"] = "strict"
+    rules: list[PermissionRule] = Field(default_factory=lambda: [])
+
+
+class HookCommand(_Section):
+    """A command run before or after calls; it gets the call as JSON on stdin.
+
+    It answers on stdout with ``{"decision": "allow"}`` or
+    ``{"decision": "deny", "reason": "..."}`` (empty output allows). A non-zero
+    exit, bad output or a timeout denies.
+    """
+
+    command: str = Field(min_length=1)
+    timeout: float = Field(10.0, gt=0, le=600)
+    tools: list[str] | None = None
+    """Only calls to these tools (all when omitted)."""
+
+
+class HookSettings(_Section):
+    before: list[HookCommand] = Field(default_factory=lambda: [])
+    after: list[HookCommand] = Field(default_factory=lambda: [])
+
+
+class ReplaySettings(_Section):
+    """Retries of Safe calls after transient failures (Never calls are never retried)."""
+
+    attempts: int = Field(3, ge=1, le=10)
+    base_delay: float = Field(0.2, ge=0, le=60)
+    max_delay: float = Field(5.0, ge=0, le=600)
+
+
+class AgentSettings(_Section):
+    """A named agent: its model, prompt, exact tool allowlist and permission overrides."""
+
+    description: str = ""
+    model: str | None = None
+    prompt: str | None = None
+    tools: list[str] | None = None
+    """When set, exactly these tools: it replaces the default surface."""
+    permission: PermissionSettings | None = None
+    max_steps: int | None = Field(None, ge=1, le=1000)
+
+
+class Config(_Section):
+    """The whole ``zuno.json``."""
+
+    tools: dict[str, bool] = Field(default_factory=lambda: {})
+    concurrency: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
+    tool_output: ToolOutputSettings = Field(default_factory=ToolOutputSettings)
+    permission: PermissionSettings = Field(default_factory=PermissionSettings)
+    agents: dict[str, AgentSettings] = Field(default_factory=lambda: {})
+    hooks: HookSettings = Field(default_factory=HookSettings)
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    sources: list[str] = Field(default_factory=lambda: [], exclude=True)
+    """The files this configuration was read from (not a key of the file)."""
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used, with what to fix."""
+
+
+def user_config_path() -> Path:
+    """The user's configuration file."""
+    home = os.environ.get("ZUNO_CONFIG_HOME")
+    base = Path(home) if home else Path(platformdirs.user_config_dir("zuno"))
+    return base / CONFIG_NAME
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object, got {type(data).__name__}")
+    return data  # type: ignore[return-value]
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = _merge(old, value)  # type: ignore[arg-type]
+        else:
+            out[key] = value
+    return out
+
+
+def _describe(error: Any) -> str:
+    loc = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    value = json.dumps(error.get("input"), default=str)
+    if len(value) > 80:
+        value = value[:77] + "..."
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"unknown key {loc!r}; remove it or check its spelling"
+    if kind == "missing":
+        return f"key {loc!r} is required"
+    ctx = error.get("ctx") or {}
+    allowed = ""
+    if {"ge", "le"} <= ctx.keys():
+        allowed = f" (allowed: {ctx['ge']}..={ctx['le']})"
+    return f"key {loc!r} has value {value}: {error['msg']}{allowed}"
+
+
+def validate_config(data: dict[str, Any], source: str) -> Config:
+    """Validate a merged configuration, naming ``source`` in errors."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"{source}: {problems}") from exc
+
+
+def load_config(workspace: Path, *, user_file: Path | None = None) -> Config:
+    """Read the user file and the workspace file (the workspace wins key by key)."""
+    files = [user_file or user_config_path(), workspace / CONFIG_NAME]
+    merged: dict[str, Any] = {}
+    found: list[str] = []
+    for path in files:
+        if path.is_file():
+            data = _read_json(path)
+            # Validate each file alone first so an error names the file it is in.
+            validate_config(data, str(path))
+            merged = _merge(merged, data)
+            found.append(str(path))
+    config = validate_config(merged, " + ".join(found) or "defaults")
+    config.sources = found
+    return config
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of ``zuno.json``."""
+    schema = Config.model_json_schema()
+    schema.get("properties", {}).pop("sources", None)
+    schema["title"] = "zuno.json"
+    return schema

@@ -1,0 +1,706 @@
+"""The dispatcher: the one door every tool call goes through.
+
+One model step is dispatched in two phases.
+
+Pre-flight, call by call in the model's order: resolve the name against the
+session's surface, parse and validate the arguments, classify the call from
+its validated arguments, run the before hooks, authorize. A call that fails
+any of these is *blocked*: a ``dispatch.blocked`` event, then a finished row
+with outcome ``blocked`` and its kind. Nothing of it ran.
+
+Execution: admitted calls are grouped (:mod:`zuno.scheduling`) and run. Each
+attempt writes its ``started`` row before the tool can act and its result
+right after. Results are handed back, and their ``call.result`` events
+written, in the model's order whatever the completion order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.events import Event
+from zuno.hooks import HookCall
+from zuno.output import OutputLimits, bound_text
+from zuno.permissions import ApprovalDecision, ApprovalRequest, evaluate, fingerprint
+from zuno.scheduling import plan_groups
+from zuno.store.records import CallRecord
+from zuno.tool import Tool, ToolContext, ToolError, ToolResult, TransientError, UncertainOutcome
+
+if TYPE_CHECKING:
+    from zuno.runtime import Runtime, SessionState
+
+__all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
+
+
+def new_id(prefix: str) -> str:
+    """A sortable unique id: time in microseconds, then randomness."""
+    return f"{prefix}_{time.time_ns() // 1000:013x}{os.urandom(4).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """A tool call as the model (or a person) asked for it.
+
+    ``arguments`` may be the model's raw JSON text, an object, or None.
+    """
+
+    tool: str
+    arguments: str | Mapping[str, Any] | None = None
+    model_call_id: str | None = None
+
+
+@dataclass(slots=True)
+class CallResult:
+    """The settled result of one call, as handed back to the model."""
+
+    call_id: str
+    session_id: str
+    index: int
+    tool: str
+    outcome: Outcome
+    output: str
+    declaration: Declaration | None = None
+    block_kind: BlockKind | None = None
+    attempt: int = 1
+    is_error: bool = False
+    data: dict[str, Any] | None = None
+    model_call_id: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    artifact: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape printed by ``zuno call --json``."""
+        decl = self.declaration.as_dict() if self.declaration else {}
+        return {
+            "call_id": self.call_id,
+            "session_id": self.session_id,
+            "index": self.index,
+            "tool": self.tool,
+            "outcome": self.outcome.value,
+            "block_kind": self.block_kind.value if self.block_kind else None,
+            "effect": decl.get("effect"),
+            "replay": decl.get("replay"),
+            "concurrency": decl.get("concurrency"),
+            "attempt": self.attempt,
+            "result": self.output,
+            "is_error": self.is_error,
+            "data": self.data,
+            "artifact": self.artifact,
+        }
+
+
+@dataclass(slots=True)
+class _Admitted:
+    index: int
+    call_id: str
+    request: CallRequest
+    tool: Tool[Any]
+    args: BaseModel
+    declaration: Declaration
+    arguments_json: str
+    args_hash: str
+    normalized: dict[str, Any] = field(default_factory=lambda: {})
+
+
+class _Blocked(Exception):
+    def __init__(self, kind: BlockKind, message: str, declaration: Declaration | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.declaration = declaration
+
+
+def _raw_arguments(arguments: str | Mapping[str, Any] | None) -> str:
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(dict(arguments), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    text = arguments.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Blocked(
+            BlockKind.INVALID_ARGUMENTS,
+            f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno}); send a JSON object",
+        ) from exc
+    if not isinstance(value, dict):
+        raise _Blocked(
+            BlockKind.INVALID_ARGUMENTS,
+            f"the arguments must be a JSON object, got {type(value).__name__}",
+        )
+    return value  # type: ignore[return-value]
+
+
+def _expected(tool: Tool[Any]) -> str:
+    schema = tool.schema()
+    required = set(schema.get("required", []))
+    parts: list[str] = []
+    for name, prop in schema.get("properties", {}).items():
+        kind = prop.get("type") or "/".join(
+            str(p.get("type", "?")) for p in prop.get("anyOf", []) if p.get("type") != "null"
+        )
+        parts.append(f"{name}: {kind}{'' if name in required else '?'}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _validation_message(tool: Tool[Any], exc: ValidationError) -> str:
+    problems: list[str] = []
+    for error in exc.errors():
+        field_name = ".".join(str(p) for p in error["loc"]) or "(arguments)"
+        if error["type"] == "extra_forbidden":
+            problems.append(f"`{field_name}` is not an argument of {tool.name}")
+            continue
+        if error["type"] == "missing":
+            problems.append(f"`{field_name}` is required")
+            continue
+        got = json.dumps(error.get("input"), default=str)
+        if len(got) > 60:
+            got = got[:57] + "..."
+        problems.append(f"`{field_name}`: {error['msg']} (got {got})")
+    return "; ".join(problems) + f". Expected arguments: {_expected(tool)}"
+
+
+class Dispatcher:
+    """Runs model steps through pre-flight, scheduling, execution and persistence."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    # Pre-flight -----------------------------------------------------------------
+
+    async def dispatch(
+        self, session: SessionState, requests: Sequence[CallRequest]
+    ) -> list[CallResult]:
+        """Dispatch one model step; results come back in the model's order."""
+        rt = self._rt
+        step = rt.store.begin_step(session.session_id)
+        rt.events.emit(
+            Event("dispatch.started", session.session_id, data={"step": step, "calls": len(requests)})
+        )
+        results: list[CallResult | None] = [None] * len(requests)
+        admitted: list[_Admitted] = []
+        for index, request in enumerate(requests):
+            call_id = new_id("call")
+            try:
+                admitted.append(await self._preflight(session, index, call_id, request))
+            except _Blocked as blocked:
+                results[index] = self._block(session, step, index, call_id, request, blocked)
+        try:
+            await self._execute_all(session, step, admitted, results)
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._never_started(session, step, admitted, results)
+                settled = [r for r in results if r is not None]
+                rt.store.append_events(
+                    [
+                        *(
+                            Event(
+                                "call.result",
+                                session.session_id,
+                                r.call_id,
+                                {
+                                    "index": r.index,
+                                    "tool": r.tool,
+                                    "outcome": r.outcome.value,
+                                    "block_kind": r.block_kind.value if r.block_kind else None,
+                                },
+                            )
+                            for r in settled
+                        ),
+                        Event("dispatch.finished", session.session_id, data={"step": step}),
+                    ],
+                    deliver=rt.events.deliver,
+                )
+        return [r for r in results if r is not None]
+
+    async def _preflight(
+        self, session: SessionState, index: int, call_id: str, request: CallRequest
+    ) -> _Admitted:
+        tool = session.surface.get(request.tool)
+        if tool is None:
+            raise _Blocked(BlockKind.UNAVAILABLE, self._unavailable_message(session, request.tool))
+        raw = _parse_arguments(request.arguments)
+        try:
+            args = tool.args_model.model_validate(raw)
+        except ValidationError as exc:
+            raise _Blocked(BlockKind.INVALID_ARGUMENTS, _validation_message(tool, exc)) from exc
+        try:
+            declaration = tool.declare(args)
+        except Exception as exc:  # a tool that cannot classify is treated as the strictest
+            raise _Blocked(
+                BlockKind.INVALID_ARGUMENTS, f"these arguments cannot be classified: {exc}"
+            ) from exc
+        normalized = args.model_dump(mode="json", exclude_none=True)
+        digest = fingerprint(tool.name, normalized)
+        admitted = _Admitted(
+            index,
+            call_id,
+            request,
+            tool,
+            args,
+            declaration,
+            json.dumps(normalized, sort_keys=True, ensure_ascii=False),
+            digest,
+            normalized,
+        )
+        await self._check_session_rules(session, admitted)
+        await self._before_hooks(session, admitted)
+        await self._authorize(session, admitted)
+        return admitted
+
+    def _unavailable_message(self, session: SessionState, name: str) -> str:
+        from zuno.registry import ALL_NAMES
+
+        available = ", ".join(session.surface.names) or "none"
+        if name in ALL_NAMES and self._rt.registry.get(name) is None:
+            why = f"`{name}` is not available in this build of Zuno"
+        elif self._rt.registry.get(name) is not None:
+            why = f"`{name}` is not enabled for this agent"
+        else:
+            why = f"there is no tool named `{name}`"
+        return f"{why}. Available tools: {available}"
+
+    async def _check_session_rules(self, session: SessionState, call: _Admitted) -> None:
+        """Session-level policy checks (extended by the replay rules)."""
+        guard = self._rt.inspection_guard
+        if guard is not None:
+            reason = guard(session, call.tool.name, call.declaration)
+            if reason:
+                raise _Blocked(BlockKind.DENIED, reason, call.declaration)
+
+    async def _before_hooks(self, session: SessionState, call: _Admitted) -> None:
+        hooks = self._rt.hooks
+        if not hooks:
+            return
+        decision = await hooks.before(
+            HookCall(
+                "before",
+                session.session_id,
+                call.call_id,
+                call.tool.name,
+                call.normalized,
+                call.declaration.as_dict(),
+            )
+        )
+        if not decision.allow:
+            raise _Blocked(
+                BlockKind.DENIED, f"a before hook refused this call: {decision.reason}", call.declaration
+            )
+
+    async def _authorize(self, session: SessionState, call: _Admitted) -> None:
+        rt = self._rt
+        subject = call.tool.rule_subject(call.args, rt.workspace)
+        verdict = evaluate(
+            session.permissions, call.tool.name, call.declaration, subject, call.tool.rule_match
+        )
+        if verdict.action == "allow":
+            return
+        if verdict.action == "deny":
+            raise _Blocked(
+                BlockKind.DENIED,
+                f"denied by {verdict.reason}; this call is not allowed in this workspace",
+                call.declaration,
+            )
+        if rt.store.has_session_approval(session.session_id, call.args_hash):
+            return
+        try:
+            preview = call.tool.preview(call.args)
+        except Exception as exc:
+            preview = f"(no preview: {exc})"
+        request = ApprovalRequest(
+            session.session_id,
+            call.call_id,
+            call.tool.name,
+            call.normalized,
+            call.declaration,
+            preview,
+            verdict.reason,
+            call.args_hash,
+        )
+        rt.events.emit(
+            Event(
+                "approval.requested",
+                session.session_id,
+                call.call_id,
+                {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
+            )
+        )
+        try:
+            decision = await rt.approver.decide(request)
+        except Exception as exc:  # an approver that breaks must not approve
+            decision = ApprovalDecision.DENY
+            verdict_note = f"the approver failed ({exc!r})"
+        else:
+            verdict_note = ""
+        rt.events.emit(
+            Event(
+                "approval.decided",
+                session.session_id,
+                call.call_id,
+                {"tool": call.tool.name, "decision": decision.value},
+            )
+        )
+        if decision is ApprovalDecision.APPROVE_SESSION:
+            rt.store.add_session_approval(session.session_id, call.args_hash, call.tool.name)
+        if decision is ApprovalDecision.DENY:
+            who = verdict_note or (
+                "no one was available to approve it (non-interactive run)"
+                if rt.approver.name.startswith("deny")
+                else "the user denied it"
+            )
+            raise _Blocked(
+                BlockKind.DENIED,
+                f"this call needed approval ({verdict.reason}) and {who}. "
+                "Do not retry it unchanged; ask the user or take another approach",
+                call.declaration,
+            )
+
+    def _block(
+        self,
+        session: SessionState,
+        step: int,
+        index: int,
+        call_id: str,
+        request: CallRequest,
+        blocked: _Blocked,
+    ) -> CallResult:
+        now = time.time()
+        raw = _raw_arguments(request.arguments)
+        decl = blocked.declaration
+        text = f"Blocked ({blocked.kind.value}): {blocked.message}. Nothing was run."
+        record = CallRecord(
+            call_id=call_id,
+            session_id=session.session_id,
+            step=step,
+            index=index,
+            attempt=1,
+            tool=request.tool,
+            arguments=raw,
+            args_hash=hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest(),
+            effect=decl.effect.value if decl else None,
+            replay=decl.replay.value if decl else None,
+            concurrency=decl.concurrency.value if decl else None,
+            status="finished",
+            outcome=Outcome.BLOCKED.value,
+            block_kind=blocked.kind.value,
+            result=text,
+            is_error=True,
+            started_at=now,
+            finished_at=now,
+            model_call_id=request.model_call_id,
+        )
+        event = Event(
+            "dispatch.blocked",
+            session.session_id,
+            call_id,
+            {"index": index, "tool": request.tool, "block_kind": blocked.kind.value, "reason": blocked.message},
+            at=now,
+        )
+        self._rt.store.record_blocked(record, event)
+        self._rt.events.deliver(event)
+        return CallResult(
+            call_id,
+            session.session_id,
+            index,
+            request.tool,
+            Outcome.BLOCKED,
+            text,
+            decl,
+            blocked.kind,
+            is_error=True,
+            model_call_id=request.model_call_id,
+            started_at=now,
+            finished_at=now,
+        )
+
+    # Execution ----------------------------------------------------------------
+
+    async def _execute_all(
+        self,
+        session: SessionState,
+        step: int,
+        admitted: list[_Admitted],
+        results: list[CallResult | None],
+    ) -> None:
+        limiter = anyio.CapacityLimiter(self._rt.config.concurrency.tool_calls)
+
+        async def run(call: _Admitted, bounded: bool) -> None:
+            if bounded:
+                async with limiter:
+                    results[call.index] = await self._execute(session, step, call)
+            else:
+                results[call.index] = await self._execute(session, step, call)
+
+        for group in plan_groups(admitted):
+            if group.exclusive or len(group.calls) == 1:
+                call = group.calls[0]
+                results[call.index] = await self._execute(session, step, call)
+                continue
+            async with anyio.create_task_group() as tg:
+                for call in group.calls:
+                    bounded = call.declaration.concurrency is Concurrency.PARALLEL_SAFE
+                    tg.start_soon(run, call, bounded)
+
+    def _never_started(
+        self,
+        session: SessionState,
+        step: int,
+        admitted: list[_Admitted],
+        results: list[CallResult | None],
+    ) -> None:
+        """Admitted calls that a cancellation stopped before they began."""
+        for call in admitted:
+            if results[call.index] is not None:
+                continue
+            now = time.time()
+            text = "Cancelled before it started: nothing was run."
+            record = self._record(session, step, call, 1, now)
+            record.status = "finished"
+            record.outcome = Outcome.ERROR.value
+            record.result = text
+            record.is_error = True
+            record.finished_at = now
+            event = Event("call.cancelled", session.session_id, call.call_id, {"index": call.index})
+            self._rt.store.record_blocked(record, event)
+            results[call.index] = CallResult(
+                call.call_id,
+                session.session_id,
+                call.index,
+                call.tool.name,
+                Outcome.ERROR,
+                text,
+                call.declaration,
+                is_error=True,
+                model_call_id=call.request.model_call_id,
+                started_at=now,
+                finished_at=now,
+            )
+
+    def _record(
+        self, session: SessionState, step: int, call: _Admitted, attempt: int, now: float
+    ) -> CallRecord:
+        d = call.declaration
+        return CallRecord(
+            call_id=call.call_id,
+            session_id=session.session_id,
+            step=step,
+            index=call.index,
+            attempt=attempt,
+            tool=call.tool.name,
+            arguments=call.arguments_json,
+            args_hash=call.args_hash,
+            effect=d.effect.value,
+            replay=d.replay.value,
+            concurrency=d.concurrency.value,
+            status="started",
+            started_at=now,
+            model_call_id=call.request.model_call_id,
+        )
+
+    async def _execute(self, session: SessionState, step: int, call: _Admitted) -> CallResult:
+        rt = self._rt
+        replay = rt.config.replay
+        attempt = 1
+        while True:
+            result, transient = await self._attempt(session, step, call, attempt)
+            retry = transient and call.declaration.replay is Replay.SAFE
+            if not retry or attempt >= replay.attempts:
+                break
+            delay = min(replay.max_delay, replay.base_delay * (2 ** (attempt - 1)))
+            delay *= 0.5 + random.random() / 2  # jitter spreads retries of parallel calls
+            rt.events.emit(
+                Event(
+                    "call.retry",
+                    session.session_id,
+                    call.call_id,
+                    {"attempt": attempt + 1, "delay": round(delay, 3)},
+                )
+            )
+            await anyio.sleep(delay)
+            attempt += 1
+        await self._after_hooks(session, call, result)
+        return result
+
+    async def _attempt(
+        self, session: SessionState, step: int, call: _Admitted, attempt: int
+    ) -> tuple[CallResult, bool]:
+        """One attempt; also says whether its failure was transient."""
+        rt = self._rt
+        started = time.time()
+        record = self._record(session, step, call, attempt, started)
+        started_event = Event(
+            "call.started",
+            session.session_id,
+            call.call_id,
+            {"index": call.index, "tool": call.tool.name, "attempt": attempt},
+            at=started,
+        )
+        rt.store.call_started(record, started_event)
+        rt.events.deliver(started_event)
+        limits = OutputLimits(rt.config.tool_output.max_bytes, rt.config.tool_output.max_lines)
+        ctx = ToolContext(
+            workspace=rt.workspace,
+            session_id=session.session_id,
+            call_id=call.call_id,
+            attempt=attempt,
+            limits=limits,
+            artifacts=rt.artifacts,
+            config=rt.config,
+            services=rt,
+            extra={"session": session},
+        )
+        transient = False
+        try:
+            result = await call.tool.run(call.args, ctx)
+            outcome = (
+                Outcome.UNCERTAIN
+                if result.uncertain
+                else Outcome.ERROR
+                if result.is_error
+                else Outcome.OK
+            )
+        except UncertainOutcome as exc:
+            result = ToolResult(
+                f"Outcome uncertain: {exc}. The effect may or may not have happened; "
+                "inspect the real state before doing anything that depends on it.",
+                is_error=True,
+                uncertain=True,
+            )
+            outcome = Outcome.UNCERTAIN
+        except ToolError as exc:
+            transient = isinstance(exc, TransientError)
+            result = ToolResult(f"Error: {exc}", is_error=True)
+            outcome = Outcome.ERROR
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                self._finish_cancelled(call, record)
+            raise
+        except Exception as exc:
+            result = ToolResult(
+                f"Error: {call.tool.name} failed inside Zuno ({type(exc).__name__}: {exc}). "
+                "This is a defect of the tool, not of your arguments.",
+                is_error=True,
+            )
+            outcome = Outcome.ERROR
+        if outcome is Outcome.UNCERTAIN and call.declaration.replay is Replay.NEVER:
+            result.output += (
+                "\nThis call will not be run again automatically. Inspect the real state "
+                "(read the files, list the processes) before any new change."
+            )
+        bounded = bound_text(
+            result.output, limits, rt.artifacts.path_for(session.session_id, call.call_id, "result")
+        )
+        artifact = str(bounded.artifact or result.artifact or "") or None
+        finished = time.time()
+        record.status = "finished"
+        record.outcome = outcome.value
+        record.result = bounded.text
+        record.is_error = result.is_error or outcome is not Outcome.OK
+        record.finished_at = finished
+        record.artifact = artifact
+        finished_event = Event(
+            "call.finished",
+            session.session_id,
+            call.call_id,
+            {"index": call.index, "tool": call.tool.name, "attempt": attempt, "outcome": outcome.value},
+            at=finished,
+        )
+        rt.store.call_finished(record, finished_event)
+        rt.events.deliver(finished_event)
+        if rt.on_call_settled is not None:
+            rt.on_call_settled(session, call.tool.name, call.declaration, outcome)
+        return CallResult(
+            call.call_id,
+            session.session_id,
+            call.index,
+            call.tool.name,
+            outcome,
+            bounded.text,
+            call.declaration,
+            attempt=attempt,
+            is_error=record.is_error,
+            data=result.data,
+            model_call_id=call.request.model_call_id,
+            started_at=started,
+            finished_at=finished,
+            artifact=artifact,
+        ), transient
+
+    def _finish_cancelled(self, call: _Admitted, record: CallRecord) -> None:
+        rt = self._rt
+        harmless = call.declaration.effect is Effect.READ_ONLY
+        record.status = "finished"
+        record.outcome = (Outcome.ERROR if harmless else Outcome.UNCERTAIN).value
+        record.result = (
+            "Cancelled while running."
+            if harmless
+            else "Cancelled while running: the effect may or may not have happened."
+        )
+        record.is_error = True
+        record.finished_at = time.time()
+        event = Event(
+            "call.finished",
+            record.session_id,
+            call.call_id,
+            {"index": call.index, "tool": call.tool.name, "attempt": record.attempt,
+             "outcome": record.outcome, "cancelled": True},
+        )
+        rt.store.call_finished(record, event)
+        rt.events.deliver(event)
+
+    async def _after_hooks(self, session: SessionState, call: _Admitted, result: CallResult) -> None:
+        hooks = self._rt.hooks
+        if not hooks:
+            return
+        decision = await hooks.after(
+            HookCall(
+                "after",
+                session.session_id,
+                call.call_id,
+                call.tool.name,
+                call.normalized,
+                call.declaration.as_dict(),
+                result.outcome.value,
+                result.output,
+            )
+        )
+        if not decision.allow:
+            self._rt.events.emit(
+                Event(
+                    "hook.denied",
+                    session.session_id,
+                    call.call_id,
+                    {"phase": "after", "reason": decision.reason},
+                )
+            )
+            result.output = (
+                f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
+                f"its result: {decision.reason}"
+            )
+            result.is_error = True

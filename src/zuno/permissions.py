@@ -1,0 +1,287 @@
+"""Authorization: permission rules, strict mode and approvals.
+
+A call is authorized in three steps:
+
+1. The rules of ``permission.rules`` (and the agent's own) that match the call
+   are collected; deny beats ask beats allow.
+2. With no matching rule, the mode decides: in ``strict`` mode (the default) a
+   SideEffecting or Delegating call must be approved, ReadOnly and
+   UserMediated calls are not prompted; ``permissive`` asks nothing.
+3. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
+   tool and its normalized arguments (:func:`fingerprint`). "Approve for the
+   session" remembers that fingerprint, nothing broader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from typing import Any, Literal, Protocol
+
+import anyio
+
+from zuno.config import AgentSettings, PermissionRule, PermissionSettings
+from zuno.declarations import Declaration, Effect
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApproveAll",
+    "Approver",
+    "CallbackApprover",
+    "DenyAll",
+    "TerminalApprover",
+    "Verdict",
+    "default_approver",
+    "effective_permissions",
+    "evaluate",
+    "fingerprint",
+    "rule_matches",
+]
+
+Action = Literal["allow", "ask", "deny"]
+MatchKind = Literal["path", "prefix", "glob"]
+
+# Shell control operators: a command containing one is several commands.
+_SHELL_SPLIT = re.compile(r"\|\||&&|;|\||&|\n|`|\$\(|>|<")
+
+
+def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
+    """A digest of one exact call: the tool and its normalized arguments."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{tool}\0{canonical}".encode()).hexdigest()
+
+
+@lru_cache(maxsize=512)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def _prefix_matches(pattern: str, command: str) -> bool:
+    pattern = pattern.strip()
+    command = command.strip()
+    if pattern.endswith("*"):
+        return command.startswith(pattern[:-1])
+    return command == pattern or command.startswith(pattern + " ")
+
+
+def rule_matches(
+    rule: PermissionRule, tool: str, subject: str | None, kind: MatchKind
+) -> bool:
+    """Whether a rule applies to a call of ``tool`` whose main argument is ``subject``."""
+    if rule.tool != "*" and not fnmatchcase(tool, rule.tool):
+        return False
+    if rule.pattern in ("*", "**"):
+        return True
+    if subject is None:
+        return False
+    if kind == "path":
+        return _path_regex(rule.pattern).match(subject) is not None
+    if kind == "prefix":
+        segments = [s for s in _SHELL_SPLIT.split(subject) if s.strip()]
+        if rule.action == "allow":
+            # An allow covers only a single plain command: `git status; rm -rf ~`
+            # must not ride on an allow for `git status`.
+            return len(segments) == 1 and _prefix_matches(rule.pattern, segments[0])
+        return any(_prefix_matches(rule.pattern, s) for s in segments or [subject])
+    return fnmatchcase(subject, rule.pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The authorization of one call before any approver is asked."""
+
+    action: Action
+    reason: str
+    rule: PermissionRule | None = None
+
+
+def effective_permissions(
+    base: PermissionSettings, agent: AgentSettings | None
+) -> PermissionSettings:
+    """The agent's overrides over the file's: its mode, and its rules added to the file's."""
+    if agent is None or agent.permission is None:
+        return base
+    return PermissionSettings(
+        mode=agent.permission.mode, rules=[*agent.permission.rules, *base.rules]
+    )
+
+
+def evaluate(
+    settings: PermissionSettings,
+    tool: str,
+    declaration: Declaration,
+    subject: str | None,
+    kind: MatchKind,
+) -> Verdict:
+    """Rules first (deny > ask > allow), then the mode's default for the effect."""
+    matched = [r for r in settings.rules if rule_matches(r, tool, subject, kind)]
+    for action in ("deny", "ask", "allow"):
+        for rule in matched:
+            if rule.action == action:
+                where = f" matching {rule.pattern!r}" if rule.pattern not in ("*", "**") else ""
+                return Verdict(action, f"rule '{rule.action} {rule.tool}'{where}", rule)
+    if settings.mode == "strict" and declaration.effect in (
+        Effect.SIDE_EFFECTING,
+        Effect.DELEGATING,
+    ):
+        return Verdict("ask", f"strict mode: {declaration.effect.value} calls need approval")
+    return Verdict("allow", f"{declaration.effect.value} call in {settings.mode} mode")
+
+
+class ApprovalDecision(StrEnum):
+    """What a person (or program) said about one call."""
+
+    APPROVE_ONCE = "once"
+    APPROVE_SESSION = "session"
+    """Approve this exact call (same tool, same arguments) for the rest of the session."""
+    DENY = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """One call waiting for approval."""
+
+    session_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    declaration: Declaration
+    preview: str
+    reason: str
+    fingerprint: str
+
+
+class Approver(Protocol):
+    """Decides approval requests. Implementations must be safe to call concurrently."""
+
+    name: str
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+class DenyAll:
+    """No one to ask: every request is denied (the default without a terminal)."""
+
+    name = "deny (no terminal)"
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.DENY
+
+
+class ApproveAll:
+    """Approves every request once (``--yes``)."""
+
+    name = "approve all (--yes)"
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.APPROVE_ONCE
+
+
+Callback = Callable[[ApprovalRequest], "ApprovalDecision | bool | Awaitable[ApprovalDecision | bool]"]
+
+
+class CallbackApprover:
+    """Approvals from a program embedding Zuno: a sync or async callable.
+
+    The callable returns an :class:`ApprovalDecision`, or a bool (True approves once).
+    """
+
+    name = "callback"
+
+    def __init__(self, callback: Callback) -> None:
+        self._callback = callback
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        answer = self._callback(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, ApprovalDecision):
+            return answer
+        return ApprovalDecision.APPROVE_ONCE if answer else ApprovalDecision.DENY
+
+
+class TerminalApprover:
+    """Asks the person at the terminal, one request at a time."""
+
+    name = "terminal"
+
+    def __init__(self, ask: Callable[[str], str] | None = None) -> None:
+        self._lock = anyio.Lock()
+        self._ask = ask or _ask_terminal
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self._lock:
+            text = _prompt_text(request)
+            while True:
+                answer = await anyio.to_thread.run_sync(self._ask, text)
+                choice = answer.strip().lower()
+                if choice in ("y", "yes", "o", "once"):
+                    return ApprovalDecision.APPROVE_ONCE
+                if choice in ("s", "session", "a", "always"):
+                    return ApprovalDecision.APPROVE_SESSION
+                if choice in ("n", "no", "d", "deny", ""):
+                    return ApprovalDecision.DENY
+                text = "Please answer y (once), s (this exact call for the session) or n (deny): "
+
+
+def _prompt_text(request: ApprovalRequest) -> str:
+    preview = request.preview
+    if len(preview) > 4000:
+        preview = preview[:4000] + f"\n... ({len(request.preview) - 4000} more characters)"
+    return (
+        f"\nZuno wants to run {request.tool} ({request.declaration.effect.value}): "
+        f"{request.reason}\n{preview}\n"
+        "Allow? [y] once  [s] this exact call for the session  [N] deny: "
+    )
+
+
+def _ask_terminal(text: str) -> str:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    console.print(text, end="", markup=False, highlight=False)
+    try:
+        with open("/dev/tty") as tty:
+            return tty.readline()
+    except OSError:
+        return sys.stdin.readline()
+
+
+def default_approver(interactive: bool | None = None) -> Approver:
+    """The terminal when there is one, else deny."""
+    if interactive is None:
+        interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    return TerminalApprover() if interactive else DenyAll()
+
+
+def rules_summary(rules: Sequence[PermissionRule]) -> list[str]:
+    """Rules as short lines for ``zuno doctor``."""
+    return [f"{r.action} {r.tool} {r.pattern}" for r in rules]

@@ -1,0 +1,195 @@
+"""The runtime: configuration, store, registry, approver and hooks in one place.
+
+Programs embedding Zuno build a :class:`Runtime`, open a session and dispatch
+model steps::
+
+    runtime = Runtime(Path("."), approver=CallbackApprover(ask_user))
+    session = runtime.open_session(agent="build")
+    results = await runtime.dispatch(session, [CallRequest("read", {"path": "README.md"})])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zuno.config import AgentSettings, Config, ConfigError, load_config
+from zuno.declarations import Declaration, Outcome
+from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
+from zuno.events import EventBus
+from zuno.hooks import Hooks, PythonHook
+from zuno.output import ArtifactStore
+from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
+from zuno.registry import Registry, Surface
+from zuno.store import Store, open_store
+from zuno.tool import Tool
+
+__all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
+
+BUILTIN_AGENTS: dict[str, AgentSettings] = {
+    "build": AgentSettings(description="The default agent: the whole default surface."),
+    "explore": AgentSettings(
+        description="Read-only exploration: reads and searches, no changes.",
+        tools=[
+            "read",
+            "glob",
+            "grep",
+            "skill",
+            "job",
+            "webfetch",
+            "web_search",
+            "plan_get",
+            "todo_get",
+            "goal_get",
+        ],
+    ),
+}
+
+
+class UnknownSession(LookupError):
+    """No session has that id."""
+
+
+class UnknownAgent(LookupError):
+    """No agent has that name."""
+
+
+@dataclass(slots=True)
+class SessionState:
+    """A session as the dispatcher sees it: who is acting and with which tools."""
+
+    session_id: str
+    agent_name: str
+    agent: AgentSettings | None
+    surface: Surface
+    permissions: PermissionSettings
+    depth: int = 0
+
+
+class Runtime:
+    """Everything a dispatch needs, built once per process."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        config: Config | None = None,
+        store: Store | None = None,
+        db_path: Path | None = None,
+        approver: Approver | None = None,
+        tools: Iterable[Tool[Any]] | None = None,
+        before_hooks: Sequence[PythonHook] = (),
+        after_hooks: Sequence[PythonHook] = (),
+    ) -> None:
+        self.workspace = workspace.resolve()
+        if not self.workspace.is_dir():
+            raise ConfigError(f"the workspace {workspace} is not a folder")
+        self.config = config if config is not None else load_config(self.workspace)
+        self.store = store if store is not None else open_store(db_path)
+        self.artifacts = ArtifactStore(self.store.artifacts_root)
+        self.approver: Approver = approver if approver is not None else default_approver()
+        if tools is None:
+            from zuno.tools import builtin_tools
+
+            tools = builtin_tools()
+        self.registry = Registry(tools)
+        self.hooks = Hooks(
+            self.config.hooks, self.workspace, list(before_hooks), list(after_hooks)
+        )
+        self.events = EventBus(self.store)
+        self.dispatcher = Dispatcher(self)
+        self.inspection_guard: Callable[[SessionState, str, Declaration], str | None] | None = None
+        self.on_call_settled: Callable[[SessionState, str, Declaration, Outcome], None] | None = (
+            None
+        )
+
+    # Agents and surfaces ------------------------------------------------------
+
+    def agent_names(self) -> list[str]:
+        return list(dict.fromkeys([*BUILTIN_AGENTS, *self.config.agents]))
+
+    def agent_settings(self, name: str) -> AgentSettings:
+        """The named agent (configured ones override built-ins of the same name)."""
+        if name in self.config.agents:
+            return self.config.agents[name]
+        if name in BUILTIN_AGENTS:
+            return BUILTIN_AGENTS[name]
+        raise UnknownAgent(
+            f"no agent named {name!r}; known agents: {', '.join(self.agent_names())}"
+        )
+
+    def conditions(self, agent: AgentSettings | None) -> dict[str, bool]:
+        """Which conditional tools this situation allows."""
+        return {}
+
+    def surface(self, agent: str | AgentSettings = "build") -> Surface:
+        settings = self.agent_settings(agent) if isinstance(agent, str) else agent
+        return self.registry.surface(self.config, settings, conditions=self.conditions(settings))
+
+    # Sessions -------------------------------------------------------------------
+
+    def open_session(
+        self,
+        session_id: str | None = None,
+        *,
+        agent: str = "build",
+        parent_call_id: str | None = None,
+        model: str | None = None,
+        title: str | None = None,
+        tools: Sequence[str] | None = None,
+        depth: int = 0,
+    ) -> SessionState:
+        """Resume a stored session, or create a new one when no id is given.
+
+        ``tools`` narrows the agent's surface (a delegation can only shrink it).
+        """
+        if session_id is not None:
+            record = self.store.get_session(session_id)
+            if record is None:
+                matches = self.store.find_sessions(session_id)
+                if len(matches) != 1:
+                    raise UnknownSession(
+                        f"no session {session_id!r}"
+                        + (f" (ambiguous: {len(matches)} match)" if matches else "")
+                        + "; `zuno sessions` lists them"
+                    )
+                record = self.store.get_session(matches[0])
+                assert record is not None
+            agent = record.agent
+        else:
+            record = None
+        settings = self.agent_settings(agent)
+        surface = self.surface(settings)
+        if tools is not None:
+            allowed = set(tools)
+            surface = Surface(tuple(t for t in surface.tools if t.name in allowed))
+        if record is None:
+            record = self.store.create_session(
+                new_id("ses"), agent, str(self.workspace), parent_call_id, model, title
+            )
+        return SessionState(
+            record.session_id,
+            agent,
+            settings,
+            surface,
+            effective_permissions(self.config.permission, settings),
+            depth,
+        )
+
+    async def dispatch(
+        self, session: SessionState, requests: Sequence[CallRequest]
+    ) -> list[CallResult]:
+        """Dispatch one model step (see :class:`zuno.dispatch.Dispatcher`)."""
+        return await self.dispatcher.dispatch(session, requests)
+
+    async def call(
+        self, session: SessionState, tool: str, arguments: dict[str, Any] | str | None = None
+    ) -> CallResult:
+        """Dispatch a single call as its own step."""
+        (result,) = await self.dispatch(session, [CallRequest(tool, arguments)])
+        return result
+
+    def close(self) -> None:
+        self.store.close()

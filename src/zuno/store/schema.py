@@ -1,0 +1,75 @@
+"""The SQL schema of the store (portable between SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS sessions (
+        session_id TEXT PRIMARY KEY,
+        created_at DOUBLE PRECISION NOT NULL,
+        agent TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        parent_call_id TEXT,
+        model TEXT,
+        title TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS steps (
+        session_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, step)
+    )""",
+    """CREATE TABLE IF NOT EXISTS calls (
+        call_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        session_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        effect TEXT,
+        replay TEXT,
+        concurrency TEXT,
+        status TEXT NOT NULL,
+        outcome TEXT,
+        block_kind TEXT,
+        result TEXT,
+        is_error INTEGER NOT NULL DEFAULT 0,
+        started_at DOUBLE PRECISION,
+        finished_at DOUBLE PRECISION,
+        artifact TEXT,
+        model_call_id TEXT,
+        PRIMARY KEY (call_id, attempt)
+    )""",
+    """CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, step, idx, attempt)""",
+    """CREATE INDEX IF NOT EXISTS calls_started ON calls (status) WHERE status = 'started'""",
+    """CREATE TABLE IF NOT EXISTS events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        call_id TEXT,
+        kind TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        data TEXT NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, seq)""",
+    """CREATE TABLE IF NOT EXISTS approvals (
+        session_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, fingerprint)
+    )""",
+    """CREATE TABLE IF NOT EXISTS messages (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        body TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )""",
+]

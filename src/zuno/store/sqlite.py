@@ -1,0 +1,338 @@
+"""The SQLite store: one file, WAL mode, one short transaction per write.
+
+Durability: with WAL and ``synchronous=NORMAL`` a committed transaction
+survives a crash of the process (``kill -9``); only a power loss can take the
+last ones back. Every write that matters (a call's ``started`` row, its
+result) is its own committed transaction, written before the next step that
+depends on it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zuno.store.records import CallRecord, EventRecord, SessionRecord
+from zuno.store.schema import SCHEMA, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from zuno.events import Event
+
+__all__ = ["SQLiteStore"]
+
+_CALL_COLUMNS = (
+    "call_id, session_id, step, idx, attempt, tool, arguments, args_hash, effect, replay, "
+    "concurrency, status, outcome, block_kind, result, is_error, started_at, finished_at, "
+    "artifact, model_call_id"
+)
+
+
+def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
+    r = tuple(row)
+    return CallRecord(
+        call_id=r[0],
+        session_id=r[1],
+        step=r[2],
+        index=r[3],
+        attempt=r[4],
+        tool=r[5],
+        arguments=r[6],
+        args_hash=r[7],
+        effect=r[8],
+        replay=r[9],
+        concurrency=r[10],
+        status=r[11],
+        outcome=r[12],
+        block_kind=r[13],
+        result=r[14],
+        is_error=bool(r[15]),
+        started_at=r[16],
+        finished_at=r[17],
+        artifact=r[18],
+        model_call_id=r[19],
+    )
+
+
+class SQLiteStore:
+    """The durable store in one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self._tx() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
+            db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+
+    @property
+    def artifacts_root(self) -> Path:
+        """Where full outputs of this store's calls are kept."""
+        return self.path.parent / (self.path.stem + "-artifacts")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
+        cur = db.execute(
+            "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
+            (event.session_id, event.call_id, event.kind, event.at, json.dumps(event.data)),
+        )
+        return int(cur.lastrowid or 0)
+
+    # Sessions -----------------------------------------------------------------
+
+    def create_session(
+        self,
+        session_id: str,
+        agent: str,
+        workspace: str,
+        parent_call_id: str | None = None,
+        model: str | None = None,
+        title: str | None = None,
+    ) -> SessionRecord:
+        record = SessionRecord(session_id, time.time(), agent, workspace, parent_call_id, model, title)
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO sessions (session_id, created_at, agent, workspace, parent_call_id,"
+                " model, title) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, record.created_at, agent, workspace, parent_call_id, model, title),
+            )
+        return record
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT s.session_id, s.created_at, s.agent, s.workspace, s.parent_call_id,"
+                " s.model, s.title,"
+                " (SELECT COUNT(DISTINCT call_id) FROM calls c WHERE c.session_id = s.session_id)"
+                " FROM sessions s WHERE s.session_id = ?",
+                (session_id,),
+            ).fetchone()
+        return SessionRecord(*row) if row else None
+
+    def find_sessions(self, prefix: str) -> list[str]:
+        """Session ids starting with ``prefix`` (so people can type a short id)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT session_id FROM sessions WHERE session_id LIKE ? ORDER BY created_at",
+                (prefix.replace("%", "").replace("_", "\\_") + "%",),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def list_sessions(self, limit: int = 1000) -> list[SessionRecord]:
+        """Sessions, newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.session_id, s.created_at, s.agent, s.workspace, s.parent_call_id,"
+                " s.model, s.title,"
+                " (SELECT COUNT(DISTINCT call_id) FROM calls c WHERE c.session_id = s.session_id)"
+                " FROM sessions s ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [SessionRecord(*r) for r in rows]
+
+    def child_sessions(self, session_id: str) -> list[SessionRecord]:
+        """Sessions started by calls of this session (delegations)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT s.session_id FROM sessions s JOIN calls c"
+                " ON s.parent_call_id = c.call_id WHERE c.session_id = ?"
+                " ORDER BY s.session_id",
+                (session_id,),
+            ).fetchall()
+        return [s for r in rows if (s := self.get_session(r[0])) is not None]
+
+    def begin_step(self, session_id: str) -> int:
+        """Open the next model step of a session and return its number."""
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT COALESCE(MAX(step), 0) + 1 FROM steps WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            step = int(row[0])
+            db.execute(
+                "INSERT INTO steps (session_id, step, created_at) VALUES (?, ?, ?)",
+                (session_id, step, time.time()),
+            )
+        return step
+
+    # Calls ----------------------------------------------------------------------
+
+    def _insert_call(self, db: sqlite3.Connection, call: CallRecord) -> None:
+        db.execute(
+            f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                call.call_id,
+                call.session_id,
+                call.step,
+                call.index,
+                call.attempt,
+                call.tool,
+                call.arguments,
+                call.args_hash,
+                call.effect,
+                call.replay,
+                call.concurrency,
+                call.status,
+                call.outcome,
+                call.block_kind,
+                call.result,
+                int(call.is_error),
+                call.started_at,
+                call.finished_at,
+                call.artifact,
+                call.model_call_id,
+            ),
+        )
+
+    def record_blocked(self, call: CallRecord, event: Event) -> None:
+        """A refused call: its event and its finished ``blocked`` row, together."""
+        with self._tx() as db:
+            self._insert_event(db, event)
+            self._insert_call(db, call)
+
+    def call_started(self, call: CallRecord, event: Event) -> None:
+        """Intent before effect: the ``started`` row is committed before the call runs."""
+        with self._tx() as db:
+            self._insert_call(db, call)
+            self._insert_event(db, event)
+
+    def call_finished(self, call: CallRecord, event: Event) -> None:
+        """The result of an attempt, committed as soon as it is known."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?, result = ?,"
+                " is_error = ?, finished_at = ?, artifact = ? WHERE call_id = ? AND attempt = ?",
+                (
+                    call.outcome,
+                    call.block_kind,
+                    call.result,
+                    int(call.is_error),
+                    call.finished_at,
+                    call.artifact,
+                    call.call_id,
+                    call.attempt,
+                ),
+            )
+            self._insert_event(db, event)
+
+    def calls(self, session_id: str) -> list[CallRecord]:
+        """Every attempt of every call of a session, in the model's order."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_CALL_COLUMNS} FROM calls WHERE session_id = ?"
+                " ORDER BY step, idx, attempt",
+                (session_id,),
+            ).fetchall()
+        return [_call(r) for r in rows]
+
+    def unfinished_calls(self, session_id: str | None = None) -> list[CallRecord]:
+        """Rows left ``started``: their outcome is unknown."""
+        with self._lock:
+            if session_id is None:
+                rows = self._db.execute(
+                    f"SELECT {_CALL_COLUMNS} FROM calls WHERE status = 'started'"
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    f"SELECT {_CALL_COLUMNS} FROM calls WHERE status = 'started'"
+                    " AND session_id = ? ORDER BY step, idx, attempt",
+                    (session_id,),
+                ).fetchall()
+        return [_call(r) for r in rows]
+
+    # Events ---------------------------------------------------------------------
+
+    def append_event(self, event: Event) -> int:
+        with self._tx() as db:
+            return self._insert_event(db, event)
+
+    def append_events(
+        self, events: list[Event], deliver: Callable[[Event], None] | None = None
+    ) -> None:
+        """Several events in one transaction (then handed to ``deliver`` in order)."""
+        with self._tx() as db:
+            for event in events:
+                self._insert_event(db, event)
+        if deliver is not None:
+            for event in events:
+                deliver(event)
+
+    def events(self, session_id: str) -> list[EventRecord]:
+        """The events of a session, in the order they were emitted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, session_id, call_id, kind, at, data FROM events"
+                " WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        return [EventRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+    # Approvals ------------------------------------------------------------------
+
+    def add_session_approval(self, session_id: str, fingerprint: str, tool: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO approvals (session_id, fingerprint, tool, at)"
+                " VALUES (?, ?, ?, ?)",
+                (session_id, fingerprint, tool, time.time()),
+            )
+
+    def has_session_approval(self, session_id: str, fingerprint: str) -> bool:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM approvals WHERE session_id = ? AND fingerprint = ?",
+                (session_id, fingerprint),
+            ).fetchone()
+        return row is not None
+
+    # Messages (the conversation of the agent loop) ---------------------------
+
+    def append_message(self, session_id: str, role: str, body: dict[str, Any]) -> int:
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            seq = int(row[0])
+            db.execute(
+                "INSERT INTO messages (session_id, seq, role, body, at) VALUES (?, ?, ?, ?, ?)",
+                (session_id, seq, role, json.dumps(body), time.time()),
+            )
+        return seq
+
+    def messages(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT role, body FROM messages WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
