@@ -11,4 +11,7 @@ __all__ = ["builtin_tools"]
 
 def builtin_tools() -> list[Tool[Any]]:
     """A fresh instance of every tool this build implements."""
-    return []
+    from zuno.tools.read import ReadTool
+    from zuno.tools.write import WriteTool
+
+    return [ReadTool(), WriteTool()]

@@ -1,0 +1,294 @@
+"""The ``zuno`` command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import anyio
+import typer
+from rich.console import Console
+
+from zuno.config import ConfigError, config_schema, load_config
+from zuno.dispatch import CallRequest, CallResult
+from zuno.permissions import ApproveAll, default_approver
+from zuno.runtime import Runtime, UnknownAgent, UnknownSession
+from zuno.store import open_store
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="zuno",
+    help="Zuno: the tool runtime for coding agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+Workspace = Annotated[
+    Path,
+    typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder)."),
+]
+Db = Annotated[
+    Path | None,
+    typer.Option("--db", help="The store file (default: $ZUNO_DB, else the data folder)."),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Approve what strict mode would ask.")]
+SessionOpt = Annotated[
+    str | None, typer.Option("--session", "-s", help="Append to this session (default: a new one).")
+]
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
+
+
+class _UsageError(Exception):
+    pass
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]zuno:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn the errors a user can act on into one clear line, never a traceback."""
+    from zuno.ripgrep import RipgrepUnavailable
+
+    try:
+        yield
+    except (ConfigError, UnknownSession, UnknownAgent, _UsageError, RipgrepUnavailable) as exc:
+        fail(str(exc).strip("'\""))
+
+
+@contextmanager
+def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Iterator[Runtime]:
+    with _errors():
+        rt = Runtime(
+            workspace,
+            db_path=db,
+            approver=ApproveAll() if yes else default_approver(),
+        )
+    try:
+        with _errors():
+            yield rt
+    finally:
+        rt.close()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _exit_for(results: list[CallResult]) -> None:
+    if any(r.outcome.value != "ok" for r in results):
+        raise typer.Exit(1)
+
+
+def _live_events(rt: Runtime) -> Callable[[], None]:
+    """Show approvals and blocked calls as they happen (on stderr)."""
+
+    def show(event: Any) -> None:
+        if event.kind == "dispatch.blocked":
+            err.print(
+                f"[yellow]blocked[/] {event.data['tool']}: {event.data['block_kind']}",
+                markup=True,
+            )
+        elif event.kind == "approval.decided":
+            err.print(f"[dim]approval for {event.data['tool']}: {event.data['decision']}[/]")
+
+    return rt.events.subscribe(show)
+
+
+@app.command()
+def tools(
+    agent: AgentOpt = "build",
+    json_: Json = False,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """List the active tools with their effect, replay and concurrency."""
+    from zuno.cli.render import print_surface, surface_rows
+
+    with runtime(workspace, db) as rt:
+        surface = rt.surface(agent)
+        if json_:
+            _print_json(surface_rows(surface))
+        else:
+            print_surface(out, surface, agent)
+
+
+def _parse_args_json(text: str | None) -> dict[str, Any] | str:
+    if text is None:
+        return {}
+    if text == "-":
+        text = sys.stdin.read()
+    return text  # the dispatcher parses it, so bad JSON is a recorded blocked call
+
+
+@app.command()
+def call(
+    tool: Annotated[str, typer.Argument(help="The tool to call.")],
+    args_json: Annotated[
+        str | None, typer.Argument(metavar="[ARGS_JSON]", help="Arguments as a JSON object ('-' reads stdin).")
+    ] = None,
+    session: SessionOpt = None,
+    agent: AgentOpt = "build",
+    yes: Yes = False,
+    json_: Json = False,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Run one call through the whole pipeline (exit status 1 unless its outcome is ok)."""
+    from zuno.cli.render import print_result
+
+    with runtime(workspace, db, yes) as rt:
+        state = rt.open_session(session, agent=agent)
+        if not json_:
+            _live_events(rt)
+        request = CallRequest(tool, _parse_args_json(args_json))
+        (result,) = anyio.run(rt.dispatch, state, [request])
+        if json_:
+            _print_json(result.as_dict())
+        else:
+            print_result(out, result)
+            err.print(f"[dim]session {state.session_id}[/]")
+        _exit_for([result])
+
+
+@app.command()
+def batch(
+    file: Annotated[Path, typer.Argument(help='A JSON list of {"tool": ..., "args": {...}} ("-" reads stdin).')],
+    session: SessionOpt = None,
+    agent: AgentOpt = "build",
+    yes: Yes = False,
+    json_: Json = False,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
+    from zuno.cli.render import print_result
+
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        items = json.loads(text)
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror}")
+    except json.JSONDecodeError as exc:
+        fail(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("tool"), str) for i in items  # type: ignore[union-attr]
+    ):
+        fail(f'{file} must hold a JSON list of objects like {{"tool": "read", "args": {{"path": "x"}}}}')
+    requests = [
+        CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
+        for item in items  # type: ignore[union-attr]
+    ]
+    with runtime(workspace, db, yes) as rt:
+        state = rt.open_session(session, agent=agent)
+        if not json_:
+            _live_events(rt)
+        results = anyio.run(rt.dispatch, state, requests)
+        if json_:
+            _print_json([r.as_dict() for r in results])
+        else:
+            for result in results:
+                print_result(out, result)
+            err.print(f"[dim]session {state.session_id}[/]")
+        _exit_for(results)
+
+
+@app.command()
+def sessions(json_: Json = False, db: Db = None, workspace: Workspace = Path(".")) -> None:
+    """List sessions, newest first."""
+    from zuno.cli.render import print_sessions
+
+    store = open_store(db)
+    try:
+        records = store.list_sessions()
+        if json_:
+            _print_json([s.as_dict() for s in records])
+        else:
+            print_sessions(out, records)
+    finally:
+        store.close()
+
+
+@app.command()
+def show(
+    session: Annotated[str, typer.Argument(help="A session id (a unique prefix is enough).")],
+    json_: Json = False,
+    db: Db = None,
+    workspace: Workspace = Path("."),
+) -> None:
+    """The transcript of a session, from the store."""
+    from zuno.cli.render import print_transcript
+
+    store = open_store(db)
+    try:
+        record = store.get_session(session)
+        if record is None:
+            matches = store.find_sessions(session)
+            if len(matches) != 1:
+                fail(f"no session {session!r}; `zuno sessions` lists them")
+            record = store.get_session(matches[0])
+            assert record is not None
+        calls = store.calls(record.session_id)
+        children = store.child_sessions(record.session_id)
+        if json_:
+            _print_json(
+                {
+                    **record.as_dict(),
+                    "calls": [c.as_dict() for c in calls],
+                    "events": [e.as_dict() for e in store.events(record.session_id)],
+                    "children": [c.session_id for c in children],
+                }
+            )
+        else:
+            print_transcript(out, record, calls, children)
+    finally:
+        store.close()
+
+
+@app.command()
+def doctor(workspace: Workspace = Path("."), db: Db = None, json_: Json = False) -> None:
+    """Check what Zuno needs: rg, the store, the configuration files."""
+    from zuno.doctor import diagnose
+
+    report = diagnose(workspace, db)
+    if json_:
+        _print_json(report)
+        return
+    for section, value in report.items():
+        out.print(f"[bold]{section}[/]: {json.dumps(value) if not isinstance(value, str) else value}", markup=True)
+    if not report.get("ok", False):
+        raise typer.Exit(1)
+
+
+@config_app.command("schema")
+def config_schema_command() -> None:
+    """Print the JSON Schema of zuno.json."""
+    _print_json(config_schema())
+
+
+@config_app.command("show")
+def config_show(workspace: Workspace = Path(".")) -> None:
+    """Print the effective configuration (user file, then workspace file)."""
+    with _errors():
+        config = load_config(workspace.resolve())
+    _print_json({"sources": config.sources, "config": config.model_dump(mode="json")})
+
+
+def main() -> None:
+    """Entry point of the console script."""
+    app()
+

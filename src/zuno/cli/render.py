@@ -1,0 +1,135 @@
+"""How transcripts, surfaces and results look in a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from zuno.dispatch import CallResult
+from zuno.registry import Surface, place_of
+from zuno.store.records import CallRecord, SessionRecord, iso
+
+__all__ = ["outcome_style", "print_result", "print_sessions", "print_surface", "print_transcript"]
+
+_STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "magenta"}
+
+
+def outcome_style(outcome: str | None) -> str:
+    return _STYLES.get(outcome or "", "white")
+
+
+def surface_rows(surface: Surface) -> list[dict[str, Any]]:
+    """The active surface as plain rows (``zuno tools --json``)."""
+    rows: list[dict[str, Any]] = []
+    for tool in surface.tools:
+        decl = tool.declaration.as_dict()
+        rows.append(
+            {
+                "name": tool.name,
+                "place": place_of(tool.name).value,
+                **decl,
+                "mixed": tool.mixed,
+                "description": _summary(tool.description),
+                "parameters": tool.schema(),
+            }
+        )
+    return rows
+
+
+def _summary(description: str) -> str:
+    """The first sentence of a description."""
+    text = " ".join(description.split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def print_surface(console: Console, surface: Surface, agent: str) -> None:
+    table = Table(title=f"Active tools for agent {agent!r}", title_justify="left")
+    for column in ("tool", "place", "effect", "replay", "concurrency"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("summary")
+    for row in surface_rows(surface):
+        mixed = " (mixed: classified per call)" if row["mixed"] else ""
+        table.add_row(
+            row["name"],
+            row["place"],
+            row["effect"] + mixed,
+            row["replay"],
+            row["concurrency"],
+            row["description"],
+        )
+    console.print(table)
+
+
+def print_result(console: Console, result: CallResult) -> None:
+    decl = result.declaration.as_dict() if result.declaration else {}
+    kind = f": {result.block_kind.value}" if result.block_kind else ""
+    header = Text.assemble(
+        (f"{result.tool} ", "bold"),
+        (f"[{decl.get('effect', '-')}/{decl.get('replay', '-')}/{decl.get('concurrency', '-')}] ", "dim"),
+        (f"{result.outcome.value}{kind}", outcome_style(result.outcome.value)),
+        (f"  {result.call_id} attempt {result.attempt}", "dim"),
+    )
+    console.print(header, highlight=False)
+    console.print(result.output, markup=False, highlight=False)
+
+
+def print_sessions(console: Console, sessions: list[SessionRecord]) -> None:
+    table = Table(title="Sessions (newest first)", title_justify="left")
+    table.add_column("session", no_wrap=True)
+    for column in ("created", "agent", "calls", "parent call"):
+        table.add_column(column)
+    for s in sessions:
+        table.add_row(
+            s.session_id, iso(s.created_at) or "", s.agent, str(s.calls), s.parent_call_id or ""
+        )
+    console.print(table)
+
+
+def print_transcript(
+    console: Console, session: SessionRecord, calls: list[CallRecord], children: list[SessionRecord]
+) -> None:
+    console.print(
+        Text.assemble(
+            ("Session ", "bold"),
+            (session.session_id, "bold cyan"),
+            f"  agent {session.agent}  created {iso(session.created_at)}  workspace {session.workspace}",
+        )
+    )
+    if session.parent_call_id:
+        console.print(f"  delegated by call {session.parent_call_id}", style="dim")
+    step = None
+    for c in calls:
+        if c.step != step:
+            step = c.step
+            console.print(Text(f"\nstep {step}", style="bold"))
+        kind = f": {c.block_kind}" if c.block_kind else ""
+        decl = f"{c.effect or '-'}/{c.replay or '-'}/{c.concurrency or '-'}"
+        status = c.outcome or "started (no result: outcome unknown)"
+        console.print(
+            Text.assemble(
+                f"  #{c.index} ",
+                (c.tool, "bold"),
+                (f" [{decl}] ", "dim"),
+                (f"{status}{kind}", outcome_style(c.outcome)),
+                (f"  attempt {c.attempt}  {c.call_id}", "dim"),
+                (f"  {iso(c.started_at)} -> {iso(c.finished_at) or '?'}", "dim"),
+            ),
+            highlight=False,
+        )
+        args = c.arguments if len(c.arguments) <= 200 else c.arguments[:197] + "..."
+        console.print(Text(f"     args: {args}", style="dim"), highlight=False)
+        if c.result:
+            first = c.result.strip().splitlines()[:6]
+            more = len(c.result.strip().splitlines()) - len(first)
+            for line in first:
+                console.print(Text(f"     {line[:200]}"), highlight=False)
+            if more > 0:
+                console.print(Text(f"     ... {more} more lines", style="dim"))
+    if children:
+        console.print(Text("\nchild sessions:", style="bold"))
+        for child in children:
+            console.print(f"  {child.session_id} (agent {child.agent}) from call {child.parent_call_id}")
