@@ -178,11 +178,29 @@ def _describe(error: Any) -> str:
         return f"unknown key {loc!r}; remove it or check its spelling"
     if kind == "missing":
         return f"key {loc!r} is required"
-    ctx = error.get("ctx") or {}
-    allowed = ""
-    if {"ge", "le"} <= ctx.keys():
-        allowed = f" (allowed: {ctx['ge']}..={ctx['le']})"
+    allowed = _allowed_range(error["loc"])
     return f"key {loc!r} has value {value}: {error['msg']}{allowed}"
+
+
+def _allowed_range(loc: tuple[Any, ...]) -> str:
+    """The declared bounds of the field at ``loc``, as `` (allowed: 1..=64)``."""
+    model: Any = Config
+    field = None
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(part, str) or fields is None or part not in fields:
+            return ""
+        field = fields[part]
+        model = field.annotation
+    if field is None:
+        return ""
+    low = high = None
+    for meta in field.metadata:
+        low = getattr(meta, "ge", low)
+        high = getattr(meta, "le", high)
+    if low is None and high is None:
+        return ""
+    return f" (allowed: {low if low is not None else ''}..={high if high is not None else ''})"
 
 
 def validate_config(data: dict[str, Any], source: str) -> Config:

@@ -142,8 +142,9 @@ class SQLiteStore:
         """Session ids starting with ``prefix`` (so people can type a short id)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT session_id FROM sessions WHERE session_id LIKE ? ORDER BY created_at",
-                (prefix.replace("%", "").replace("_", "\\_") + "%",),
+                "SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\'"
+                " ORDER BY created_at",
+                (prefix.replace("\\", "").replace("%", "").replace("_", "\\_") + "%",),
             ).fetchall()
         return [r[0] for r in rows]
 

@@ -1,0 +1,5 @@
+"""``python -m zuno``."""
+
+from zuno.cli import main
+
+main()
