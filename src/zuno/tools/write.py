@@ -1,0 +1,282 @@
+"""The ``write`` tool: create a file, or intentionally replace one whole.
+
+A write is atomic: the new content goes to a temporary file in the target's own
+folder (same file system, so the rename cannot degrade into a copy), is flushed
+to disk, takes the old file's permission bits and owner, and then replaces the
+target with ``os.replace``. A reader therefore sees the old file or the new
+one, never half of either. The target must resolve inside the workspace, with
+symlinks followed: a link that points out of the workspace is refused, and a
+link inside it is written through, so the link itself survives.
+
+Write keeps the strict default declaration (SideEffecting / Never / Exclusive).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio.to_thread
+from pydantic import Field
+
+from zuno.output import format_size
+from zuno.tool import PathOutsideWorkspace, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+
+__all__ = ["WriteArgs", "WriteTool"]
+
+# The approval preview diffs the old content only up to this size; beyond it a
+# diff is neither cheap to compute nor readable in a prompt.
+_PREVIEW_MAX_OLD_BYTES = 256 * 1024
+_PREVIEW_MAX_LINES = 60
+_PREVIEW_MAX_CHARS = 4000
+
+
+class WriteArgs(ToolArgs):
+    """Arguments of ``write``."""
+
+    path: str = Field(
+        min_length=1,
+        description=(
+            "File to create or replace, inside the workspace (relative paths start "
+            "there). Missing parent folders are created."
+        ),
+    )
+    content: str = Field(
+        description="The complete new content of the file, written as UTF-8 exactly as given.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    path: Path
+    created: bool
+    size: int
+    lines: int
+    old_size: int | None
+
+
+class WriteTool(Tool[WriteArgs]):
+    """Create a file, or replace one whole, atomically and inside the workspace."""
+
+    name = "write"
+    description = (
+        "Create a file, or replace an existing file's whole content. The path must be "
+        "inside the workspace (symlinks leading out are refused); missing parent folders "
+        "are created. The write is atomic and keeps an existing file's permissions. For "
+        "localized edits of an existing file use apply_patch instead."
+    )
+    args_model = WriteArgs
+    rule_argument = "path"
+    rule_match = "path"
+
+    def preview(self, args: WriteArgs, workspace: Path | None = None) -> str:
+        """The path and a short diff against the current content, or the new file's size.
+
+        Args:
+            args: The validated arguments.
+            workspace: Where relative paths start; the process's folder when not given.
+        """
+        base = workspace if workspace is not None else Path.cwd()
+        raw = Path(os.path.expanduser(args.path))
+        target = Path(os.path.normpath(raw if raw.is_absolute() else base / raw))
+        lines = _line_count(args.content)
+        size = len(args.content.encode("utf-8", "replace"))
+        header = f"write {args.path}"
+        try:
+            st = os.stat(target)
+        except (OSError, ValueError):
+            return f"{header}: new file, {lines} lines ({format_size(size)})"
+        if not stat.S_ISREG(st.st_mode):
+            return f"{header}: the path exists and is not a regular file (the write will fail)"
+        if st.st_size > _PREVIEW_MAX_OLD_BYTES:
+            return (
+                f"{header}: replaces {format_size(st.st_size)} with {lines} lines "
+                f"({format_size(size)}); too large to diff"
+            )
+        try:
+            old = target.read_bytes().decode("utf-8", "replace")
+        except OSError as exc:
+            return f"{header}: replaces an existing file that could not be read ({exc.strerror})"
+        if old == args.content:
+            return f"{header}: replaces the file with identical content (no change)"
+        diff = list(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                args.content.splitlines(keepends=True),
+                fromfile=f"a/{args.path}",
+                tofile=f"b/{args.path}",
+                n=2,
+            )
+        )
+        return f"{header}: replaces the file ({lines} lines)\n{_bounded_diff(diff)}"
+
+    async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
+        """Write ``args.content`` to ``args.path``."""
+        if args.path.endswith(("/", os.sep)):
+            raise ToolError(f"{args.path!r} names a folder; give the path of a file")
+        try:
+            target = ctx.resolve_inside(args.path)
+            data = args.content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError(
+                "content has characters that cannot be written as UTF-8 (unpaired "
+                "surrogates); send valid Unicode text"
+            ) from None
+        except (ValueError, RuntimeError) as exc:  # a NUL in the path, "~nobody"
+            raise ToolError(f"cannot use path {args.path!r}: {exc}") from None
+        # Not cancellable: once started, the write and rename must finish together.
+        written = await anyio.to_thread.run_sync(_write, target, data, ctx.workspace)
+        shown = _display(target, ctx.workspace)
+        through = ""
+        if written.path != target:
+            through = f" (through the symlink, to {_display(written.path, ctx.workspace)})"
+        if written.created:
+            verb = "Created"
+        else:
+            verb = "Replaced"
+            through += f" (was {format_size(written.old_size or 0)})"
+        noun = "line" if written.lines == 1 else "lines"
+        return ToolResult(
+            output=(
+                f"{verb} {shown}{through}: wrote {written.lines} {noun}, "
+                f"{format_size(written.size)}."
+            ),
+            data={
+                "path": str(written.path),
+                "created": written.created,
+                "bytes": written.size,
+                "lines": written.lines,
+            },
+        )
+
+
+def _write(target: Path, data: bytes, workspace: Path) -> _Written:
+    shown = str(target)
+    # Write through a symlink to its target, so the link survives. The check is
+    # repeated on the fully resolved path because resolve_inside treats a
+    # dangling symlink as a plain name, and such a link may point anywhere.
+    real = Path(os.path.realpath(target))
+    root = Path(os.path.realpath(workspace))
+    if real != root and root not in real.parents:
+        raise PathOutsideWorkspace(
+            f"{shown} leads through a symlink to {real}, outside the workspace {workspace}; "
+            "write to a path inside the workspace"
+        )
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise ToolError(f"cannot write {shown}: it is {kind}")
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolError(
+            f"cannot create the folder {real.parent} for {shown}: {_reason(exc)}"
+        ) from None
+    try:
+        _replace_atomically(real, data, st)
+    except OSError as exc:
+        raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
+    return _Written(
+        path=real,
+        created=st is None,
+        size=len(data),
+        lines=_line_count_bytes(data),
+        old_size=None if st is None else st.st_size,
+    )
+
+
+def _replace_atomically(real: Path, data: bytes, old: os.stat_result | None) -> None:
+    tmp = real.parent / f".{real.name}.zuno-{secrets.token_hex(6)}.tmp"
+    # Mode 0o666 lets the kernel apply the umask to a new file, as any editor
+    # would; reading the umask ourselves would race with other threads.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            if old is not None:
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                    _try_chown(fd, old)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _sync_folder(real.parent)
+
+
+def _try_chown(fd: int, old: os.stat_result) -> None:
+    # Only a privileged writer can keep another user's ownership; anyone else
+    # becomes the owner, which is what an editor's save-by-rename does too.
+    with contextlib.suppress(PermissionError):
+        os.fchown(fd, old.st_uid, old.st_gid)
+
+
+def _sync_folder(folder: Path) -> None:
+    # The rename is durable only once the folder entry is on disk. Some file
+    # systems cannot fsync a folder; the write itself has succeeded then.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _line_count(text: str) -> int:
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def _line_count_bytes(data: bytes) -> int:
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def _bounded_diff(diff: list[str]) -> str:
+    shown: list[str] = []
+    chars = 0
+    for line in diff[:_PREVIEW_MAX_LINES]:
+        if chars + len(line) > _PREVIEW_MAX_CHARS:
+            break
+        shown.append(line if line.endswith("\n") else line + "\n")
+        chars += len(line)
+    rest = len(diff) - len(shown)
+    if rest:
+        shown.append(f"[... {rest} more diff lines]\n")
+    return "".join(shown).rstrip("\n")
+
+
+def _display(path: Path, workspace: Path) -> str:
+    try:
+        rel = path.relative_to(workspace)
+    except ValueError:
+        try:
+            rel = path.relative_to(workspace.resolve())
+        except ValueError:
+            return str(path)
+    return rel.as_posix()
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
