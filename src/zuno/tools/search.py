@@ -1,0 +1,373 @@
+"""The ``glob`` and ``grep`` tools: finding files and searching their contents.
+
+Both are thin: typed arguments, a call into :mod:`zuno.ripgrep` (which runs the
+real rg, orders the answer and stops early), and model-visible text. Paths are
+shown relative to the workspace, results are sorted by path then line so the
+same tree always gives the same answer, and a limit that cut the answer is
+always said out loud so the model knows to narrow the search.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.output import bound_text
+from zuno.ripgrep import (
+    FileCount,
+    Line,
+    Query,
+    RipgrepError,
+    RipgrepUnavailable,
+    SearchResult,
+    count_matches,
+    files_with_matches,
+    list_files,
+    search_lines,
+)
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+
+__all__ = ["GlobArgs", "GlobTool", "GrepArgs", "GrepTool"]
+
+_MAX_LINE_CHARS = 500
+"""Matching lines are cut here: one minified line must not fill the model window."""
+
+
+def _plain_text(value: str | None) -> str | None:
+    """Reject text no process argument can carry (NUL, lone surrogates)."""
+    if value is None:
+        return value
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character (in a regex, write \\x00)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+    return value
+
+
+class GlobArgs(ToolArgs):
+    """Arguments of ``glob``."""
+
+    pattern: str = Field(
+        min_length=1,
+        max_length=1000,
+        description=(
+            "Glob matched against file paths relative to `path`, gitignore-style: "
+            "'*.py' matches at any depth, 'src/**/*.ts' only under src/, "
+            "'*.{js,ts}' either extension."
+        ),
+    )
+    path: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Directory to search, relative to the workspace (default: all of it).",
+    )
+    limit: int = Field(
+        default=200,
+        ge=1,
+        le=2000,
+        description="Most paths returned (1-2000); the number left out is reported.",
+    )
+
+    @field_validator("pattern", "path")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        return _plain_text(value)
+
+
+class GrepArgs(ToolArgs):
+    """Arguments of ``grep``."""
+
+    pattern: str = Field(
+        min_length=1,
+        max_length=1000,
+        description=(
+            "Regex to search file contents for (Rust/ripgrep syntax, e.g. 'fn\\s+\\w+', "
+            "'log.*Error'; escape literal braces); a plain string with fixed_strings."
+        ),
+    )
+    path: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="File or directory to search, relative to the workspace (default: all of it).",
+    )
+    include: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="Only search files matching this glob, e.g. '*.py', '*.{ts,tsx}', 'src/**'.",
+    )
+    ignore_case: bool = Field(default=False, description="Match case-insensitively.")
+    fixed_strings: bool = Field(
+        default=False, description="Treat pattern as a literal string, not a regex."
+    )
+    context: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Lines shown before and after each match (0-10; content mode only).",
+    )
+    output_mode: Literal["content", "files", "count"] = Field(
+        default="content",
+        description=(
+            "'content': matching lines as path:line:text; 'files': paths of matching files; "
+            "'count': path:count of matching lines per file."
+        ),
+    )
+    hidden: bool = Field(
+        default=False,
+        description="Also search hidden files and folders (.git is never searched).",
+    )
+    limit: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description=(
+            "Most results (1-1000): matching lines in content mode, files otherwise; "
+            "the number left out is reported."
+        ),
+    )
+
+    @field_validator("pattern", "path", "include")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        return _plain_text(value)
+
+
+class GlobTool(Tool[GlobArgs]):
+    """Find files by glob pattern, through ``rg --files``."""
+
+    name: ClassVar[str] = "glob"
+    description: ClassVar[str] = (
+        "Find files by name pattern. Returns paths relative to the workspace, one per line, "
+        "sorted by path. Files ignored by .gitignore/.ignore are skipped, and hidden files "
+        "are listed only when the pattern names a dot-entry (e.g. '.github/**/*.yml'). "
+        "Lists files only, not directories."
+    )
+    args_model = GlobArgs
+    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    rule_argument: ClassVar[str | None] = "path"
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "path"
+
+    def rule_subject(self, args: GlobArgs, workspace: Path) -> str | None:
+        """The searched directory; the workspace (``.``) when no path was given."""
+        return super().rule_subject(args, workspace) if args.path is not None else "."
+
+    async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
+        """List the files matching the pattern, bounded by ``limit``."""
+        root = _existing(args.path, ctx)
+        if not root.is_dir():
+            raise ToolError(f"{args.path!r} is a file; glob needs a directory to search in")
+        hidden = _names_hidden(args.pattern)
+        try:
+            found = await list_files(root, glob=args.pattern, hidden=hidden, limit=args.limit)
+        except RipgrepError as exc:
+            raise ToolError(f"invalid glob {args.pattern!r}: {exc.message}") from exc
+        except RipgrepUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        prefix = _prefix(root, ctx.workspace)
+        paths = [prefix + p for p in found.items]
+        lines = list(paths)
+        if not paths:
+            lines.append(f"No files match {args.pattern!r} in {_shown_root(root, ctx)}.")
+        if found.truncated:
+            lines.append(
+                f"[{found.total - found.shown} more files not shown ({found.total} in all); "
+                "narrow the pattern or path]"
+            )
+        data: dict[str, Any] = {
+            "files": found.shown,
+            "total": found.total,
+            "truncated": found.truncated,
+            "paths": paths,
+        }
+        return _bounded(lines, data, ctx, "glob")
+
+
+class GrepTool(Tool[GrepArgs]):
+    """Search file contents with a regex, through ripgrep."""
+
+    name: ClassVar[str] = "grep"
+    description: ClassVar[str] = (
+        "Search file contents with a regex (ripgrep). Results are sorted by path then line; "
+        "paths are relative to the workspace. Files ignored by .gitignore/.ignore, hidden "
+        "files (unless hidden=true) and binary files are skipped. Long lines are cut at "
+        f"{_MAX_LINE_CHARS} characters. Use output_mode 'files' or 'count' to survey "
+        "before reading lines."
+    )
+    args_model = GrepArgs
+    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    rule_argument: ClassVar[str | None] = "path"
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "path"
+
+    def rule_subject(self, args: GrepArgs, workspace: Path) -> str | None:
+        """The searched path; the workspace (``.``) when no path was given."""
+        return super().rule_subject(args, workspace) if args.path is not None else "."
+
+    async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
+        """Search, then render the answer in the requested output mode."""
+        root = _existing(args.path, ctx)
+        query = Query(
+            args.pattern,
+            fixed_strings=args.fixed_strings,
+            ignore_case=args.ignore_case,
+            include=args.include,
+            hidden=args.hidden,
+        )
+        prefix = _prefix(root if root.is_dir() else root.parent, ctx.workspace)
+        try:
+            if args.output_mode == "content":
+                found = await search_lines(
+                    root,
+                    query,
+                    limit=args.limit,
+                    context=args.context,
+                    max_line_chars=_MAX_LINE_CHARS,
+                )
+                lines, data = _render_lines(found, prefix, args.context > 0)
+            elif args.output_mode == "files":
+                found_files = await files_with_matches(root, query, limit=args.limit)
+                lines, data = _render_files(found_files, prefix)
+            else:
+                found_counts = await count_matches(root, query, limit=args.limit)
+                lines, data = _render_counts(found_counts, prefix)
+        except RipgrepError as exc:
+            raise ToolError(f"rg rejected the search: {exc.message}") from exc
+        except RipgrepUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        if not lines:
+            skipped = "ignored and binary files" + ("" if args.hidden else " and hidden files")
+            lines.append(
+                f"No matches for {args.pattern!r} in {_shown_root(root, ctx)} "
+                f"({skipped} were not searched)."
+            )
+        if data.get("unreadable"):
+            lines.append("[some files could not be read and were skipped]")
+        data["mode"] = args.output_mode
+        return _bounded(lines, data, ctx, "grep")
+
+
+def _render_lines(
+    found: SearchResult[Line], prefix: str, separate: bool
+) -> tuple[list[str], dict[str, Any]]:
+    out: list[str] = []
+    previous: Line | None = None
+    for line in found.items:
+        # "--" between groups that are not adjacent, as grep and rg print with context.
+        if (
+            separate
+            and previous is not None
+            and (line.path != previous.path or line.number > previous.number + 1)
+        ):
+            out.append("--")
+        mark = ":" if line.is_match else "-"
+        cut = f" [... {line.omitted_chars} more characters]" if line.omitted_chars else ""
+        out.append(f"{prefix}{line.path}{mark}{line.number}{mark}{line.text}{cut}")
+        previous = line
+    if found.truncated:
+        out.append(
+            f"[{found.total - found.shown} more matching lines not shown "
+            f"({found.total} in {found.files} files); narrow the search: a more specific "
+            "pattern, a path or an include glob]"
+        )
+    data: dict[str, Any] = {
+        "matches": found.shown,
+        "total": found.total,
+        "files": found.files,
+        "truncated": found.truncated,
+        "unreadable": found.unreadable,
+        "lines": [
+            {
+                "path": prefix + line.path,
+                "line": line.number,
+                "text": line.text,
+                "match": line.is_match,
+            }
+            for line in found.items
+        ],
+    }
+    return out, data
+
+
+def _render_files(found: SearchResult[str], prefix: str) -> tuple[list[str], dict[str, Any]]:
+    paths = [prefix + p for p in found.items]
+    out = list(paths)
+    if found.truncated:
+        out.append(_more_files(found))
+    data: dict[str, Any] = {
+        "files": found.shown,
+        "total": found.total,
+        "truncated": found.truncated,
+        "unreadable": found.unreadable,
+        "paths": paths,
+    }
+    return out, data
+
+
+def _render_counts(found: SearchResult[FileCount], prefix: str) -> tuple[list[str], dict[str, Any]]:
+    out = [f"{prefix}{item.path}:{item.count}" for item in found.items]
+    if found.truncated:
+        out.append(_more_files(found))
+    data: dict[str, Any] = {
+        "files": found.shown,
+        "total": found.total,
+        "truncated": found.truncated,
+        "unreadable": found.unreadable,
+        "counts": {prefix + item.path: item.count for item in found.items},
+    }
+    return out, data
+
+
+def _more_files(found: SearchResult[Any]) -> str:
+    return (
+        f"[{found.total - found.shown} more files not shown ({found.total} in all); "
+        "narrow the search: a more specific pattern, a path or an include glob]"
+    )
+
+
+def _existing(path: str | None, ctx: ToolContext) -> Path:
+    """The path to search, absolute; a missing one is the model's error to fix."""
+    root = ctx.resolve(path) if path is not None else Path(os.path.normpath(ctx.workspace))
+    if not root.exists():
+        raise ToolError(
+            f"{path!r} does not exist (resolved to {root}); "
+            "give an existing file or directory, relative to the workspace"
+        )
+    return root
+
+
+def _prefix(directory: Path, workspace: Path) -> str:
+    """What to put before rg's paths (relative to ``directory``) to make them workspace paths."""
+    ws = Path(os.path.normpath(workspace))
+    try:
+        relative = directory.relative_to(ws)
+    except ValueError:
+        # Outside the workspace: absolute paths are the only unambiguous ones.
+        return directory.as_posix().rstrip("/") + "/"
+    text = relative.as_posix()
+    return "" if text == "." else text + "/"
+
+
+def _shown_root(root: Path, ctx: ToolContext) -> str:
+    prefix = _prefix(root, ctx.workspace).rstrip("/")
+    return prefix or "the workspace"
+
+
+def _names_hidden(pattern: str) -> bool:
+    """Whether a glob names a dot-entry explicitly, which asks for hidden files."""
+    return any(part.startswith(".") and part not in (".", "..") for part in pattern.split("/"))
+
+
+def _bounded(lines: list[str], data: dict[str, Any], ctx: ToolContext, name: str) -> ToolResult:
+    text = "\n".join(lines)
+    bounded = bound_text(text, ctx.limits)
+    if bounded.truncated:
+        # Only now is an artifact worth a file: keep the whole answer for the read tool.
+        bounded = bound_text(text, ctx.limits, ctx.artifact_path(name), label=f"{name} output")
+    data["output_truncated"] = bounded.truncated
+    return ToolResult(output=bounded.text, data=data, artifact=bounded.artifact)
