@@ -34,7 +34,15 @@ from zuno.permissions import (
 )
 from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 from zuno.store import open_store
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError, UncertainOutcome
+from zuno.tool import (
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    TransientError,
+    UncertainOutcome,
+)
 
 __all__ = [
     "AgentSettings",

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
 from zuno.events import Event
 from zuno.hooks import HookCall
-from zuno.output import OutputLimits, bound_text
+from zuno.output import bound_text
 from zuno.permissions import ApprovalDecision, ApprovalRequest, evaluate, fingerprint
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
@@ -199,10 +199,9 @@ class Dispatcher:
     ) -> list[CallResult]:
         """Dispatch one model step; results come back in the model's order."""
         rt = self._rt
-        step = rt.store.begin_step(session.session_id)
-        rt.events.emit(
-            Event("dispatch.started", session.session_id, data={"step": step, "calls": len(requests)})
-        )
+        opening = Event("dispatch.started", session.session_id, data={"calls": len(requests)})
+        step = rt.store.begin_step(session.session_id, opening)
+        rt.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
         admitted: list[_Admitted] = []
         for index, request in enumerate(requests):
@@ -310,12 +309,17 @@ class Dispatcher:
         )
         if not decision.allow:
             raise _Blocked(
-                BlockKind.DENIED, f"a before hook refused this call: {decision.reason}", call.declaration
+                BlockKind.DENIED,
+                f"a before hook refused this call: {decision.reason}",
+                call.declaration,
             )
 
     async def _authorize(self, session: SessionState, call: _Admitted) -> None:
         rt = self._rt
-        subject = call.tool.rule_subject(call.args, rt.workspace)
+        # Matching needs the subject only when there are rules to match.
+        subject = (
+            call.tool.rule_subject(call.args, rt.workspace) if session.permissions.rules else None
+        )
         verdict = evaluate(
             session.permissions, call.tool.name, call.declaration, subject, call.tool.rule_match
         )
@@ -419,7 +423,12 @@ class Dispatcher:
             "dispatch.blocked",
             session.session_id,
             call_id,
-            {"index": index, "tool": request.tool, "block_kind": blocked.kind.value, "reason": blocked.message},
+            {
+                "index": index,
+                "tool": request.tool,
+                "block_kind": blocked.kind.value,
+                "reason": blocked.message,
+            },
             at=now,
         )
         self._rt.store.record_blocked(record, event)
@@ -474,9 +483,28 @@ class Dispatcher:
         admitted: list[_Admitted],
         results: list[CallResult | None],
     ) -> None:
-        """Admitted calls that a cancellation stopped before they began."""
-        for call in admitted:
-            if results[call.index] is not None:
+        """Settle the calls a cancellation interrupted or stopped before they began."""
+        missing = [call for call in admitted if results[call.index] is None]
+        if not missing:
+            return
+        rows = {r.call_id: r for r in self._rt.store.calls(session.session_id)}
+        for call in missing:
+            row = rows.get(call.call_id)
+            if row is not None:  # it ran and was settled when it was cancelled
+                results[call.index] = CallResult(
+                    call.call_id,
+                    session.session_id,
+                    call.index,
+                    call.tool.name,
+                    Outcome(row.outcome or Outcome.UNCERTAIN.value),
+                    row.result or "",
+                    call.declaration,
+                    attempt=row.attempt,
+                    is_error=True,
+                    model_call_id=call.request.model_call_id,
+                    started_at=row.started_at,
+                    finished_at=row.finished_at,
+                )
                 continue
             now = time.time()
             text = "Cancelled before it started: nothing was run."
@@ -563,7 +591,7 @@ class Dispatcher:
         )
         rt.store.call_started(record, started_event)
         rt.events.deliver(started_event)
-        limits = OutputLimits(rt.config.tool_output.max_bytes, rt.config.tool_output.max_lines)
+        limits = rt.output_limits
         ctx = ToolContext(
             workspace=rt.workspace,
             session_id=session.session_id,
@@ -614,7 +642,9 @@ class Dispatcher:
                 "(read the files, list the processes) before any new change."
             )
         bounded = bound_text(
-            result.output, limits, rt.artifacts.path_for(session.session_id, call.call_id, "result")
+            result.output,
+            limits,
+            lambda: rt.artifacts.path_for(session.session_id, call.call_id, "result"),
         )
         artifact = str(bounded.artifact or result.artifact or "") or None
         finished = time.time()
@@ -628,7 +658,12 @@ class Dispatcher:
             "call.finished",
             session.session_id,
             call.call_id,
-            {"index": call.index, "tool": call.tool.name, "attempt": attempt, "outcome": outcome.value},
+            {
+                "index": call.index,
+                "tool": call.tool.name,
+                "attempt": attempt,
+                "outcome": outcome.value,
+            },
             at=finished,
         )
         rt.store.call_finished(record, finished_event)
@@ -668,13 +703,20 @@ class Dispatcher:
             "call.finished",
             record.session_id,
             call.call_id,
-            {"index": call.index, "tool": call.tool.name, "attempt": record.attempt,
-             "outcome": record.outcome, "cancelled": True},
+            {
+                "index": call.index,
+                "tool": call.tool.name,
+                "attempt": record.attempt,
+                "outcome": record.outcome,
+                "cancelled": True,
+            },
         )
         rt.store.call_finished(record, event)
         rt.events.deliver(event)
 
-    async def _after_hooks(self, session: SessionState, call: _Admitted, result: CallResult) -> None:
+    async def _after_hooks(
+        self, session: SessionState, call: _Admitted, result: CallResult
+    ) -> None:
         hooks = self._rt.hooks
         if not hooks:
             return

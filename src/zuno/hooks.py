@@ -69,7 +69,9 @@ class HookDecision:
     hook: str = ""
 
 
-PythonHook = Callable[[HookCall], "HookDecision | bool | None | Awaitable[HookDecision | bool | None]"]
+PythonHook = Callable[
+    [HookCall], "HookDecision | bool | None | Awaitable[HookDecision | bool | None]"
+]
 
 ALLOW = HookDecision(True)
 
@@ -155,14 +157,17 @@ async def _run_command(command: HookCommand, call: HookCall, workspace: Path) ->
             stdout = b"".join(chunks)
             await process.wait()
         if scope.cancelled_caught:
-            return HookDecision(False, f"hook `{label}` timed out after {command.timeout:g}s", label)
+            return HookDecision(
+                False, f"hook `{label}` timed out after {command.timeout:g}s", label
+            )
     except OSError as exc:
         return HookDecision(False, f"hook `{label}` could not start: {exc}", label)
     finally:
-        if process is not None and process.returncode is None:
-            _kill_group(process)
+        if process is not None:
+            if process.returncode is None:
+                _kill_group(process)
             with anyio.CancelScope(shield=True):
-                await process.wait()
+                await process.aclose()
     assert process is not None
     if process.returncode != 0:
         return HookDecision(False, f"hook `{label}` exited with status {process.returncode}", label)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import os
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -64,15 +65,15 @@ class ArtifactStore:
         self.root = root
 
     def path_for(self, session_id: str, call_id: str, name: str) -> Path:
-        """Where the artifact ``name`` of a call lives (the folder is created)."""
+        """Where the artifact ``name`` of a call lives (nothing is created yet)."""
         folder = self.root / session_id
-        folder.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         return folder / f"{call_id}-{safe}.txt"
 
     def write_text(self, session_id: str, call_id: str, name: str, text: str) -> Path:
         """Save a whole text as an artifact and return its path."""
         path = self.path_for(session_id, call_id, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return path
 
@@ -144,9 +145,7 @@ class BoundedOutput:
             self._sink.close()
             self._sink = None
         total_lines = self._newlines + (0 if self._last_byte_newline else 1)
-        fits = (
-            self._total_bytes <= self._limits.max_bytes and total_lines <= self._limits.max_lines
-        )
+        fits = self._total_bytes <= self._limits.max_bytes and total_lines <= self._limits.max_lines
         if fits:
             self._discard_artifact()
             text = _decode(bytes(self._head))
@@ -238,15 +237,23 @@ def _decode(data: bytes, strip_partial: bool = False) -> str:
 def bound_text(
     text: str,
     limits: OutputLimits,
-    artifact_path: Path | None = None,
+    artifact_path: Path | Callable[[], Path] | None = None,
     label: str = "output",
 ) -> BoundedText:
-    """Apply the limits to a text already in memory (the dispatcher's last guard)."""
+    """Apply the limits to a text already in memory (the dispatcher's last guard).
+
+    ``artifact_path`` may be a function, called only when the text must be cut.
+    """
+    if len(text) <= limits.max_bytes // 4 and text.count("\n") < limits.max_lines:
+        # Short enough whatever its encoding: no need to encode it to know.
+        return BoundedText(text, False, len(text), _count_lines(text, text.endswith("\n")))
     data = text.encode("utf-8", errors="replace")
     if len(data) <= limits.max_bytes and text.count("\n") < limits.max_lines:
         lines = _count_lines(data, data.endswith(b"\n"))
         if lines <= limits.max_lines:
             return BoundedText(text, False, len(data), lines)
+    if callable(artifact_path):
+        artifact_path = artifact_path()
     bounded = BoundedOutput(limits, artifact_path)
     bounded.feed(data)
     return bounded.finish(label)

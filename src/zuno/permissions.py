@@ -92,9 +92,7 @@ def _prefix_matches(pattern: str, command: str) -> bool:
     return command == pattern or command.startswith(pattern + " ")
 
 
-def rule_matches(
-    rule: PermissionRule, tool: str, subject: str | None, kind: MatchKind
-) -> bool:
+def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: MatchKind) -> bool:
     """Whether a rule applies to a call of ``tool`` whose main argument is ``subject``."""
     if rule.tool != "*" and not fnmatchcase(tool, rule.tool):
         return False
@@ -205,7 +203,9 @@ class ApproveAll:
         return ApprovalDecision.APPROVE_ONCE
 
 
-Callback = Callable[[ApprovalRequest], "ApprovalDecision | bool | Awaitable[ApprovalDecision | bool]"]
+Callback = Callable[
+    [ApprovalRequest], "ApprovalDecision | bool | Awaitable[ApprovalDecision | bool]"
+]
 
 
 class CallbackApprover:

@@ -20,7 +20,7 @@ from zuno.declarations import Declaration, Outcome
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
 from zuno.events import EventBus
 from zuno.hooks import Hooks, PythonHook
-from zuno.output import ArtifactStore
+from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
 from zuno.registry import Registry, Surface
 from zuno.store import Store, open_store
@@ -89,15 +89,16 @@ class Runtime:
         self.config = config if config is not None else load_config(self.workspace)
         self.store = store if store is not None else open_store(db_path)
         self.artifacts = ArtifactStore(self.store.artifacts_root)
+        self.output_limits = OutputLimits(
+            self.config.tool_output.max_bytes, self.config.tool_output.max_lines
+        )
         self.approver: Approver = approver if approver is not None else default_approver()
         if tools is None:
             from zuno.tools import builtin_tools
 
             tools = builtin_tools()
         self.registry = Registry(tools)
-        self.hooks = Hooks(
-            self.config.hooks, self.workspace, list(before_hooks), list(after_hooks)
-        )
+        self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
         self.events = EventBus(self.store)
         self.dispatcher = Dispatcher(self)
         self.inspection_guard: Callable[[SessionState, str, Declaration], str | None] | None = None

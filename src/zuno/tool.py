@@ -127,16 +127,8 @@ class ToolContext:
 
 
 def _real_path(p: Path) -> Path:
-    """The real path of p, following symlinks of the part that exists."""
-    existing = p
-    rest: list[str] = []
-    while not existing.exists() and existing != existing.parent:
-        rest.append(existing.name)
-        existing = existing.parent
-    real = existing.resolve()
-    for name in reversed(rest):
-        real = real / name
-    return real
+    """The real path of p, following every symlink, dangling ones included."""
+    return Path(os.path.realpath(p))
 
 
 class Tool(ABC, Generic[A]):

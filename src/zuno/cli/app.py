@@ -139,7 +139,8 @@ def _parse_args_json(text: str | None) -> dict[str, Any] | str:
 def call(
     tool: Annotated[str, typer.Argument(help="The tool to call.")],
     args_json: Annotated[
-        str | None, typer.Argument(metavar="[ARGS_JSON]", help="Arguments as a JSON object ('-' reads stdin).")
+        str | None,
+        typer.Argument(metavar="[ARGS_JSON]", help="Arguments as a JSON object ('-' reads stdin)."),
     ] = None,
     session: SessionOpt = None,
     agent: AgentOpt = "build",
@@ -167,7 +168,9 @@ def call(
 
 @app.command()
 def batch(
-    file: Annotated[Path, typer.Argument(help='A JSON list of {"tool": ..., "args": {...}} ("-" reads stdin).')],
+    file: Annotated[
+        Path, typer.Argument(help='A JSON list of {"tool": ..., "args": {...}} ("-" reads stdin).')
+    ],
     session: SessionOpt = None,
     agent: AgentOpt = "build",
     yes: Yes = False,
@@ -186,9 +189,12 @@ def batch(
     except json.JSONDecodeError as exc:
         fail(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
     if not isinstance(items, list) or not all(
-        isinstance(i, dict) and isinstance(i.get("tool"), str) for i in items  # type: ignore[union-attr]
+        isinstance(i, dict) and isinstance(i.get("tool"), str)
+        for i in items  # type: ignore[union-attr]
     ):
-        fail(f'{file} must hold a JSON list of objects like {{"tool": "read", "args": {{"path": "x"}}}}')
+        fail(
+            f'{file} must hold a JSON list of objects like {{"tool": "read", "args": {{"path": "x"}}}}'
+        )
     requests = [
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
         for item in items  # type: ignore[union-attr]
@@ -269,7 +275,10 @@ def doctor(workspace: Workspace = Path("."), db: Db = None, json_: Json = False)
         _print_json(report)
         return
     for section, value in report.items():
-        out.print(f"[bold]{section}[/]: {json.dumps(value) if not isinstance(value, str) else value}", markup=True)
+        out.print(
+            f"[bold]{section}[/]: {json.dumps(value) if not isinstance(value, str) else value}",
+            markup=True,
+        )
     if not report.get("ok", False):
         raise typer.Exit(1)
 
@@ -291,4 +300,3 @@ def config_show(workspace: Workspace = Path(".")) -> None:
 def main() -> None:
     """Entry point of the console script."""
     app()
-

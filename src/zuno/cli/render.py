@@ -69,7 +69,10 @@ def print_result(console: Console, result: CallResult) -> None:
     kind = f": {result.block_kind.value}" if result.block_kind else ""
     header = Text.assemble(
         (f"{result.tool} ", "bold"),
-        (f"[{decl.get('effect', '-')}/{decl.get('replay', '-')}/{decl.get('concurrency', '-')}] ", "dim"),
+        (
+            f"[{decl.get('effect', '-')}/{decl.get('replay', '-')}/{decl.get('concurrency', '-')}] ",
+            "dim",
+        ),
         (f"{result.outcome.value}{kind}", outcome_style(result.outcome.value)),
         (f"  {result.call_id} attempt {result.attempt}", "dim"),
     )
@@ -132,4 +135,6 @@ def print_transcript(
     if children:
         console.print(Text("\nchild sessions:", style="bold"))
         for child in children:
-            console.print(f"  {child.session_id} (agent {child.agent}) from call {child.parent_call_id}")
+            console.print(
+                f"  {child.session_id} (agent {child.agent}) from call {child.parent_call_id}"
+            )

@@ -66,12 +66,19 @@ class SQLiteStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        # Writes that need no commit of their own (a step's opening, a blocked
+        # call, which changed nothing): they ride in the next transaction, in order.
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        self._last_step: dict[str, int] = {}
         self._db = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=30.0
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
+        # Checkpoints are where WAL mode pays its fsyncs; doing them less often
+        # keeps per-call commits cheap (the WAL is folded back on close).
+        self._db.execute("PRAGMA wal_autocheckpoint=16384")
         with self._tx() as db:
             for statement in SCHEMA:
                 db.execute(statement)
@@ -87,24 +94,43 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
+            self.flush()
             self._db.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            pending, self._pending = self._pending, []
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                for sql, params in pending:
+                    self._db.execute(sql, params)
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._pending = pending + self._pending
                 raise
             self._db.execute("COMMIT")
 
+    def flush(self) -> None:
+        """Commit the deferred writes now."""
+        with self._lock:
+            if self._pending:
+                with self._tx():
+                    pass
+
+    def _defer(self, sql: str, params: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._pending.append((sql, params))
+
+    _EVENT_SQL = "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)"
+
+    @staticmethod
+    def _event_params(event: Event) -> tuple[Any, ...]:
+        return (event.session_id, event.call_id, event.kind, event.at, json.dumps(event.data))
+
     def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
-        cur = db.execute(
-            "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
-            (event.session_id, event.call_id, event.kind, event.at, json.dumps(event.data)),
-        )
+        cur = db.execute(self._EVENT_SQL, self._event_params(event))
         return int(cur.lastrowid or 0)
 
     # Sessions -----------------------------------------------------------------
@@ -118,7 +144,9 @@ class SQLiteStore:
         model: str | None = None,
         title: str | None = None,
     ) -> SessionRecord:
-        record = SessionRecord(session_id, time.time(), agent, workspace, parent_call_id, model, title)
+        record = SessionRecord(
+            session_id, time.time(), agent, workspace, parent_call_id, model, title
+        )
         with self._tx() as db:
             db.execute(
                 "INSERT INTO sessions (session_id, created_at, agent, workspace, parent_call_id,"
@@ -128,6 +156,7 @@ class SQLiteStore:
         return record
 
     def get_session(self, session_id: str) -> SessionRecord | None:
+        self.flush()
         with self._lock:
             row = self._db.execute(
                 "SELECT s.session_id, s.created_at, s.agent, s.workspace, s.parent_call_id,"
@@ -140,6 +169,7 @@ class SQLiteStore:
 
     def find_sessions(self, prefix: str) -> list[str]:
         """Session ids starting with ``prefix`` (so people can type a short id)."""
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 "SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\'"
@@ -150,6 +180,7 @@ class SQLiteStore:
 
     def list_sessions(self, limit: int = 1000) -> list[SessionRecord]:
         """Sessions, newest first."""
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 "SELECT s.session_id, s.created_at, s.agent, s.workspace, s.parent_call_id,"
@@ -162,6 +193,7 @@ class SQLiteStore:
 
     def child_sessions(self, session_id: str) -> list[SessionRecord]:
         """Sessions started by calls of this session (delegations)."""
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 "SELECT DISTINCT s.session_id FROM sessions s JOIN calls c"
@@ -171,54 +203,74 @@ class SQLiteStore:
             ).fetchall()
         return [s for r in rows if (s := self.get_session(r[0])) is not None]
 
-    def begin_step(self, session_id: str) -> int:
-        """Open the next model step of a session and return its number."""
-        with self._tx() as db:
-            row = db.execute(
-                "SELECT COALESCE(MAX(step), 0) + 1 FROM steps WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            step = int(row[0])
-            db.execute(
-                "INSERT INTO steps (session_id, step, created_at) VALUES (?, ?, ?)",
+    def begin_step(self, session_id: str, event: Event | None = None) -> int:
+        """Open the next model step of a session (with its opening event) and return its number.
+
+        The step's row and event are deferred to the next transaction: nothing
+        depends on them being durable before a call of the step starts.
+        """
+        with self._lock:
+            last = self._last_step.get(session_id)
+            if last is None:
+                row = self._db.execute(
+                    "SELECT COALESCE(MAX(step), 0) FROM steps WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                last = int(row[0])
+            step = last + 1
+            self._last_step[session_id] = step
+            self._defer(
+                "INSERT OR IGNORE INTO steps (session_id, step, created_at) VALUES (?, ?, ?)",
                 (session_id, step, time.time()),
             )
+            if event is not None:
+                event.data["step"] = step
+                self._defer(self._EVENT_SQL, self._event_params(event))
         return step
 
     # Calls ----------------------------------------------------------------------
 
-    def _insert_call(self, db: sqlite3.Connection, call: CallRecord) -> None:
-        db.execute(
-            f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                call.call_id,
-                call.session_id,
-                call.step,
-                call.index,
-                call.attempt,
-                call.tool,
-                call.arguments,
-                call.args_hash,
-                call.effect,
-                call.replay,
-                call.concurrency,
-                call.status,
-                call.outcome,
-                call.block_kind,
-                call.result,
-                int(call.is_error),
-                call.started_at,
-                call.finished_at,
-                call.artifact,
-                call.model_call_id,
-            ),
+    _CALL_SQL = (
+        f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    @staticmethod
+    def _call_params(call: CallRecord) -> tuple[Any, ...]:
+        return (
+            call.call_id,
+            call.session_id,
+            call.step,
+            call.index,
+            call.attempt,
+            call.tool,
+            call.arguments,
+            call.args_hash,
+            call.effect,
+            call.replay,
+            call.concurrency,
+            call.status,
+            call.outcome,
+            call.block_kind,
+            call.result,
+            int(call.is_error),
+            call.started_at,
+            call.finished_at,
+            call.artifact,
+            call.model_call_id,
         )
 
+    def _insert_call(self, db: sqlite3.Connection, call: CallRecord) -> None:
+        db.execute(self._CALL_SQL, self._call_params(call))
+
     def record_blocked(self, call: CallRecord, event: Event) -> None:
-        """A refused call: its event and its finished ``blocked`` row, together."""
-        with self._tx() as db:
-            self._insert_event(db, event)
-            self._insert_call(db, call)
+        """A refused call: its event, then its finished ``blocked`` row.
+
+        Deferred to the next transaction (at the latest the end of the step):
+        a blocked call changed nothing, so nothing else waits on it.
+        """
+        with self._lock:
+            self._defer(self._EVENT_SQL, self._event_params(event))
+            self._defer(self._CALL_SQL, self._call_params(call))
 
     def call_started(self, call: CallRecord, event: Event) -> None:
         """Intent before effect: the ``started`` row is committed before the call runs."""
@@ -247,6 +299,7 @@ class SQLiteStore:
 
     def calls(self, session_id: str) -> list[CallRecord]:
         """Every attempt of every call of a session, in the model's order."""
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {_CALL_COLUMNS} FROM calls WHERE session_id = ?"
@@ -257,6 +310,7 @@ class SQLiteStore:
 
     def unfinished_calls(self, session_id: str | None = None) -> list[CallRecord]:
         """Rows left ``started``: their outcome is unknown."""
+        self.flush()
         with self._lock:
             if session_id is None:
                 rows = self._db.execute(
@@ -289,6 +343,7 @@ class SQLiteStore:
 
     def events(self, session_id: str) -> list[EventRecord]:
         """The events of a session, in the order they were emitted."""
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 "SELECT seq, session_id, call_id, kind, at, data FROM events"
@@ -308,6 +363,7 @@ class SQLiteStore:
             )
 
     def has_session_approval(self, session_id: str, fingerprint: str) -> bool:
+        self.flush()
         with self._lock:
             row = self._db.execute(
                 "SELECT 1 FROM approvals WHERE session_id = ? AND fingerprint = ?",
@@ -331,6 +387,7 @@ class SQLiteStore:
         return seq
 
     def messages(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 "SELECT role, body FROM messages WHERE session_id = ? ORDER BY seq",
