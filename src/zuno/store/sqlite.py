@@ -333,10 +333,15 @@ class SQLiteStore:
     def append_events(
         self, events: list[Event], deliver: Callable[[Event], None] | None = None
     ) -> None:
-        """Several events in one transaction (then handed to ``deliver`` in order)."""
-        with self._tx() as db:
+        """Several events, in order, with the next transaction (then handed to ``deliver``).
+
+        Used for the close of a step (``call.result`` and ``dispatch.finished``):
+        the call rows they describe are already committed, so these ride along
+        with the next write, a read, or :meth:`close`.
+        """
+        with self._lock:
             for event in events:
-                self._insert_event(db, event)
+                self._defer(self._EVENT_SQL, self._event_params(event))
         if deliver is not None:
             for event in events:
                 deliver(event)
