@@ -1,0 +1,143 @@
+"""Benchmark of apply_patch: 100 chunks on a 100,000-line file (target: < 200 ms).
+
+Run: .venv/bin/python bench/bench_patch.py [runs]
+
+Each run restores the original file, then times the three phases separately:
+parsing the patch text, verifying it against the file (read, locate every
+chunk, build the new content and the diff) and writing (temporary file, fsync,
+rename). It prints the median of the runs, plus the same patch when every line
+carries trailing whitespace the patch lacks (so every chunk needs the second
+matching level) and the whole tool call through ``ApplyPatchTool.run``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from zuno.output import ArtifactStore, OutputLimits
+from zuno.patch import commit_changes, parse_patch, plan_patch
+from zuno.tool import ToolContext
+from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
+
+__all__ = ["main"]
+
+LINES = 100_000
+CHUNKS = 100
+
+
+def make_file(suffix: str) -> bytes:
+    """A Python-like file whose lines repeat often (realistic for indexing)."""
+    out: list[str] = []
+    for i in range(LINES):
+        kind = i % 10
+        if kind == 0:
+            out.append(f"def function_{i}(value):")
+        elif kind in (4, 8):
+            out.append("")
+        elif kind == 9:
+            out.append("    return value")
+        else:
+            out.append(f"    value = value + {i}  # step {kind}")
+    return "".join(line + suffix + "\n" for line in out).encode()
+
+
+def make_patch() -> str:
+    out = ["*** Begin Patch", "*** Update File: big.py"]
+    step = LINES // CHUNKS
+    for c in range(CHUNKS):
+        at = c * step + 5  # a "value = ..." line, with 3 lines of context each side
+        out.append(f"@@ def function_{c * step}(value):")
+        out.extend(f" {_line(i)}" for i in range(at - 3, at))
+        out.append(f"-{_line(at)}")
+        out.append(f"+    value = value * {at}  # changed")
+        out.extend(f" {_line(i)}" for i in range(at + 1, at + 4))
+    out.append("*** End Patch")
+    return "\n".join(out)
+
+
+def _line(i: int) -> str:
+    kind = i % 10
+    if kind == 0:
+        return f"def function_{i}(value):"
+    if kind in (4, 8):
+        return ""
+    if kind == 9:
+        return "    return value"
+    return f"    value = value + {i}  # step {kind}"
+
+
+def _context(workspace: Path) -> ToolContext:
+    config: Any = None
+    return ToolContext(
+        workspace, "bench", "bench", 1, OutputLimits(), ArtifactStore(workspace / ".a"), config
+    )
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return (time.perf_counter() - start) * 1000, value
+
+
+def bench_phases(workspace: Path, original: bytes, patch: str, runs: int) -> dict[str, float]:
+    target = workspace / "big.py"
+    resolve = _context(workspace).resolve_inside
+    times: dict[str, list[float]] = {"parse": [], "verify": [], "write": [], "total": []}
+    for _ in range(runs):
+        target.write_bytes(original)
+        t_parse, parsed = _timed(lambda: parse_patch(patch))
+        t_verify, plan = _timed(lambda: plan_patch(parsed, resolve))  # noqa: B023
+        t_write, _ = _timed(lambda: commit_changes(plan.changes))  # noqa: B023
+        times["parse"].append(t_parse)
+        times["verify"].append(t_verify)
+        times["write"].append(t_write)
+        times["total"].append(t_parse + t_verify + t_write)
+    assert target.read_bytes().count(b"# changed") == CHUNKS
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench_tool(workspace: Path, original: bytes, patch: str, runs: int) -> float:
+    target = workspace / "big.py"
+    tool = ApplyPatchTool()
+    ctx = _context(workspace)
+    samples: list[float] = []
+    for _ in range(runs):
+        target.write_bytes(original)
+        start = time.perf_counter()
+        anyio.run(tool.run, ApplyPatchArgs(patch=patch), ctx)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    """Run the benchmark and print the table."""
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    patch = make_patch()
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp)
+        exact = make_file("")
+        fuzzy = make_file("  ")
+        rows = [
+            ("exact match", bench_phases(workspace, exact, patch, runs)),
+            ("trailing-ws match", bench_phases(workspace, fuzzy, patch, runs)),
+        ]
+        tool_ms = bench_tool(workspace, exact, patch, runs)
+    print(f"apply_patch: {CHUNKS} chunks on a {LINES:,}-line file, median of {runs} runs (ms)")
+    print(f"{'case':<20}{'parse':>9}{'verify':>9}{'write':>9}{'total':>9}")
+    for name, t in rows:
+        print(
+            f"{name:<20}{t['parse']:>9.1f}{t['verify']:>9.1f}{t['write']:>9.1f}{t['total']:>9.1f}"
+        )
+    print(f"{'tool call (exact)':<20}{'':>27}{tool_ms:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The ``edit`` tool: replace an exact string in one file.
+
+A registered slot, not on the default surface (apply_patch plus write is the
+default editing path). The replacement is exact: a missing ``old_string`` is
+refused (with a hint when the text exists with different whitespace or
+punctuation), and so is one that occurs several times unless ``replace_all``
+says so. The file's line endings, byte-order mark and final-newline state are
+kept; the write is atomic (see :mod:`zuno.patch.commit`).
+
+edit keeps the strict default declaration (SideEffecting / Never / Exclusive).
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio.to_thread
+from pydantic import Field
+
+from zuno.patch import (
+    BOM,
+    FileChange,
+    PatchWriteError,
+    TextFile,
+    ascii_punctuation,
+    commit_changes,
+)
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, UncertainOutcome
+
+__all__ = ["EditArgs", "EditTool"]
+
+_SHOWN_LINES = 10
+
+
+class EditArgs(ToolArgs):
+    """Arguments of ``edit``."""
+
+    path: str = Field(min_length=1, description="The file to edit, inside the workspace.")
+    old_string: str = Field(
+        description="The exact text to replace, including whitespace and indentation."
+    )
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(
+        default=False,
+        description="Replace every occurrence; otherwise old_string must occur exactly once.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    change: FileChange
+    lines: list[int]
+    """1-based lines where the replaced occurrences started."""
+
+
+class EditTool(Tool[EditArgs]):
+    """Replace an exact string in a file, keeping its line endings."""
+
+    name = "edit"
+    description = (
+        "Replace old_string with new_string in one file. old_string must match the file "
+        "exactly (whitespace and indentation included) and occur exactly once, unless "
+        "replace_all is true. Read the file first; include enough surrounding lines to make "
+        "old_string unique. Line endings (LF/CRLF) are kept."
+    )
+    args_model = EditArgs
+    rule_argument = "path"
+    rule_match = "path"
+
+    async def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
+        """Make the replacement; raise :class:`ToolError` with the reason on failure."""
+        path = ctx.resolve_inside(args.path)
+        edit = await anyio.to_thread.run_sync(_plan_edit, path, args)
+        try:
+            await anyio.to_thread.run_sync(commit_changes, [edit.change])
+        except PatchWriteError as error:
+            if not error.restored:
+                raise UncertainOutcome(f"edit {args.path}: {error}") from error
+            raise ToolError(f"edit {args.path}: {error}") from error
+        count = len(edit.lines)
+        where = ", ".join(str(n) for n in edit.lines[:_SHOWN_LINES])
+        more = " and more" if count > _SHOWN_LINES else ""
+        noun = "occurrence" if count == 1 else "occurrences"
+        return ToolResult(
+            f"Edited {args.path}: replaced {count} {noun} (line {where}{more}).",
+            data={"path": args.path, "replacements": count, "lines": edit.lines},
+        )
+
+
+def _plan_edit(path: Path, args: EditArgs) -> _Edit:
+    """Compute the edited bytes, refusing anything ambiguous. Writes nothing."""
+    if args.old_string == "":
+        raise ToolError(
+            "old_string is empty; give the exact text to replace "
+            "(to create a file or replace it whole, use the write tool)"
+        )
+    if args.old_string == args.new_string:
+        raise ToolError("old_string and new_string are identical; there is nothing to change")
+    data, mode = _read(path, args.path)
+    file = TextFile.decode(data)
+    if file.line_eols is None:
+        # A uniform file is edited in LF form, so the model's "\n" matches CRLF lines.
+        text = file.text()
+        old = args.old_string.replace("\r\n", "\n")
+        new = args.new_string.replace("\r\n", "\n")
+    else:
+        raw = data[len(BOM) :] if file.bom else data
+        text = raw.decode("utf-8", "surrogateescape")
+        old, new = args.old_string, args.new_string
+    starts = _occurrences(text, old)
+    if not starts:
+        raise ToolError(_not_found(text, old, args.path))
+    if len(starts) > 1 and not args.replace_all:
+        lines = ", ".join(str(_line_of(text, s)) for s in starts[:_SHOWN_LINES])
+        more = " and more" if len(starts) > _SHOWN_LINES else ""
+        raise ToolError(
+            f"old_string occurs {len(starts)} times in {args.path} (lines {lines}{more}); "
+            "include more surrounding lines to make it unique, or set replace_all to true"
+        )
+    if not args.replace_all:
+        starts = starts[:1]
+    edited = text.replace(old, new, -1 if args.replace_all else 1)
+    if file.line_eols is None:
+        final_newline = edited.endswith("\n")
+        lines_after = edited.split("\n")
+        if final_newline:
+            lines_after.pop()
+        result = TextFile(lines_after if edited else [], file.eol, file.bom, final_newline)
+        new_data = result.encode()
+    else:
+        new_data = (BOM if file.bom else b"") + edited.encode("utf-8", "surrogateescape")
+    change = FileChange(path, new_data, data, mode)
+    return _Edit(change, [_line_of(text, s) for s in starts])
+
+
+def _read(path: Path, shown: str) -> tuple[bytes, int]:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ToolError(f"{shown}: no such file; to create a file use the write tool") from None
+    except OSError as error:
+        raise ToolError(f"{shown}: cannot read: {error.strerror or error}") from error
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"{shown} is a folder; edit changes files")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{shown} is not a regular file")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ToolError(f"{shown}: cannot read: {error.strerror or error}") from error
+    if b"\x00" in data:
+        raise ToolError(f"{shown} is a binary file; edit changes text files")
+    return data, stat.S_IMODE(info.st_mode)
+
+
+def _occurrences(text: str, old: str) -> list[int]:
+    """Start offsets of the non-overlapping occurrences (as ``str.replace`` sees them)."""
+    starts: list[int] = []
+    at = text.find(old)
+    while at >= 0:
+        starts.append(at)
+        at = text.find(old, at + len(old))
+    return starts
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _not_found(text: str, old: str, shown: str) -> str:
+    message = f"old_string was not found in {shown}"
+    words = ascii_punctuation(old).split()
+    if words:
+        # Whitespace runs may differ (or be missing) between the words.
+        pattern = r"\s*".join(re.escape(word) for word in words)
+        match = re.search(pattern, ascii_punctuation(text))
+        if match is not None:
+            # Quote whole lines, so the indentation to copy is visible.
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            line_end = text.find("\n", match.end())
+            found = text[line_start : line_end if line_end >= 0 else len(text)]
+            quoted = "\n".join(f"    {line}" for line in found.split("\n")[:_SHOWN_LINES])
+            return (
+                f"{message} exactly, but text that differs only in whitespace or punctuation "
+                f"is at line {_line_of(text, match.start())}:\n{quoted}\n"
+                "Copy it exactly (indentation, spaces, quotes) into old_string."
+            )
+    return f"{message}; read the file again and copy the text exactly"

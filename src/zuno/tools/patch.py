@@ -1,0 +1,158 @@
+"""The ``apply_patch`` tool: localized, context-verified edits of several files.
+
+The engine is :mod:`zuno.patch`; this module only adapts it to the tool
+contract. The whole patch is verified against the files before anything is
+written, and then written all or nothing, so a failed call changed nothing
+(unless the write phase itself failed and could not restore, which is reported
+as an uncertain outcome).
+
+``rule_argument`` stays None: a patch touches several paths while a permission
+rule subject is one string. :meth:`ApplyPatchTool.affected_paths` lists the
+paths for a permission layer that can match every one of them.
+
+apply_patch keeps the strict default declaration (SideEffecting / Never / Exclusive).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import anyio.to_thread
+from pydantic import Field
+
+from zuno.output import ArtifactStore, OutputLimits
+from zuno.patch import (
+    PatchError,
+    PatchPlan,
+    PatchWriteError,
+    PathResolver,
+    UpdateFile,
+    apply_patch,
+    parse_patch,
+    plan_patch,
+)
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, UncertainOutcome
+
+__all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
+
+_DESCRIPTION = """\
+Edit files with a patch: add, delete, update and move files in one call. The whole \
+patch is checked against the files first and applied all or nothing.
+
+Grammar:
+  *** Begin Patch
+  *** Add File: PATH        then lines each starting with + (the new file's content)
+  *** Delete File: PATH
+  *** Update File: PATH
+  *** Move to: NEWPATH      (optional, right after Update File)
+  @@ CONTEXT                a line near the change (e.g. the enclosing def/class);
+                            several @@ lines narrow step by step; bare @@ also works
+   line                     context (space prefix): unchanged, must match the file
+  -line                     removed
+  +line                     added
+  *** End of File           (optional) the chunk ends at the end of the file
+  *** End Patch
+
+Give ~3 context lines above and below each change, copied exactly from the file. \
+Chunks of one file go in file order. If the lines match several places, add context \
+or an @@ line. Paths are relative to the workspace.
+
+Example:
+*** Begin Patch
+*** Update File: src/app.py
+@@ def greet(name):
+-    return "hi " + name
++    return f"hello {name}"
+*** Add File: docs/NOTE.md
++# Note
+*** Delete File: old.txt
+*** End Patch"""
+
+
+class ApplyPatchArgs(ToolArgs):
+    """Arguments of ``apply_patch``."""
+
+    patch: str = Field(
+        description="The whole patch, from '*** Begin Patch' to '*** End Patch'.",
+    )
+
+
+class ApplyPatchTool(Tool[ApplyPatchArgs]):
+    """Apply a patch in the apply_patch format, all or nothing, inside the workspace."""
+
+    name = "apply_patch"
+    description = _DESCRIPTION
+    args_model = ApplyPatchArgs
+
+    def __init__(self, workspace: Path | None = None) -> None:
+        """Create the tool.
+
+        Args:
+            workspace: Where :meth:`preview` resolves paths (the dispatcher does
+                not pass one to ``preview``); the process's folder when not given.
+        """
+        self._workspace = workspace
+
+    def preview(self, args: ApplyPatchArgs, workspace: Path | None = None) -> str:
+        """The unified diff of the patch against the current files, or why it cannot apply.
+
+        Args:
+            args: The validated arguments.
+            workspace: Where relative paths start; defaults to the one given at
+                construction, then the process's folder.
+        """
+        base = workspace or self._workspace or Path.cwd()
+        try:
+            plan = plan_patch(args.patch, _resolver_for(base))
+        except PatchError as error:
+            return f"apply_patch would fail: {error}"
+        return plan.diff
+
+    def affected_paths(self, args: ApplyPatchArgs) -> list[str]:
+        """Every path the patch names (sources and move targets), in patch order.
+
+        Returns an empty list for a patch that does not parse.
+        """
+        try:
+            patch = parse_patch(args.patch)
+        except PatchError:
+            return []
+        paths: list[str] = []
+        for op in patch.operations:
+            paths.append(op.path)
+            if isinstance(op, UpdateFile) and op.move_to is not None:
+                paths.append(op.move_to)
+        return paths
+
+    async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
+        """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
+        try:
+            # A large file takes a while to verify; keep the event loop free. The
+            # thread is not abandoned on cancellation: a write, once started, finishes.
+            plan = await anyio.to_thread.run_sync(apply_patch, args.patch, ctx.resolve_inside)
+        except PatchWriteError as error:
+            if not error.restored:
+                raise UncertainOutcome(f"apply_patch: {error}") from error
+            raise ToolError(f"apply_patch: {error}") from error
+        except PatchError as error:
+            raise ToolError(f"apply_patch: {error}; no file was changed") from error
+        return ToolResult(plan.output, data={"changes": _changes(plan)})
+
+
+def _changes(plan: PatchPlan) -> list[dict[str, str]]:
+    return [{"status": line[0], "path": line[2:]} for line in plan.summary]
+
+
+def _resolver_for(workspace: Path) -> PathResolver:
+    """The workspace check of :class:`ToolContext`, for a preview that has no context."""
+    ctx = ToolContext(
+        workspace=workspace,
+        session_id="preview",
+        call_id="preview",
+        attempt=0,
+        limits=OutputLimits(),
+        artifacts=ArtifactStore(workspace),
+        config=cast(Any, None),  # the path check does not read the configuration
+    )
+    return ctx.resolve_inside
