@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -113,6 +114,31 @@ def test_zuno_rg_override_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     real = find_ripgrep().path
     monkeypatch.setenv("ZUNO_RG", str(real))
     assert find_ripgrep(refresh=True).path == real
+
+
+def test_path_is_searched_after_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = find_ripgrep().path
+    monkeypatch.delenv("ZUNO_RG", raising=False)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-venv" / "python"))
+    monkeypatch.setattr(ripgrep.sysconfig, "get_path", lambda name: str(tmp_path / "no-scripts"))
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "rg").symlink_to(real)
+    monkeypatch.setenv("PATH", str(on_path))
+    assert find_ripgrep(refresh=True).path == on_path / "rg"
+
+    (on_path / "rg").unlink()
+    (on_path / "rg").write_text("#!/bin/sh\necho 'ripgrep 13.0.0'\n")
+    (on_path / "rg").chmod(0o755)
+    with pytest.raises(RipgrepUnavailable, match=r"too old.*pip install ripgrep==14\.1\.0"):
+        find_ripgrep(refresh=True)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RipgrepUnavailable, match="no rg was found"):
+        find_ripgrep(refresh=True)
+    monkeypatch.undo()
+    find_ripgrep(refresh=True)  # leave the cache as the other tests expect it
 
 
 # ----------------------------------------------------------------------- searching

@@ -51,7 +51,7 @@ def _plain_text(value: str | None) -> str | None:
 
 
 class GlobArgs(ToolArgs):
-    """Arguments of ``glob``."""
+    """Arguments of the glob tool."""
 
     pattern: str = Field(
         min_length=1,
@@ -81,7 +81,7 @@ class GlobArgs(ToolArgs):
 
 
 class GrepArgs(ToolArgs):
-    """Arguments of ``grep``."""
+    """Arguments of the grep tool."""
 
     pattern: str = Field(
         min_length=1,
@@ -237,14 +237,15 @@ class GrepTool(Tool[GrepArgs]):
                 found_counts = await count_matches(root, query, limit=args.limit)
                 lines, data = _render_counts(found_counts, prefix)
         except RipgrepError as exc:
-            raise ToolError(f"rg rejected the search: {exc.message}") from exc
+            hint = "" if args.fixed_strings else "\n(for a literal string, set fixed_strings=true)"
+            raise ToolError(f"rg rejected the search: {exc.message}{hint}") from exc
         except RipgrepUnavailable as exc:
             raise ToolError(str(exc)) from exc
         if not lines:
-            skipped = "ignored and binary files" + ("" if args.hidden else " and hidden files")
+            skipped = "binary files" if args.hidden else "hidden and binary files"
             lines.append(
                 f"No matches for {args.pattern!r} in {_shown_root(root, ctx)} "
-                f"({skipped} were not searched)."
+                f"(files ignored by .gitignore or .ignore, and {skipped}, are skipped)."
             )
         if data.get("unreadable"):
             lines.append("[some files could not be read and were skipped]")
