@@ -334,7 +334,7 @@ class Dispatcher:
         if rt.store.has_session_approval(session.session_id, call.args_hash):
             return
         try:
-            preview = call.tool.preview(call.args)
+            preview = call.tool.preview(call.args, rt.workspace)
         except Exception as exc:
             preview = f"(no preview: {exc})"
         request = ApprovalRequest(

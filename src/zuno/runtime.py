@@ -98,6 +98,10 @@ class Runtime:
 
             tools = builtin_tools()
         self.registry = Registry(tools)
+        for name in self.registry.names():
+            tool = self.registry.get(name)
+            assert tool is not None
+            tool.startup_check()
         self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
         self.events = EventBus(self.store)
         self.dispatcher = Dispatcher(self)

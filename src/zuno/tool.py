@@ -171,9 +171,16 @@ class Tool(ABC, Generic[A]):
             return Path(os.path.normpath(text)).as_posix()
         return text
 
-    def preview(self, args: A) -> str:
+    def preview(self, args: A, workspace: Path | None = None) -> str:
         """What an approval prompt shows about this call (a diff for a patch)."""
         return args.model_dump_json(exclude_none=True)
+
+    def startup_check(self) -> None:
+        """Raise when something this tool needs is missing (rg, a sandbox).
+
+        The runtime calls it once at startup, so a missing part is a clear
+        startup error rather than a surprise at the first call.
+        """
 
     @abstractmethod
     async def run(self, args: A, ctx: ToolContext) -> ToolResult:

@@ -162,6 +162,7 @@ def call(
             _print_json(result.as_dict())
         else:
             print_result(out, result)
+            sys.stdout.flush()
             err.print(f"[dim]session {state.session_id}[/]")
         _exit_for([result])
 
@@ -209,6 +210,7 @@ def batch(
         else:
             for result in results:
                 print_result(out, result)
+            sys.stdout.flush()
             err.print(f"[dim]session {state.session_id}[/]")
         _exit_for(results)
 

@@ -12,6 +12,7 @@ __all__ = ["builtin_tools"]
 def builtin_tools() -> list[Tool[Any]]:
     """A fresh instance of every tool this build implements."""
     from zuno.tools.read import ReadTool
+    from zuno.tools.search import GlobTool, GrepTool
     from zuno.tools.write import WriteTool
 
-    return [ReadTool(), WriteTool()]
+    return [ReadTool(), GlobTool(), GrepTool(), WriteTool()]
