@@ -1,0 +1,104 @@
+"""The bubblewrap sandbox: a read-only view of the machine in fresh namespaces.
+
+The command sees the whole file system read-only, a private ``/tmp`` (a fresh
+host folder bound there), a minimal ``/dev``, its own ``/proc`` and PID
+namespace, and the policy's writable folders bound read-write. With the network
+off it gets its own network namespace, where only an unconnected loopback
+exists. All capabilities are dropped, so nothing inside can remount.
+
+``--die-with-parent`` and the PID namespace make the deadline hard: killing
+the bwrap process kills the namespace's init, and the kernel then kills every
+process left in the namespace, including ones that left the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from zuno.sandbox.policy import Launch, SandboxPolicy
+
+__all__ = ["BASE_FLAGS", "BubblewrapSandbox"]
+
+BASE_FLAGS: tuple[str, ...] = (
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    # A new session keeps the command from injecting input into a terminal.
+    "--new-session",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+)
+"""Flags of every launch, before the policy's binds."""
+
+_TMP = "/tmp"
+
+
+def _tops_under_tmp(paths: list[Path]) -> list[str]:
+    """The first-level folders of /tmp that hold one of paths, sorted."""
+    tops: set[str] = set()
+    for p in paths:
+        if p.is_relative_to(_TMP) and p != Path(_TMP):
+            tops.add(str(Path(_TMP) / p.relative_to(_TMP).parts[0]))
+    return sorted(tops)
+
+
+class BubblewrapSandbox:
+    """Runs commands under ``bwrap`` at a given path."""
+
+    def __init__(self, executable: str) -> None:
+        """Use the bwrap binary at executable."""
+        self.executable = executable
+
+    @property
+    def name(self) -> Literal["bubblewrap"]:
+        """Always ``bubblewrap``."""
+        return "bubblewrap"
+
+    def flags(self, policy: SandboxPolicy, private_tmp: Path, cwd: Path) -> list[str]:
+        """The bwrap flags (without the executable and the command) for policy."""
+        flags = list(BASE_FLAGS)
+        if not policy.network:
+            flags.append("--unshare-net")
+        # The private folder covers /tmp. What the command must still see below /tmp
+        # (a workspace there) comes back read-only from its top folder, so that the
+        # folders between /tmp and the workspace are not scaffolding it could rename.
+        flags += ["--bind", str(private_tmp), _TMP]
+        private = private_tmp.resolve()
+        writable = [r for r in policy.writable(private_tmp) if r != private]
+        for top in _tops_under_tmp([policy.workspace.resolve(), *writable]):
+            flags += ["--ro-bind", top, top]
+        for root in writable:
+            flags += ["--bind", str(root), str(root)]
+        flags += ["--chdir", str(cwd)]
+        return flags
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        private_tmp: Path,
+    ) -> Launch:
+        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp``."""
+        wrapped = [self.executable, *self.flags(policy, private_tmp, cwd), "--", *argv]
+        return Launch(
+            argv=wrapped,
+            env={**env, "TMPDIR": _TMP},
+            cwd=cwd,
+            private_tmp=private_tmp,
+            tmp_inside=_TMP,
+        )

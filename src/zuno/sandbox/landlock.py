@@ -1,0 +1,76 @@
+"""The Landlock sandbox: kernel path rules applied by a small exec helper.
+
+Landlock restricts the process that asks for it and every process it starts;
+it cannot be applied to another process. So the launch runs
+``_landlock_exec.py`` (standard library only, started with ``python -I -S``)
+which restricts itself and then execs the command. Everything stays readable;
+only the policy's writable folders and a few device files can be written, and
+with the network off TCP bind and connect are refused (ABI 4 or newer).
+
+Unlike bubblewrap there is no PID namespace: the process tree is found and
+killed through the command's session (see :func:`zuno.process.kill_process_tree`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from zuno.sandbox._landlock_exec import abi_version
+from zuno.sandbox.policy import Launch, SandboxPolicy
+
+__all__ = ["HELPER", "WRITABLE_DEVICES", "LandlockSandbox", "abi_version"]
+
+HELPER = Path(__file__).with_name("_landlock_exec.py")
+"""The script that restricts itself and execs the command."""
+
+WRITABLE_DEVICES: tuple[str, ...] = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+)
+"""Device files commands commonly write to; writing them changes nothing that lasts."""
+
+
+class LandlockSandbox:
+    """Runs commands under a Landlock ruleset built from the policy."""
+
+    def __init__(self, python: str | None = None) -> None:
+        """Use python (this interpreter by default) to run the exec helper."""
+        self._python = python or sys.executable
+
+    @property
+    def name(self) -> Literal["landlock"]:
+        """Always ``landlock``."""
+        return "landlock"
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        private_tmp: Path,
+    ) -> Launch:
+        """The helper's argv carrying the ruleset, then ``--`` and argv."""
+        rules = {
+            "write_dirs": [str(p) for p in policy.writable(private_tmp)],
+            "write_files": list(WRITABLE_DEVICES),
+            "network": policy.network,
+        }
+        wrapped = [self._python, "-I", "-S", str(HELPER), json.dumps(rules), "--", *argv]
+        tmp = str(private_tmp)
+        return Launch(
+            argv=wrapped,
+            env={**env, "TMPDIR": tmp},
+            cwd=cwd,
+            private_tmp=private_tmp,
+            tmp_inside=tmp,
+        )

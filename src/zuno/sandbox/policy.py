@@ -1,0 +1,123 @@
+"""What a sandboxed command may do, and the launch a sandbox makes of it.
+
+A :class:`SandboxPolicy` is the sandbox-independent statement of one command's
+limits (writable folders, network). A :class:`Sandbox` turns a policy and an
+argv into a :class:`Launch`: the argv that actually starts (``bwrap ... --``,
+the Landlock helper, or the argv itself) and the environment it gets.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from zuno.sandbox.settings import SandboxMode
+
+__all__ = [
+    "Launch",
+    "Sandbox",
+    "SandboxError",
+    "SandboxPolicy",
+    "prepared_launch",
+]
+
+BackendName = Literal["bubblewrap", "landlock", "none"]
+
+
+class SandboxError(Exception):
+    """A requested sandbox cannot start. A startup error, never a silent fallback."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """The limits of one command, whatever sandbox enforces them.
+
+    Attributes:
+        mode: What may be written (see :data:`zuno.sandbox.settings.SandboxMode`).
+        workspace: The workspace folder (writable in ``workspace-write``).
+        network: Whether the command may use the network.
+        writable_roots: Extra writable folders in ``workspace-write`` mode.
+    """
+
+    mode: SandboxMode
+    workspace: Path
+    network: bool = False
+    writable_roots: tuple[Path, ...] = ()
+
+    def writable(self, private_tmp: Path) -> list[Path]:
+        """The folders a command may write, parents before children.
+
+        The private temporary folder is writable in every mode: it is discarded
+        after the command, so writing there changes nothing that lasts.
+        """
+        roots = [private_tmp]
+        if self.mode == "workspace-write":
+            roots.append(self.workspace)
+            roots.extend(r for r in self.writable_roots if r.is_dir())
+        return sorted({p.resolve() for p in roots}, key=lambda p: len(p.parts))
+
+
+@dataclass(slots=True)
+class Launch:
+    """What to start for one sandboxed command.
+
+    Attributes:
+        argv: The argv to execute (the sandbox wrapper first, if any).
+        env: The complete environment of the started process.
+        cwd: The working directory, as seen from outside the sandbox.
+        private_tmp: The command's private temporary folder on the host.
+        tmp_inside: The same folder as the command sees it (``TMPDIR``).
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    private_tmp: Path
+    tmp_inside: str = field(default="")
+
+
+class Sandbox(Protocol):
+    """A way of running commands under a :class:`SandboxPolicy`."""
+
+    @property
+    def name(self) -> BackendName:
+        """``bubblewrap``, ``landlock`` or ``none``."""
+        ...
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        private_tmp: Path,
+    ) -> Launch:
+        """The launch of argv under policy, with private_tmp as its temporary folder."""
+        ...
+
+
+@contextmanager
+def prepared_launch(
+    sandbox: Sandbox,
+    argv: Sequence[str],
+    policy: SandboxPolicy,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+) -> Generator[Launch]:
+    """A launch with a fresh private temporary folder, removed on exit.
+
+    Keep the context open for as long as the command (and anything it left
+    running) may use the folder: for a background job, the job's lifetime.
+    """
+    private_tmp = Path(tempfile.mkdtemp(prefix="zuno-tmp-"))
+    try:
+        yield sandbox.launch(argv, policy, cwd=cwd, env=env, private_tmp=private_tmp)
+    finally:
+        shutil.rmtree(private_tmp, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""Choosing the sandbox from the configuration, and the policy of a command.
+
+Selection never falls back silently: ``auto`` means bubblewrap, else Landlock,
+and is a :class:`~zuno.sandbox.policy.SandboxError` when neither can enforce
+the configured policy. ``none`` is used only when named (or in ``full-access``
+mode, which is unsandboxed by definition).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from zuno.sandbox.bubblewrap import BubblewrapSandbox
+from zuno.sandbox.landlock import LandlockSandbox
+from zuno.sandbox.none import NoSandbox
+from zuno.sandbox.policy import Sandbox, SandboxError, SandboxPolicy
+from zuno.sandbox.probing import BackendProbe, SandboxReport, probe_bubblewrap, probe_landlock
+from zuno.sandbox.settings import SandboxSettings
+
+__all__ = ["policy_for", "sandbox_report", "select_sandbox"]
+
+
+def _bubblewrap(probe: BackendProbe) -> Sandbox | str:
+    if probe.available and probe.executable is not None:
+        return BubblewrapSandbox(probe.executable)
+    return f"bubblewrap: {probe.detail}"
+
+
+def _landlock(probe: BackendProbe, network: bool) -> Sandbox | str:
+    if not probe.available:
+        return f"landlock: {probe.detail}"
+    if not network and not probe.restricts_network:
+        return f"landlock: {probe.detail}, and sandbox.network is false"
+    return LandlockSandbox()
+
+
+def select_sandbox(settings: SandboxSettings) -> Sandbox:
+    """The sandbox commands run under with these settings (probes are cached).
+
+    Raises:
+        SandboxError: The configured sandbox cannot start here. The message says
+            why and what to configure instead.
+    """
+    if settings.mode == "full-access" or settings.kind == "none":
+        return NoSandbox()
+    if settings.kind == "bubblewrap":
+        found = _bubblewrap(probe_bubblewrap())
+    elif settings.kind == "landlock":
+        found = _landlock(probe_landlock(), settings.network)
+    else:
+        found = _bubblewrap(probe_bubblewrap())
+        if isinstance(found, str):
+            second = _landlock(probe_landlock(), settings.network)
+            found = second if not isinstance(second, str) else f"{found}; {second}"
+    if isinstance(found, str):
+        raise SandboxError(
+            f"sandbox.kind is {settings.kind!r} but no such sandbox can start ({found}). "
+            "Install bubblewrap, choose another sandbox.kind, or set sandbox.kind to "
+            '"none" to run commands without a sandbox.'
+        )
+    return found
+
+
+def sandbox_report(settings: SandboxSettings | None = None) -> SandboxReport:
+    """The probe of every sandbox and the outcome of selection, for ``zuno doctor``."""
+    settings = settings or SandboxSettings()
+    try:
+        selected: str | None = select_sandbox(settings).name
+        error = None
+    except SandboxError as exc:
+        selected, error = None, str(exc)
+    return SandboxReport(
+        kind=settings.kind,
+        mode=settings.mode,
+        network=settings.network,
+        selected=selected,
+        error=error,
+        backends=[probe_bubblewrap(), probe_landlock()],
+    )
+
+
+def policy_for(settings: SandboxSettings, workspace: Path) -> SandboxPolicy:
+    """The policy of a command in workspace under settings.
+
+    Relative ``writable_roots`` are taken from the workspace; ``~`` is expanded.
+    """
+    roots: list[Path] = []
+    for raw in settings.writable_roots:
+        p = Path(os.path.expanduser(raw))
+        roots.append(p if p.is_absolute() else workspace / p)
+    return SandboxPolicy(
+        mode=settings.mode,
+        workspace=workspace,
+        network=settings.network,
+        writable_roots=tuple(roots),
+    )

@@ -1,0 +1,70 @@
+"""The ``sandbox`` section of the configuration.
+
+The lead embeds :class:`SandboxSettings` in the configuration as
+``config.sandbox``; tools read it with
+``getattr(ctx.config, "sandbox", None) or SandboxSettings()`` so that a context
+built without a configuration still gets the strict defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["DEFAULT_ENV_REMOVE", "SandboxKind", "SandboxMode", "SandboxSettings"]
+
+SandboxKind = Literal["auto", "bubblewrap", "landlock", "none"]
+"""Which sandbox runs commands. ``auto`` prefers bubblewrap, then Landlock; never none."""
+
+SandboxMode = Literal["read-only", "workspace-write", "full-access"]
+"""What a sandboxed command may write."""
+
+DEFAULT_ENV_REMOVE: tuple[str, ...] = (
+    "*_TOKEN",
+    "*_KEY",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_CREDENTIALS",
+    "*_COOKIE",
+)
+"""Glob patterns of environment variables withheld from commands by default."""
+
+
+class SandboxSettings(BaseModel):
+    """How commands run: which sandbox, what they may write, how long they may take.
+
+    Attributes:
+        kind: The sandbox. ``auto`` picks bubblewrap, else Landlock, and is a
+            startup error when neither works; ``none`` must be asked for by name.
+        mode: ``read-only`` (nothing persistent is writable), ``workspace-write``
+            (the workspace, a private temporary folder and ``writable_roots``)
+            or ``full-access`` (no sandbox at all; explicit configuration only).
+        network: Whether sandboxed commands may use the network.
+        writable_roots: Extra folders writable in ``workspace-write`` mode.
+        timeout_default: Seconds a command may run when the call names no timeout.
+        timeout_max: The largest timeout a call may ask for, in seconds.
+        env_remove: Glob patterns (matched case-insensitively) of environment
+            variables that commands do not receive.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: SandboxKind = "auto"
+    mode: SandboxMode = "workspace-write"
+    network: bool = False
+    writable_roots: tuple[str, ...] = ()
+    timeout_default: int = Field(default=120, ge=1)
+    timeout_max: int = Field(default=600, ge=1)
+    env_remove: tuple[str, ...] = DEFAULT_ENV_REMOVE
+
+    @model_validator(mode="after")
+    def _default_within_max(self) -> Self:
+        if self.timeout_default > self.timeout_max:
+            raise ValueError(
+                f"sandbox.timeout_default ({self.timeout_default} s) is larger than "
+                f"sandbox.timeout_max ({self.timeout_max} s); "
+                "lower the default or raise the maximum"
+            )
+        return self

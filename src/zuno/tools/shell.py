@@ -1,0 +1,321 @@
+"""The ``shell`` and ``execute`` tools: commands under the active sandbox.
+
+Both run one command with a hard deadline (see :mod:`zuno.process`), under the
+sandbox the configuration selects (see :mod:`zuno.sandbox`), and report its
+stdout, stderr and exit status within the output limits, with the full
+streams saved as artifacts. A command that outlives its deadline is killed
+with everything it started and reported as an uncertain outcome: it may have
+partly happened, so the runtime never runs it again.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from zuno.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.output import BoundedOutput, BoundedText, OutputLimits
+from zuno.process import ProcessResult, run_process
+from zuno.sandbox import (
+    Sandbox,
+    SandboxError,
+    SandboxPolicy,
+    SandboxSettings,
+    command_environment,
+    policy_for,
+    prepared_launch,
+    select_sandbox,
+)
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+
+__all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
+
+_TIMEOUT_HELP = (
+    "Seconds before the command and everything it started are killed. "
+    "Default 120; at most the configured maximum (600 unless configured)."
+)
+_WORKDIR_HELP = "Working directory relative to the workspace root (default: the root)."
+
+_LIMITS_NOTE = (
+    "Output over 50 KiB or 2000 lines keeps its head and tail, and the full output is "
+    "saved to a file that read can open; the exit code and the end of stderr are always "
+    "shown. stdin is empty: do not start interactive programs. A command that times out "
+    "is killed with everything it started; it may have partly run and is not retried."
+)
+_SANDBOX_NOTE = (
+    "Runs under the sandbox: by default only the workspace and $TMPDIR are writable "
+    "and the network is off."
+)
+
+_STDERR_SHARE = 4
+"""stderr may use a quarter of the limits; stdout gets the rest."""
+_RESERVE_BYTES = 1024
+"""Room kept for truncation markers and the status line."""
+_RESERVE_LINES = 8
+
+
+def sandbox_settings(ctx: ToolContext, fallback: SandboxSettings | None = None) -> SandboxSettings:
+    """The sandbox section of the context's configuration, else fallback, else the defaults."""
+    found: Any = getattr(ctx.config, "sandbox", None)
+    if isinstance(found, SandboxSettings):
+        return found
+    return fallback or SandboxSettings()
+
+
+def _shell_argv(command: str) -> list[str]:
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    return [shell, "-c", command]
+
+
+def _split_limits(limits: OutputLimits) -> tuple[OutputLimits, OutputLimits]:
+    """(stdout, stderr) limits whose sum, with markers, fits within limits."""
+    err = OutputLimits(
+        max_bytes=max(256, limits.max_bytes // _STDERR_SHARE),
+        max_lines=max(4, limits.max_lines // _STDERR_SHARE),
+    )
+    out = OutputLimits(
+        max_bytes=max(256, limits.max_bytes - err.max_bytes - _RESERVE_BYTES),
+        max_lines=max(4, limits.max_lines - err.max_lines - _RESERVE_LINES),
+    )
+    return out, err
+
+
+def _status_line(result: ProcessResult, timeout: int) -> str:
+    if result.timed_out:
+        return (
+            f"[timed out after {timeout} s: the command and everything it started were "
+            "killed. It may have partly run; check its effects before running it again.]"
+        )
+    if result.signal is not None:
+        return f"[killed by {result.signal_name}]"
+    code = result.exit_code
+    if code is not None and 128 < code <= 128 + 64:
+        # Shells and bwrap report a child killed by signal n as 128+n.
+        return f"[exit code {code} (128+{code - 128}: probably killed by a signal)]"
+    return f"[exit code {code}]"
+
+
+def _render(out: BoundedText, err: BoundedText, result: ProcessResult, timeout: int) -> str:
+    parts: list[str] = []
+    if out.text:
+        parts.append(out.text if out.text.endswith("\n") else out.text + "\n")
+    if err.text:
+        parts.append("[stderr]\n")
+        parts.append(err.text if err.text.endswith("\n") else err.text + "\n")
+    if not parts:
+        parts.append("(no output)\n")
+    if result.output_abandoned:
+        parts.append("[output after the kill was not read: a process kept the pipes open]\n")
+    parts.append(_status_line(result, timeout))
+    return "".join(parts)
+
+
+def _resolve_timeout(requested: int | None, settings: SandboxSettings) -> int:
+    if requested is None:
+        return settings.timeout_default
+    if requested > settings.timeout_max:
+        raise ToolError(
+            f"timeout {requested} s is over the maximum of {settings.timeout_max} s; "
+            f"ask for at most {settings.timeout_max} s or run the command with background=true"
+        )
+    return requested
+
+
+def _resolve_workdir(ctx: ToolContext, workdir: str | None) -> Path:
+    cwd = ctx.resolve_inside(workdir or ".")
+    if not cwd.is_dir():
+        raise ToolError(f"workdir {workdir!r} is not a folder in the workspace")
+    return cwd
+
+
+def _selected(settings: SandboxSettings) -> Sandbox:
+    try:
+        return select_sandbox(settings)
+    except SandboxError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+async def run_sandboxed(
+    argv: Sequence[str],
+    ctx: ToolContext,
+    *,
+    time_limit: int | None,
+    workdir: str | None,
+    settings: SandboxSettings,
+) -> ToolResult:
+    """Run argv in the foreground under settings' sandbox and the context's limits."""
+    seconds = _resolve_timeout(time_limit, settings)
+    cwd = _resolve_workdir(ctx, workdir)
+    sandbox = _selected(settings)
+    policy: SandboxPolicy = policy_for(settings, ctx.workspace)
+    env = command_environment(settings.env_remove)
+    out_limits, err_limits = _split_limits(ctx.limits)
+    stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"))
+    stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"))
+    try:
+        with prepared_launch(sandbox, argv, policy, cwd=cwd, env=env) as launch:
+            try:
+                result = await run_process(
+                    launch.argv,
+                    cwd=launch.cwd,
+                    env=launch.env,
+                    time_limit=seconds,
+                    on_stdout=stdout.feed,
+                    on_stderr=stderr.feed,
+                )
+            except OSError as exc:
+                raise ToolError(f"cannot start {argv[0]!r}: {exc}") from exc
+    finally:
+        out = stdout.finish("stdout")
+        err = stderr.finish("stderr")
+    data: dict[str, Any] = {
+        "exit_code": result.exit_code,
+        "signal": result.signal_name,
+        "timed_out": result.timed_out,
+        "sandbox": sandbox.name,
+        "stdout_bytes": out.total_bytes,
+        "stderr_bytes": err.total_bytes,
+        "stdout_artifact": str(out.artifact) if out.artifact else None,
+        "stderr_artifact": str(err.artifact) if err.artifact else None,
+        "duration_s": round(result.elapsed, 3),
+    }
+    failed = result.timed_out or result.signal is not None or result.exit_code != 0
+    return ToolResult(
+        output=_render(out, err, result, seconds),
+        data=data,
+        is_error=failed,
+        uncertain=result.timed_out,
+        artifact=out.artifact or err.artifact,
+    )
+
+
+_FOREGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE)
+_BACKGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.ISOLATED_BACKGROUND)
+
+
+class _SandboxedCommand:
+    """What both command tools share: settings known at startup, and the startup check."""
+
+    def __init__(self, settings: SandboxSettings | None = None) -> None:
+        """Check settings at startup (the context's configuration wins at call time)."""
+        self._settings = settings
+
+    def settings_for(self, ctx: ToolContext) -> SandboxSettings:
+        """The settings of one call."""
+        return sandbox_settings(ctx, self._settings)
+
+    def startup_check(self) -> None:
+        """Raise :class:`~zuno.sandbox.SandboxError` when the sandbox cannot start."""
+        select_sandbox(self._settings or SandboxSettings())
+
+
+class ShellArgs(ToolArgs):
+    """Arguments of ``shell``."""
+
+    command: Annotated[str, Field(min_length=1, description="The command, run with bash -c.")]
+    timeout: Annotated[int | None, Field(ge=1, description=_TIMEOUT_HELP)] = None
+    workdir: Annotated[str | None, Field(description=_WORKDIR_HELP)] = None
+    background: Annotated[
+        bool,
+        Field(
+            description="Start it as a background job and return at once "
+            "(for servers and watchers); follow it with the bg tool."
+        ),
+    ] = False
+
+
+class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
+    """``shell``: run a bash command in the workspace under the sandbox."""
+
+    name: ClassVar[str] = "shell"
+    description: ClassVar[str] = (
+        f"Run a bash command in the workspace and return its stdout, stderr and exit code. "
+        f"{_SANDBOX_NOTE} {_LIMITS_NOTE}"
+    )
+    args_model = ShellArgs
+    declaration: ClassVar[Declaration] = _FOREGROUND
+    mixed: ClassVar[bool] = True
+    rule_argument: ClassVar[str | None] = "command"
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "prefix"
+
+    def declare(self, args: ShellArgs) -> Declaration:
+        """IsolatedBackground for a background job, else Exclusive."""
+        return _BACKGROUND if args.background else _FOREGROUND
+
+    async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
+        """Run the command in the foreground, or hand it to the job lane."""
+        argv = _shell_argv(args.command)
+        if args.background:
+            return await self._start_job(args, argv, ctx)
+        return await run_sandboxed(
+            argv,
+            ctx,
+            time_limit=args.timeout,
+            workdir=args.workdir,
+            settings=self.settings_for(ctx),
+        )
+
+    async def _start_job(self, args: ShellArgs, argv: list[str], ctx: ToolContext) -> ToolResult:
+        start: Any = getattr(ctx.services, "start_background_job", None)
+        if start is None:
+            raise ToolError("background commands are not available in this runtime")
+        settings = self.settings_for(ctx)
+        cwd = _resolve_workdir(ctx, args.workdir)
+        timeout = None if args.timeout is None else _resolve_timeout(args.timeout, settings)
+        result: Any = await start(
+            command=args.command,
+            argv=argv,
+            workdir=cwd,
+            sandbox=_selected(settings),
+            policy=policy_for(settings, ctx.workspace),
+            env=command_environment(settings.env_remove),
+            timeout=timeout,
+            ctx=ctx,
+        )
+        if isinstance(result, ToolResult):
+            return result
+        return ToolResult(output=f"started background job {result}", data={"job": str(result)})
+
+
+class ExecuteArgs(ToolArgs):
+    """Arguments of ``execute``."""
+
+    argv: Annotated[
+        list[str],
+        Field(min_length=1, description="The program and its arguments; no shell is involved."),
+    ]
+    timeout: Annotated[int | None, Field(ge=1, description=_TIMEOUT_HELP)] = None
+    workdir: Annotated[str | None, Field(description=_WORKDIR_HELP)] = None
+
+
+class ExecuteTool(_SandboxedCommand, Tool[ExecuteArgs]):
+    """``execute``: run a program from an argv list, without a shell."""
+
+    name: ClassVar[str] = "execute"
+    description: ClassVar[str] = (
+        "Run a program from an argv list (no shell: no pipes, globs or variables) in the "
+        f"workspace and return its stdout, stderr and exit code. {_SANDBOX_NOTE} {_LIMITS_NOTE}"
+    )
+    args_model = ExecuteArgs
+    declaration: ClassVar[Declaration] = _FOREGROUND
+    rule_argument: ClassVar[str | None] = "argv"
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "prefix"
+
+    def rule_subject(self, args: ExecuteArgs, workspace: Path) -> str | None:
+        """The argv as one shell-quoted string, so prefix rules can match it."""
+        return shlex.join(args.argv)
+
+    async def run(self, args: ExecuteArgs, ctx: ToolContext) -> ToolResult:
+        """Run the program in the foreground."""
+        return await run_sandboxed(
+            args.argv,
+            ctx,
+            time_limit=args.timeout,
+            workdir=args.workdir,
+            settings=self.settings_for(ctx),
+        )

@@ -1,0 +1,193 @@
+"""Escape attempts under workspace-write with the network off, for bubblewrap and Landlock.
+
+Each attempt runs a real command through the shell tool under a real sandbox
+and then checks the file system or the listener from outside: the refusal is
+judged by what did not happen, not by the command's own report.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from zuno.output import ArtifactStore, OutputLimits
+from zuno.sandbox import SandboxSettings
+from zuno.tool import ToolContext, ToolResult
+from zuno.tools.shell import ShellArgs, ShellTool
+
+KINDS = ["bubblewrap", "landlock"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class _Config:
+    sandbox: SandboxSettings
+
+
+@dataclass
+class Box:
+    """A workspace inside a parent folder, with a sibling folder outside it."""
+
+    root: Path
+    parent: Path
+    workspace: Path
+    outside: Path
+    artifacts: Path
+
+    async def run(self, command: str, **settings: object) -> ToolResult:
+        config = _Config(SandboxSettings.model_validate(settings))
+        ctx = ToolContext(
+            workspace=self.workspace,
+            session_id="s",
+            call_id="c",
+            attempt=1,
+            limits=OutputLimits(),
+            artifacts=ArtifactStore(self.artifacts),
+            config=config,  # type: ignore[arg-type]
+        )
+        return await ShellTool().run(ShellArgs(command=command, timeout=30), ctx)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Box:
+    parent = tmp_path / "parent"
+    workspace = parent / "ws"
+    outside = tmp_path / "outside"
+    workspace.mkdir(parents=True)
+    outside.mkdir()
+    return Box(tmp_path, parent, workspace, outside, tmp_path / "artifacts")
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def _accepted_any(server: socket.socket) -> bool:
+    try:
+        conn, _ = server.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+def _connect_command(port: int) -> str:
+    code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('C')"
+    return f'{sys.executable} -c "{code}"'
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_writing_outside_the_workspace_is_refused(box: Box, kind: str) -> None:
+    target = box.outside / "direct"
+    result = await box.run(f"echo x > {target}", kind=kind)
+    assert result.is_error
+    assert not target.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_symlink_in_the_workspace_does_not_lead_out(box: Box, kind: str) -> None:
+    (box.workspace / "link").symlink_to(box.outside)
+    result = await box.run("echo x > link/through-symlink", kind=kind)
+    assert result.is_error
+    assert not (box.outside / "through-symlink").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_proc_self_root_does_not_lead_out(box: Box, kind: str) -> None:
+    target = box.outside / "through-proc"
+    result = await box.run(f"echo x > /proc/self/root{target}", kind=kind)
+    assert result.is_error
+    assert not target.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_renaming_the_workspace_parent_is_refused(box: Box, kind: str) -> None:
+    moved = box.root / "moved"
+    result = await box.run(f"mv {box.parent} {moved}", kind=kind)
+    assert result.is_error
+    assert box.workspace.is_dir()
+    assert not moved.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_connecting_to_a_local_listener_is_refused(
+    box: Box, kind: str, listener: socket.socket
+) -> None:
+    result = await box.run(_connect_command(listener.getsockname()[1]), kind=kind)
+    assert result.is_error
+    assert not _accepted_any(listener)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_network_setting_lets_the_same_connection_through(
+    box: Box, kind: str, listener: socket.socket
+) -> None:
+    # The control for the refusal above: the listener and the command do work.
+    result = await box.run(_connect_command(listener.getsockname()[1]), kind=kind, network=True)
+    assert not result.is_error, result.output
+    assert _accepted_any(listener)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_workspace_and_the_private_tmp_are_writable(box: Box, kind: str) -> None:
+    result = await box.run(
+        'echo inside > made.txt && echo temp > "$TMPDIR/t" && cat "$TMPDIR/t"', kind=kind
+    )
+    assert not result.is_error, result.output
+    assert "temp" in result.output
+    assert (box.workspace / "made.txt").read_text() == "inside\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_private_tmp_is_private_and_discarded(box: Box, kind: str) -> None:
+    first = await box.run('echo one > "$TMPDIR/kept"; echo "$TMPDIR"', kind=kind)
+    second = await box.run('cat "$TMPDIR/kept"', kind=kind)
+    assert not first.is_error
+    assert second.is_error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_read_only_mode_refuses_workspace_writes(box: Box, kind: str) -> None:
+    (box.workspace / "existing.txt").write_text("before\n")
+    result = await box.run(
+        "echo after > existing.txt; echo new > new.txt; cat existing.txt",
+        kind=kind,
+        mode="read-only",
+    )
+    assert result.is_error or "before" in result.output
+    assert (box.workspace / "existing.txt").read_text() == "before\n"
+    assert not (box.workspace / "new.txt").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_configured_writable_roots_are_writable(box: Box, kind: str) -> None:
+    result = await box.run(
+        f"echo extra > {box.outside}/granted", kind=kind, writable_roots=[str(box.outside)]
+    )
+    assert not result.is_error, result.output
+    assert (box.outside / "granted").read_text() == "extra\n"

@@ -1,0 +1,303 @@
+"""The shell and execute tools: declarations, results, limits, deadlines and artifacts."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from zuno.declarations import Concurrency, Effect, Replay
+from zuno.output import ArtifactStore, OutputLimits
+from zuno.sandbox import SandboxPolicy, SandboxSettings
+from zuno.tool import PathOutsideWorkspace, ToolContext, ToolError, ToolResult
+from zuno.tools.shell import ExecuteArgs, ExecuteTool, ShellArgs, ShellTool
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class _Config:
+    sandbox: SandboxSettings
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+def _ctx(
+    workspace: Path,
+    settings: SandboxSettings | None = None,
+    limits: OutputLimits | None = None,
+    services: Any = None,
+) -> ToolContext:
+    return ToolContext(
+        workspace=workspace,
+        session_id="s1",
+        call_id=f"call-{uuid.uuid4().hex[:8]}",
+        attempt=1,
+        limits=limits or OutputLimits(),
+        artifacts=ArtifactStore(workspace.parent / "artifacts"),
+        config=None if settings is None else _Config(settings),  # type: ignore[arg-type]
+        services=services,
+    )
+
+
+async def _shell(workspace: Path, command: str, **kwargs: Any) -> ToolResult:
+    timeout = kwargs.pop("timeout", None)
+    workdir = kwargs.pop("workdir", None)
+    args = ShellArgs(command=command, timeout=timeout, workdir=workdir)
+    return await ShellTool().run(args, _ctx(workspace, **kwargs))
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def _marker() -> str:
+    return f"100.{uuid.uuid4().int % 10**9:09d}"
+
+
+def _alive(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        return True
+            except OSError:
+                pass
+    return False
+
+
+async def _gone(marker: str) -> bool:
+    for _ in range(40):
+        if not _alive(marker):
+            return True
+        await anyio.sleep(0.05)
+    return False
+
+
+def test_declarations_follow_the_background_flag() -> None:
+    tool = ShellTool()
+    fg = tool.declare(ShellArgs(command="ls"))
+    bg = tool.declare(ShellArgs(command="ls", background=True))
+    assert (fg.effect, fg.replay, fg.concurrency) == (
+        Effect.SIDE_EFFECTING,
+        Replay.NEVER,
+        Concurrency.EXCLUSIVE,
+    )
+    assert bg.concurrency is Concurrency.ISOLATED_BACKGROUND
+    assert bg.replay is Replay.NEVER
+    assert ShellTool.mixed
+    assert ExecuteTool().declare(ExecuteArgs(argv=["ls"])).concurrency is Concurrency.EXCLUSIVE
+
+
+def test_permission_subjects(workspace: Path) -> None:
+    assert ShellTool().rule_subject(ShellArgs(command="git status"), workspace) == "git status"
+    argv = ["git", "commit", "-m", "two words"]
+    subject = ExecuteTool().rule_subject(ExecuteArgs(argv=argv), workspace)
+    assert subject == "git commit -m 'two words'"
+
+
+def test_schemas_state_their_limits() -> None:
+    shell = ShellTool().schema()
+    execute = ExecuteTool().schema()
+    assert shell["required"] == ["command"]
+    assert "120" in shell["properties"]["timeout"]["description"]
+    assert execute["properties"]["argv"]["minItems"] == 1
+    assert "50 KiB" in ShellTool.description
+    assert "network is off" in ExecuteTool.description
+
+
+@pytest.mark.anyio
+async def test_output_and_exit_code(workspace: Path) -> None:
+    result = await _shell(workspace, "echo out; echo err >&2; exit 3")
+    assert result.is_error
+    assert not result.uncertain
+    assert result.output == "out\n[stderr]\nerr\n[exit code 3]"
+    assert result.data is not None
+    assert result.data["exit_code"] == 3
+    assert result.data["sandbox"] == "bubblewrap"
+
+
+@pytest.mark.anyio
+async def test_success_is_not_an_error(workspace: Path) -> None:
+    result = await _shell(workspace, "true")
+    assert not result.is_error
+    assert result.output == "(no output)\n[exit code 0]"
+
+
+@pytest.mark.anyio
+async def test_timeout_is_uncertain_and_leaves_no_process(workspace: Path) -> None:
+    marker = _marker()
+    result = await _shell(workspace, f"echo begun; sleep {marker} & sleep {marker}", timeout=2)
+    assert result.uncertain
+    assert result.is_error
+    assert "begun" in result.output
+    assert "timed out after 2 s" in result.output
+    assert result.data is not None and result.data["timed_out"]
+    # The deadline plus two seconds, as the issue allows; the sleeps would take 100 s.
+    assert result.data["duration_s"] < 4
+    assert await _gone(marker)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["landlock", "none"])
+async def test_timeout_leaves_no_process_without_a_pid_namespace(
+    workspace: Path, kind: str
+) -> None:
+    marker = _marker()
+    settings = SandboxSettings(kind=kind)  # type: ignore[arg-type]
+    result = await _shell(
+        workspace, f"sleep {marker} & sleep {marker}", timeout=2, settings=settings
+    )
+    assert result.uncertain
+    assert await _gone(marker)
+
+
+@pytest.mark.anyio
+async def test_timeout_over_the_maximum_is_refused(workspace: Path) -> None:
+    settings = SandboxSettings(timeout_default=10, timeout_max=30)
+    with pytest.raises(ToolError, match="maximum of 30 s"):
+        await _shell(workspace, "true", timeout=31, settings=settings)
+
+
+@pytest.mark.anyio
+async def test_workdir_is_relative_to_the_workspace(workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    result = await _shell(workspace, "pwd", workdir="sub")
+    assert result.output.startswith(str((workspace / "sub").resolve()))
+
+
+@pytest.mark.anyio
+async def test_workdir_outside_the_workspace_is_refused(workspace: Path) -> None:
+    with pytest.raises(PathOutsideWorkspace):
+        await _shell(workspace, "pwd", workdir="..")
+    with pytest.raises(ToolError, match="not a folder"):
+        await _shell(workspace, "pwd", workdir="missing")
+
+
+@pytest.mark.anyio
+async def test_large_output_is_bounded_with_the_full_text_in_an_artifact(
+    workspace: Path,
+) -> None:
+    limits = OutputLimits()
+    command = (
+        "seq 1 500000; "
+        "head -c 300000 /dev/zero | tr '\\0' 'e' >&2; echo >&2; echo LAST-ERROR-LINE >&2; exit 4"
+    )
+    result = await _shell(workspace, command, limits=limits)
+    assert len(result.output.encode()) <= limits.max_bytes
+    assert result.output.count("\n") <= limits.max_lines
+    assert result.output.startswith("1\n2\n3\n")
+    assert "500000\n" in result.output
+    assert result.output.endswith("LAST-ERROR-LINE\n[exit code 4]")
+    assert result.data is not None
+    stdout_artifact = Path(result.data["stdout_artifact"])
+    assert result.artifact == stdout_artifact
+    expected = b"".join(f"{i}\n".encode() for i in range(1, 500001))
+    assert _read(stdout_artifact) == expected
+    assert len(_read(Path(result.data["stderr_artifact"]))) == 300000 + 1 + 16
+    assert str(stdout_artifact) in result.output
+
+
+@pytest.mark.anyio
+async def test_small_output_keeps_no_artifact(workspace: Path) -> None:
+    result = await _shell(workspace, "echo small")
+    assert result.artifact is None
+    assert result.data is not None and result.data["stdout_artifact"] is None
+
+
+@pytest.mark.anyio
+async def test_invalid_utf8_is_replaced(workspace: Path) -> None:
+    result = await _shell(workspace, r"printf 'ok \377\376 done\n'")
+    assert "ok \ufffd\ufffd done" in result.output
+
+
+@pytest.mark.anyio
+async def test_secret_looking_variables_are_withheld(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ZUNO_TEST_TOKEN", "hunter2")
+    monkeypatch.setenv("ZUNO_TEST_PLAIN", "visible")
+    result = await _shell(workspace, 'echo "${ZUNO_TEST_TOKEN:-withheld} $ZUNO_TEST_PLAIN"')
+    assert result.output.startswith("withheld visible\n")
+
+
+@pytest.mark.anyio
+async def test_none_runs_unsandboxed_only_when_named(workspace: Path, tmp_path: Path) -> None:
+    target = tmp_path / "outside.txt"
+    result = await _shell(workspace, f"echo x > {target}", settings=SandboxSettings(kind="none"))
+    assert result.data is not None and result.data["sandbox"] == "none"
+    assert target.read_text() == "x\n"
+
+
+@pytest.mark.anyio
+async def test_execute_runs_argv_without_a_shell(workspace: Path) -> None:
+    args = ExecuteArgs(argv=["echo", "$HOME", "a b"])
+    result = await ExecuteTool().run(args, _ctx(workspace))
+    assert result.output == "$HOME a b\n[exit code 0]"
+
+
+@pytest.mark.anyio
+async def test_execute_of_a_missing_program_fails(workspace: Path) -> None:
+    args = ExecuteArgs(argv=["zuno-no-such-program"])
+    result = await ExecuteTool().run(args, _ctx(workspace))
+    assert result.is_error
+    assert result.data is not None and result.data["exit_code"] != 0
+
+
+@pytest.mark.anyio
+async def test_background_needs_the_job_lane(workspace: Path) -> None:
+    args = ShellArgs(command="sleep 1", background=True)
+    with pytest.raises(ToolError, match="background commands are not available"):
+        await ShellTool().run(args, _ctx(workspace))
+
+
+@dataclass
+class _JobLane:
+    calls: list[dict[str, Any]] = field(default_factory=lambda: [])
+
+    async def start_background_job(self, **kwargs: Any) -> ToolResult:
+        self.calls.append(kwargs)
+        return ToolResult(output="started job j1")
+
+
+@pytest.mark.anyio
+async def test_background_hands_the_command_to_the_job_lane(workspace: Path) -> None:
+    lane = _JobLane()
+    args = ShellArgs(command="make watch", background=True, workdir=".")
+    result = await ShellTool().run(args, _ctx(workspace, services=lane))
+    assert result.output == "started job j1"
+    (call,) = lane.calls
+    assert call["command"] == "make watch"
+    assert call["argv"][-2:] == ["-c", "make watch"]
+    assert call["workdir"] == workspace
+    assert isinstance(call["policy"], SandboxPolicy)
+    assert call["sandbox"].name == "bubblewrap"
+    assert call["timeout"] is None
+
+
+def test_startup_check_passes_with_a_working_sandbox() -> None:
+    ShellTool().startup_check()
+    ExecuteTool(SandboxSettings(kind="landlock")).startup_check()
+
+
+@pytest.mark.anyio
+async def test_settings_given_at_construction_apply_without_a_configuration(
+    workspace: Path,
+) -> None:
+    tool = ShellTool(SandboxSettings(kind="landlock"))
+    result = await tool.run(ShellArgs(command="true"), _ctx(workspace))
+    assert result.data is not None and result.data["sandbox"] == "landlock"
