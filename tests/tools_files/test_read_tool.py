@@ -242,6 +242,7 @@ async def test_absolute_path_outside_workspace_and_artifacts_are_readable(tmp_pa
     result = await read(workspace, path=str(outside))
     assert result.output == "1\tfar away"
     artifact = make_ctx(workspace).artifact_path("stdout")
+    artifact.parent.mkdir(parents=True, exist_ok=True)
     artifact.write_text("saved output\n")
     result = await read(workspace, path=str(artifact))
     assert result.output == "1\tsaved output"
