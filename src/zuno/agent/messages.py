@@ -1,0 +1,156 @@
+"""The conversation, in terms no provider owns.
+
+The agent loop keeps its history as these types and a provider translates
+them to and from its wire format. One model step looks like this::
+
+    UserMessage("fix the test")
+    AssistantMessage(text="Reading it.", tool_calls=[c1, c2])   # one dispatch batch
+    ToolResultMessage(call_id=c1.id, ...)                       # in call order
+    ToolResultMessage(call_id=c2.id, ...)
+    AssistantMessage(text="Done.")
+
+A :class:`ToolCallRequest` keeps the model's argument text exactly as it came
+(``arguments`` is raw JSON text, possibly malformed) and its tool name exactly
+as given (possibly unknown). Judging either is the dispatcher's job: a bad call
+is ``blocked`` there like any other, so a provider never repairs or drops one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "ModelReply",
+    "StopReason",
+    "ToolCallRequest",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCallRequest(_Frozen):
+    """One tool call as the model asked for it.
+
+    Attributes:
+        id: The provider's call id; the matching result must carry it back.
+        name: The tool name exactly as the model wrote it (it may not exist).
+        arguments: The argument object as raw JSON text, exactly as the model
+            produced it. It may be malformed; it is never parsed here.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+class UserMessage(_Frozen):
+    """What the person (or the parent agent) said."""
+
+    role: Literal["user"] = "user"
+    text: str
+
+
+class AssistantMessage(_Frozen):
+    """What the model said in one step: text, tool calls, or both.
+
+    The tool calls of one message are one dispatch batch, in the model's order.
+    """
+
+    role: Literal["assistant"] = "assistant"
+    text: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+
+
+class ToolResultMessage(_Frozen):
+    """The model-visible result of one call, answering ``call_id``.
+
+    Attributes:
+        call_id: The id of the :class:`ToolCallRequest` this answers.
+        name: The tool name the call used (some APIs want it echoed).
+        content: The bounded, model-visible output or error text.
+        is_error: Whether the call failed or was blocked.
+    """
+
+    role: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[
+    UserMessage | AssistantMessage | ToolResultMessage,
+    Field(discriminator="role"),
+]
+"""One item of the conversation. The system prompt is passed separately."""
+
+
+class ToolSpec(_Frozen):
+    """A tool as a model sees it.
+
+    Attributes:
+        name: The tool name.
+        description: What the tool does, for the model.
+        parameters: The JSON Schema of the arguments, as produced by the
+            tool's pydantic argument model (``$defs`` and ``$ref`` allowed;
+            the provider adapts it to what its API accepts).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class StopReason(StrEnum):
+    """Why the model stopped, in words common to every provider."""
+
+    END_TURN = "end_turn"
+    """The model finished its answer."""
+    TOOL_CALLS = "tool_calls"
+    """The model wants the tool calls of this reply run."""
+    MAX_TOKENS = "max_tokens"
+    """The reply was cut off by the output token limit."""
+    REFUSAL = "refusal"
+    """The provider's content policy stopped the reply."""
+    OTHER = "other"
+    """Anything else (see ``ModelReply.raw_stop_reason``)."""
+
+
+class Usage(_Frozen):
+    """Tokens spent on one request, when the provider reports them."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class ModelReply(_Frozen):
+    """One model reply, fully received.
+
+    Attributes:
+        text: All text the model produced, concatenated.
+        tool_calls: The tool calls, in the model's order (one dispatch batch).
+        stop_reason: Why the model stopped, normalized.
+        raw_stop_reason: The provider's own word for it, for logs.
+        usage: Token counts, when reported.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    stop_reason: StopReason = StopReason.END_TURN
+    raw_stop_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+    def as_message(self) -> AssistantMessage:
+        """The reply as a history item, to append before the tool results."""
+        return AssistantMessage(text=self.text, tool_calls=self.tool_calls)

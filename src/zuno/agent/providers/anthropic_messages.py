@@ -1,0 +1,277 @@
+"""Anthropic Messages through the ``anthropic`` SDK.
+
+Replies are streamed as raw events (``messages.create(stream=True)``) rather
+than through the SDK's stream helper, because the helper parses tool input as
+it goes and a model's malformed JSON must reach the dispatcher untouched: the
+``input_json_delta`` pieces are joined into the raw argument text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anthropic
+import httpx2
+from anthropic.types import RawMessageStreamEvent
+
+from zuno.agent.messages import (
+    AssistantMessage,
+    Message,
+    ModelReply,
+    StopReason,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors, request_with_retries
+from zuno.agent.providers.schemas import anthropic_tool
+
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages"]
+
+DEFAULT_MAX_TOKENS = 8192
+"""The Messages API requires an output limit; this one suits a coding step."""
+
+_SDK_ERRORS = SdkErrors(
+    # The SDK does not wrap a connection lost mid-stream; its transport's error escapes.
+    connection=(anthropic.APIConnectionError, httpx2.TransportError),
+    status=anthropic.APIStatusError,
+    api=anthropic.APIError,
+)
+
+_STOP = {
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_CALLS,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+    "refusal": StopReason.REFUSAL,
+}
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    """A tool call's arguments as the object the API wants in the history.
+
+    Malformed or non-object arguments (which the dispatcher blocked) are sent
+    back as ``{}``: the tool result already tells the model what was wrong,
+    and echoing a made-up wrapper could teach it to imitate one.
+    """
+    try:
+        value: Any = json.loads(arguments)
+    except ValueError:
+        return {}
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as Messages API ``messages``.
+
+    The API wants user and assistant turns to alternate, so consecutive
+    user-side items (the tool results of one batch, in call order, and any
+    user text after them) become the content blocks of one user turn.
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": list(pending)})
+            pending.clear()
+
+    for message in messages:
+        if isinstance(message, UserMessage):
+            pending.append({"type": "text", "text": message.text})
+        elif isinstance(message, AssistantMessage):
+            flush()
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            blocks.extend(
+                {
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": _tool_input(call.arguments),
+                }
+                for call in message.tool_calls
+            )
+            if not blocks:
+                # The API refuses an empty turn; an empty reply still happened.
+                blocks.append({"type": "text", "text": "(no reply)"})
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            pending.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": message.call_id,
+                    "content": message.content,
+                    "is_error": message.is_error,
+                }
+            )
+    flush()
+    return out
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str
+    name: str
+    start_input: Any
+    pieces: list[str] = field(default_factory=lambda: [])
+
+    def arguments(self) -> str:
+        raw = "".join(self.pieces)
+        # A call without arguments may send no input_json_delta at all.
+        return raw if raw else json.dumps(self.start_input)
+
+
+@dataclass(slots=True)
+class _Assembly:
+    """One streamed reply being put together, block by block."""
+
+    on_text: Callable[[str], None] | None
+    text: list[str] = field(default_factory=lambda: [])
+    calls: dict[int, _PartialCall] = field(default_factory=lambda: {})
+    stop: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def _show(self, piece: str) -> None:
+        if piece:
+            self.text.append(piece)
+            if self.on_text is not None:
+                self.on_text(piece)
+
+    def add(self, event: RawMessageStreamEvent) -> None:
+        if event.type == "message_start":
+            self.input_tokens = event.message.usage.input_tokens
+            self.output_tokens = event.message.usage.output_tokens
+        elif event.type == "content_block_start":
+            block = event.content_block
+            if block.type == "text":
+                self._show(block.text)
+            elif block.type == "tool_use":
+                self.calls[event.index] = _PartialCall(block.id, block.name, block.input)
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                self._show(delta.text)
+            elif delta.type == "input_json_delta" and event.index in self.calls:
+                self.calls[event.index].pieces.append(delta.partial_json)
+        elif event.type == "message_delta":
+            if event.delta.stop_reason is not None:
+                self.stop = event.delta.stop_reason
+            self.output_tokens = event.usage.output_tokens
+            if event.usage.input_tokens is not None:
+                self.input_tokens = event.usage.input_tokens
+
+    def reply(self) -> ModelReply:
+        calls = tuple(
+            ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments())
+            for _, c in sorted(self.calls.items())
+        )
+        stop = _STOP.get(self.stop or "end_turn", StopReason.OTHER)
+        return ModelReply(
+            text="".join(self.text),
+            tool_calls=calls,
+            stop_reason=stop,
+            raw_stop_reason=self.stop,
+            usage=Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
+        )
+
+
+class AnthropicMessagesProvider:
+    """A :class:`~zuno.agent.providers.Provider` for the Messages API.
+
+    Args:
+        client: The SDK client, built with ``max_retries=0`` (retries are ours).
+        model: The model name sent in each request.
+        endpoint: Where requests go, for error messages.
+        retry: The retry policy for transport failures, 429 and 5xx.
+        max_tokens: The output token limit the API requires.
+    """
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        model: str,
+        endpoint: Endpoint,
+        *,
+        retry: RetryPolicy | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._endpoint = endpoint
+        self._retry = retry or RetryPolicy()
+        self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+
+    @property
+    def label(self) -> str:
+        """``provider:model``, as named on the command line."""
+        return self._endpoint.label
+
+    async def complete(
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        on_text: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        """Send the conversation and stream back one reply.
+
+        Args:
+            system: The system prompt ("" for none).
+            messages: The conversation so far.
+            tools: The active surface's tools.
+            on_text: Called with each text delta as it arrives.
+
+        Returns:
+            The whole reply; its tool calls are one dispatch batch.
+
+        Raises:
+            ProviderError: The request failed after any retries.
+        """
+        request: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": self._max_tokens,
+            "messages": anthropic_messages(messages),
+            "stream": True,
+        }
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = [anthropic_tool(spec) for spec in tools]
+        shown = False
+
+        def show(piece: str) -> None:
+            nonlocal shown
+            shown = True
+            if on_text is not None:
+                on_text(piece)
+
+        async def attempt() -> ModelReply:
+            assembly = _Assembly(on_text=show)
+            # Parameters are plain dicts; the SDK's TypedDict overloads cannot
+            # be selected from a dict, hence the cast.
+            create = cast(Any, self._client.messages.create)
+            stream: anthropic.AsyncStream[RawMessageStreamEvent] = await create(**request)
+            async with stream:
+                async for event in stream:
+                    assembly.add(event)
+            return assembly.reply()
+
+        return await request_with_retries(
+            attempt,
+            where=self._endpoint,
+            sdk=_SDK_ERRORS,
+            policy=self._retry,
+            streamed=lambda: shown,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()

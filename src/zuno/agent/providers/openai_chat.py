@@ -1,0 +1,248 @@
+"""OpenAI-compatible Chat Completions through the ``openai`` SDK.
+
+This speaks to OpenAI itself and to local servers with the same API (Ollama,
+vLLM, llama.cpp). Replies are always streamed: text deltas go to ``on_text``
+as they arrive, and tool calls are put together from their pieces. A tool
+call's name and arguments are kept exactly as the model sent them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from zuno.agent.messages import (
+    AssistantMessage,
+    Message,
+    ModelReply,
+    StopReason,
+    ToolCallRequest,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors, request_with_retries
+from zuno.agent.providers.schemas import openai_tool
+
+__all__ = ["OpenAIChatProvider", "openai_messages"]
+
+_SDK_ERRORS = SdkErrors(
+    connection=(openai.APIConnectionError,), status=openai.APIStatusError, api=openai.APIError
+)
+
+_FINISH = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_CALLS,
+    "function_call": StopReason.TOOL_CALLS,
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.REFUSAL,
+}
+
+
+def openai_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions ``messages``.
+
+    Tool results follow their assistant message one ``tool`` message each, in
+    the order they are given (the dispatcher gives them in call order).
+    Chat Completions has no error flag for a tool result; the content says it.
+    """
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": message.text})
+        elif isinstance(message, AssistantMessage):
+            item: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_calls:
+                # Empty content beside tool calls is sent as null, as OpenAI does itself.
+                item["content"] = message.text or None
+                item["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(item)
+        else:
+            out.append(_tool_message(message))
+    return out
+
+
+def _tool_message(message: ToolResultMessage) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str
+    id_given: bool
+    name: str = ""
+    arguments: list[str] = field(default_factory=lambda: [])
+
+
+@dataclass(slots=True)
+class _Assembly:
+    """One streamed reply being put together."""
+
+    on_text: Callable[[str], None] | None
+    text: list[str] = field(default_factory=lambda: [])
+    calls: list[_PartialCall] = field(default_factory=lambda: [])
+    by_index: dict[int, _PartialCall] = field(default_factory=lambda: {})
+    finish: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def add(self, chunk: ChatCompletionChunk) -> None:
+        if chunk.usage is not None:
+            self.usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens,
+                output_tokens=chunk.usage.completion_tokens,
+            )
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue  # n=1 is what is asked for; ignore anything else
+            if choice.finish_reason is not None:
+                self.finish = choice.finish_reason
+            delta = choice.delta
+            for piece in (delta.content, delta.refusal):
+                if piece:
+                    self.text.append(piece)
+                    if self.on_text is not None:
+                        self.on_text(piece)
+            for part in delta.tool_calls or ():
+                self._add_call_part(part.index, part.id, part.function)
+
+    def _add_call_part(self, index: int, call_id: str | None, function: Any) -> None:
+        slot = self.by_index.get(index)
+        # Some compatible servers number every call 0; a new id means a new call.
+        if slot is None or (call_id and slot.id_given and slot.id != call_id):
+            slot = _PartialCall(id=call_id or f"call_{len(self.calls) + 1}", id_given=bool(call_id))
+            self.by_index[index] = slot
+            self.calls.append(slot)
+        elif call_id and not slot.id_given:
+            slot.id, slot.id_given = call_id, True
+        if function is not None:
+            if function.name:
+                slot.name += function.name
+            if function.arguments:
+                slot.arguments.append(function.arguments)
+
+    def reply(self) -> ModelReply:
+        calls = tuple(
+            ToolCallRequest(id=c.id, name=c.name, arguments="".join(c.arguments))
+            for c in self.calls
+        )
+        stop = _FINISH.get(self.finish or "stop", StopReason.OTHER)
+        if calls and stop is StopReason.END_TURN:
+            stop = StopReason.TOOL_CALLS  # local servers often say "stop" beside tool calls
+        return ModelReply(
+            text="".join(self.text),
+            tool_calls=calls,
+            stop_reason=stop,
+            raw_stop_reason=self.finish,
+            usage=self.usage,
+        )
+
+
+class OpenAIChatProvider:
+    """A :class:`~zuno.agent.providers.Provider` for Chat Completions.
+
+    Args:
+        client: The SDK client, built with ``max_retries=0`` (retries are ours).
+        model: The model name sent in each request.
+        endpoint: Where requests go, for error messages.
+        retry: The retry policy for transport failures, 429 and 5xx.
+        strict_tools: Ask for strict mode on tools whose schema allows it.
+        max_tokens: An output token limit, or None for the server's default.
+    """
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        endpoint: Endpoint,
+        *,
+        retry: RetryPolicy | None = None,
+        strict_tools: bool = True,
+        max_tokens: int | None = None,
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._endpoint = endpoint
+        self._retry = retry or RetryPolicy()
+        self._strict_tools = strict_tools
+        self._max_tokens = max_tokens
+
+    @property
+    def label(self) -> str:
+        """``provider:model``, as named on the command line."""
+        return self._endpoint.label
+
+    async def complete(
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        on_text: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        """Send the conversation and stream back one reply.
+
+        Args:
+            system: The system prompt ("" for none).
+            messages: The conversation so far.
+            tools: The active surface's tools.
+            on_text: Called with each text delta as it arrives.
+
+        Returns:
+            The whole reply; its tool calls are one dispatch batch.
+
+        Raises:
+            ProviderError: The request failed after any retries.
+        """
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": openai_messages(system, messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            request["tools"] = [openai_tool(spec, self._strict_tools) for spec in tools]
+        if self._max_tokens is not None:
+            request["max_completion_tokens"] = self._max_tokens
+        shown = False
+
+        def show(piece: str) -> None:
+            nonlocal shown
+            shown = True
+            if on_text is not None:
+                on_text(piece)
+
+        async def attempt() -> ModelReply:
+            assembly = _Assembly(on_text=show)
+            # Parameters are built as plain dicts; the SDK's TypedDict overloads
+            # cannot be selected from a dict, hence the cast.
+            create = cast(Any, self._client.chat.completions.create)
+            stream: openai.AsyncStream[ChatCompletionChunk] = await create(**request)
+            async with stream:
+                async for chunk in stream:
+                    assembly.add(chunk)
+            return assembly.reply()
+
+        return await request_with_retries(
+            attempt,
+            where=self._endpoint,
+            sdk=_SDK_ERRORS,
+            policy=self._retry,
+            streamed=lambda: shown,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
