@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
     "AgentSettings",
+    "ConcurrencySettings",
     "Config",
     "ConfigError",
-    "ConcurrencySettings",
     "HookCommand",
     "HookSettings",
     "PermissionRule",
@@ -42,17 +42,19 @@ class _Section(BaseModel):
 class ConcurrencySettings(_Section):
     """Bounds on overlap, one per layer. 1 makes that layer serial."""
 
-    tool_calls: int = Field(8, ge=1, le=64, description="Non-exclusive tool calls at once.")
-    delegations: int = Field(8, ge=1, le=64, description="Child agents running at once.")
-    mcp_connections: int = Field(8, ge=1, le=64, description="MCP requests in flight.")
-    lsp_requests: int = Field(4, ge=1, le=64, description="Language-server requests in flight.")
+    tool_calls: int = Field(default=8, ge=1, le=64, description="Non-exclusive tool calls at once.")
+    delegations: int = Field(default=8, ge=1, le=64, description="Child agents running at once.")
+    mcp_connections: int = Field(default=8, ge=1, le=64, description="MCP requests in flight.")
+    lsp_requests: int = Field(
+        default=4, ge=1, le=64, description="Language-server requests in flight."
+    )
 
 
 class ToolOutputSettings(_Section):
     """How much of one call's output the model sees; the rest goes to an artifact."""
 
-    max_bytes: int = Field(51200, ge=1024, le=10 * 1024 * 1024)
-    max_lines: int = Field(2000, ge=10, le=100_000)
+    max_bytes: int = Field(default=51200, ge=1024, le=10 * 1024 * 1024)
+    max_lines: int = Field(default=2000, ge=10, le=100_000)
 
 
 class PermissionRule(_Section):
@@ -86,7 +88,7 @@ class HookCommand(_Section):
     """
 
     command: str = Field(min_length=1)
-    timeout: float = Field(10.0, gt=0, le=600)
+    timeout: float = Field(default=10.0, gt=0, le=600)
     tools: list[str] | None = None
     """Only calls to these tools (all when omitted)."""
 
@@ -99,9 +101,9 @@ class HookSettings(_Section):
 class ReplaySettings(_Section):
     """Retries of Safe calls after transient failures (Never calls are never retried)."""
 
-    attempts: int = Field(3, ge=1, le=10)
-    base_delay: float = Field(0.2, ge=0, le=60)
-    max_delay: float = Field(5.0, ge=0, le=600)
+    attempts: int = Field(default=3, ge=1, le=10)
+    base_delay: float = Field(default=0.2, ge=0, le=60)
+    max_delay: float = Field(default=5.0, ge=0, le=600)
 
 
 class AgentSettings(_Section):
@@ -113,19 +115,19 @@ class AgentSettings(_Section):
     tools: list[str] | None = None
     """When set, exactly these tools: it replaces the default surface."""
     permission: PermissionSettings | None = None
-    max_steps: int | None = Field(None, ge=1, le=1000)
+    max_steps: int | None = Field(default=None, ge=1, le=1000)
 
 
 class Config(_Section):
     """The whole ``zuno.json``."""
 
     tools: dict[str, bool] = Field(default_factory=lambda: {})
-    concurrency: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
-    tool_output: ToolOutputSettings = Field(default_factory=ToolOutputSettings)
-    permission: PermissionSettings = Field(default_factory=PermissionSettings)
+    concurrency: ConcurrencySettings = Field(default_factory=lambda: ConcurrencySettings())
+    tool_output: ToolOutputSettings = Field(default_factory=lambda: ToolOutputSettings())
+    permission: PermissionSettings = Field(default_factory=lambda: PermissionSettings())
     agents: dict[str, AgentSettings] = Field(default_factory=lambda: {})
-    hooks: HookSettings = Field(default_factory=HookSettings)
-    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    hooks: HookSettings = Field(default_factory=lambda: HookSettings())
+    replay: ReplaySettings = Field(default_factory=lambda: ReplaySettings())
     sources: list[str] = Field(default_factory=lambda: [], exclude=True)
     """The files this configuration was read from (not a key of the file)."""
 

@@ -213,29 +213,29 @@ class Dispatcher:
         try:
             await self._execute_all(session, step, admitted, results)
         finally:
-            with anyio.CancelScope(shield=True):
-                self._never_started(session, step, admitted, results)
-                settled = [r for r in results if r is not None]
-                rt.store.append_events(
-                    [
-                        *(
-                            Event(
-                                "call.result",
-                                session.session_id,
-                                r.call_id,
-                                {
-                                    "index": r.index,
-                                    "tool": r.tool,
-                                    "outcome": r.outcome.value,
-                                    "block_kind": r.block_kind.value if r.block_kind else None,
-                                },
-                            )
-                            for r in settled
-                        ),
-                        Event("dispatch.finished", session.session_id, data={"step": step}),
-                    ],
-                    deliver=rt.events.deliver,
-                )
+            # Plain synchronous code: a cancellation cannot interrupt it.
+            self._never_started(session, step, admitted, results)
+            settled = [r for r in results if r is not None]
+            rt.store.append_events(
+                [
+                    *(
+                        Event(
+                            "call.result",
+                            session.session_id,
+                            r.call_id,
+                            {
+                                "index": r.index,
+                                "tool": r.tool,
+                                "outcome": r.outcome.value,
+                                "block_kind": r.block_kind.value if r.block_kind else None,
+                            },
+                        )
+                        for r in settled
+                    ),
+                    Event("dispatch.finished", session.session_id, data={"step": step}),
+                ],
+                deliver=rt.events.deliver,
+            )
         return [r for r in results if r is not None]
 
     async def _preflight(
@@ -626,8 +626,7 @@ class Dispatcher:
             result = ToolResult(f"Error: {exc}", is_error=True)
             outcome = Outcome.ERROR
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                self._finish_cancelled(call, record)
+            self._finish_cancelled(call, record)  # synchronous: cannot be interrupted
             raise
         except Exception as exc:
             result = ToolResult(

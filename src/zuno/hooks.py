@@ -13,11 +13,12 @@ broken guard must not wave calls through.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -69,9 +70,8 @@ class HookDecision:
     hook: str = ""
 
 
-PythonHook = Callable[
-    [HookCall], "HookDecision | bool | None | Awaitable[HookDecision | bool | None]"
-]
+HookAnswer = "HookDecision | bool | Awaitable[HookDecision | bool | None] | None"
+PythonHook = Callable[[HookCall], HookAnswer]
 
 ALLOW = HookDecision(True)
 
@@ -146,10 +146,9 @@ async def _run_command(command: HookCommand, call: HookCall, workspace: Path) ->
                 start_new_session=True,
             )
             assert process.stdin is not None and process.stdout is not None
-            try:
+            # A hook that does not read its input may still answer.
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await process.stdin.send(call.as_json().encode())
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # a hook that does not read its input may still answer
             await process.stdin.aclose()
             chunks: list[bytes] = []
             async for chunk in process.stdout:

@@ -11,9 +11,10 @@ full output is kept, so the ``read`` tool can open it.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -81,7 +82,7 @@ class ArtifactStore:
 def _count_lines(data: bytes | str, ends_with_newline: bool) -> int:
     if not data:
         return 0
-    n = data.count(b"\n" if isinstance(data, bytes) else "\n")
+    n = data.count(b"\n") if isinstance(data, bytes) else data.count("\n")
     return n if ends_with_newline else n + 1
 
 
@@ -194,10 +195,8 @@ class BoundedOutput:
 
     def _discard_artifact(self) -> None:
         if self._artifact_path is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._artifact_path)
-            except FileNotFoundError:
-                pass
             self._artifact_path = None
 
 

@@ -682,7 +682,9 @@ async def search_lines(
         quotas[raw] = min(n, room)
         room -= quotas[raw]
     reader = _JsonLines(quotas, context, max_line_chars)
-    args: list[str | bytes] = ["--json", *query.matcher_args()]
+    # No file needs more lines than its quota; rg may stop reading each file there.
+    args: list[str | bytes] = ["--json", f"--max-count={max(quotas.values())}"]
+    args += query.matcher_args()
     if context:
         args += ["--context", str(context)]
     args += ["--", *quotas]

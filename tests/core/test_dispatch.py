@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,16 @@ import anyio
 import pytest
 
 from probe_tools import Recorder, probe_tools
-from zuno.config import Config, ConcurrencySettings, PermissionRule, PermissionSettings
+from zuno.config import ConcurrencySettings, Config, PermissionRule, PermissionSettings
 from zuno.declarations import BlockKind, Outcome
 from zuno.dispatch import CallRequest
-from zuno.permissions import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover, DenyAll
+from zuno.permissions import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApproveAll,
+    CallbackApprover,
+    DenyAll,
+)
 from zuno.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -148,9 +155,7 @@ async def test_strict_mode_prompts_only_side_effects(workspace: Path, tmp_path: 
     assert asked[0].arguments["tag"] == "w"
 
 
-async def test_session_approval_is_bound_to_the_exact_call(
-    workspace: Path, tmp_path: Path
-) -> None:
+async def test_session_approval_is_bound_to_the_exact_call(workspace: Path, tmp_path: Path) -> None:
     asked: list[str] = []
 
     def approve(request: ApprovalRequest) -> ApprovalDecision:
@@ -200,9 +205,7 @@ async def test_rules_deny_beats_ask_beats_allow(workspace: Path, tmp_path: Path)
         {"tool": "probe", "pattern": "secret*", "action": "deny"},
         {"tool": "probe", "pattern": "ask*", "action": "ask"},
     ]
-    rt = make_runtime(
-        workspace, tmp_path, approver=DenyAll(), permission={"rules": rules}
-    )
+    rt = make_runtime(workspace, tmp_path, approver=DenyAll(), permission={"rules": rules})
     s = rt.open_session()
     allowed, denied, asked = await rt.dispatch(
         s,
@@ -231,7 +234,9 @@ async def test_never_call_is_not_retried(workspace: Path, tmp_path: Path) -> Non
     rec = Recorder()
     rt = make_runtime(workspace, tmp_path, rec)
     s = rt.open_session()
-    result = await rt.call(s, "probe", {"tag": "t", "effect": "side_effecting", "fail": "transient"})
+    result = await rt.call(
+        s, "probe", {"tag": "t", "effect": "side_effecting", "fail": "transient"}
+    )
     assert result.outcome is Outcome.ERROR and result.attempt == 1
     assert rec.effects == ["t"]
     assert len(rt.store.calls(s.session_id)) == 1
@@ -288,7 +293,7 @@ async def test_concurrency_bound_of_one_is_serial(workspace: Path, tmp_path: Pat
     s = rt.open_session()
     await rt.dispatch(s, [probe(f"p{i}", delay=0.01) for i in range(4)])
     iv = sorted(rec.intervals().values())
-    assert all(a[1] < b[0] for a, b in zip(iv, iv[1:], strict=False))
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(iv))
 
 
 async def test_tools_map_switches_availability(workspace: Path, tmp_path: Path) -> None:
@@ -300,9 +305,7 @@ async def test_tools_map_switches_availability(workspace: Path, tmp_path: Path) 
 
 
 async def test_agent_allowlist_replaces_the_surface(workspace: Path, tmp_path: Path) -> None:
-    rt = make_runtime(
-        workspace, tmp_path, agents={"narrow": {"tools": ["flaky"]}}
-    )
+    rt = make_runtime(workspace, tmp_path, agents={"narrow": {"tools": ["flaky"]}})
     s = rt.open_session(agent="narrow")
     assert s.surface.names == ["flaky"]
     result = await rt.call(s, "probe", {"tag": "x"})
@@ -311,5 +314,7 @@ async def test_agent_allowlist_replaces_the_surface(workspace: Path, tmp_path: P
 
 async def test_permission_rules_need_unused_types() -> None:
     # PermissionRule and PermissionSettings are the public way to write rules in code.
-    settings = PermissionSettings(rules=[PermissionRule(tool="shell", pattern="git", action="allow")])
+    settings = PermissionSettings(
+        rules=[PermissionRule(tool="shell", pattern="git", action="allow")]
+    )
     assert settings.mode == "strict"

@@ -81,7 +81,9 @@ def _request(i: int, spec: dict[str, Any]) -> CallRequest:
     derandomize=True,
 )
 @given(specs=st.lists(call_strategy, min_size=1, max_size=12), bound=st.sampled_from([1, 2, 3, 8]))
-def test_random_batches_keep_every_dispatch_invariant(specs: list[dict[str, Any]], bound: int) -> None:
+def test_random_batches_keep_every_dispatch_invariant(
+    specs: list[dict[str, Any]], bound: int
+) -> None:
     rt = WORLD.runtime(bound)
     rec = WORLD.recorder
     rec.events.clear()
@@ -122,9 +124,10 @@ def test_random_batches_keep_every_dispatch_invariant(specs: list[dict[str, Any]
     position = {(e.kind, e.call_id): i for i, e in enumerate(events)}
     for result in results:
         if result.outcome is Outcome.BLOCKED:
-            assert position[("dispatch.blocked", result.call_id)] < position[
-                ("call.result", result.call_id)
-            ]
+            assert (
+                position[("dispatch.blocked", result.call_id)]
+                < position[("call.result", result.call_id)]
+            )
             tag = requests[result.index].arguments
             if isinstance(tag, dict):
                 assert tag.get("tag") not in intervals

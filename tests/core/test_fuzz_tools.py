@@ -60,7 +60,9 @@ scalars = st.one_of(
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -69,7 +71,7 @@ values = st.recursive(
 def arguments(draw: st.DrawFn) -> tuple[str, Any]:
     name = draw(st.sampled_from(sorted(TOOLS)))
     props = list(TOOLS[name].schema().get("properties", {}))
-    keys = draw(st.lists(st.sampled_from(props + ["bogus"]), max_size=len(props) + 1, unique=True))
+    keys = draw(st.lists(st.sampled_from([*props, "bogus"]), max_size=len(props) + 1, unique=True))
     args: Any = {key: draw(values) for key in keys}
     if draw(st.integers(0, 9)) == 0:
         args = draw(st.one_of(st.text(max_size=30), values))  # raw junk instead of an object

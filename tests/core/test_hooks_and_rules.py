@@ -57,15 +57,13 @@ async def test_command_hook_receives_the_call_and_can_deny(workspace: Path, tmp_
     [
         ("import sys; sys.exit(3)", "exited with status 3"),
         ("print(123)", "must print a JSON object"),
-        ("print(\"nonsense\")", "not JSON"),
+        ('print("nonsense")', "not JSON"),
         ("import time; time.sleep(30)", "timed out"),
     ],
 )
 async def test_a_broken_hook_denies(workspace: Path, tmp_path: Path, script: str, why: str) -> None:
     rec = Recorder()
-    rt = runtime_with_hooks(
-        workspace, tmp_path, rec, {"before": [hook(script, timeout=1)]}
-    )
+    rt = runtime_with_hooks(workspace, tmp_path, rec, {"before": [hook(script, timeout=1)]})
     s = rt.open_session()
     result = await rt.call(s, "probe", {"tag": "t"})
     assert result.block_kind is BlockKind.DENIED and why in result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -60,7 +60,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def _errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
     from zuno.ripgrep import RipgrepUnavailable
 
@@ -71,7 +71,7 @@ def _errors() -> Iterator[None]:
 
 
 @contextmanager
-def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Iterator[Runtime]:
+def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
     with _errors():
         rt = Runtime(
             workspace,
@@ -128,11 +128,10 @@ def tools(
 
 
 def _parse_args_json(text: str | None) -> dict[str, Any] | str:
+    # The dispatcher parses the text, so bad JSON becomes a recorded blocked call.
     if text is None:
         return {}
-    if text == "-":
-        text = sys.stdin.read()
-    return text  # the dispatcher parses it, so bad JSON is a recorded blocked call
+    return sys.stdin.read() if text == "-" else text
 
 
 @app.command()
@@ -194,7 +193,8 @@ def batch(
         for i in items  # type: ignore[union-attr]
     ):
         fail(
-            f'{file} must hold a JSON list of objects like {{"tool": "read", "args": {{"path": "x"}}}}'
+            f"{file} must hold a JSON list of objects like "
+            '{"tool": "read", "args": {"path": "x"}}'
         )
     requests = [
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]

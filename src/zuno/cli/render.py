@@ -70,7 +70,7 @@ def print_result(console: Console, result: CallResult) -> None:
     header = Text.assemble(
         (f"{result.tool} ", "bold"),
         (
-            f"[{decl.get('effect', '-')}/{decl.get('replay', '-')}/{decl.get('concurrency', '-')}] ",
+            "[" + "/".join(decl.get(k, "-") for k in ("effect", "replay", "concurrency")) + "] ",
             "dim",
         ),
         (f"{result.outcome.value}{kind}", outcome_style(result.outcome.value)),
@@ -99,7 +99,8 @@ def print_transcript(
         Text.assemble(
             ("Session ", "bold"),
             (session.session_id, "bold cyan"),
-            f"  agent {session.agent}  created {iso(session.created_at)}  workspace {session.workspace}",
+            f"  agent {session.agent}  created {iso(session.created_at)}"
+            f"  workspace {session.workspace}",
         )
     )
     if session.parent_call_id:
