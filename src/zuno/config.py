@@ -17,13 +17,18 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from zuno.agent.providers import ProviderSettings
+from zuno.sandbox.settings import SandboxSettings
+
 __all__ = [
     "AgentSettings",
     "ConcurrencySettings",
     "Config",
     "ConfigError",
+    "CouncilSettings",
     "HookCommand",
     "HookSettings",
+    "MemorySettings",
     "PermissionRule",
     "PermissionSettings",
     "ReplaySettings",
@@ -106,6 +111,23 @@ class ReplaySettings(_Section):
     max_delay: float = Field(default=5.0, ge=0, le=600)
 
 
+class MemorySettings(_Section):
+    """Memories proposed by agents and accepted by a person."""
+
+    enabled: bool = False
+
+
+class CouncilSettings(_Section):
+    """A council: several members answer one question; ``council_run`` asks them."""
+
+    members: list[str] = Field(min_length=2)
+    """Agent names, or models as ``PROVIDER:MODEL``."""
+    synthesizer: str | None = None
+    """The agent or model that writes the synthesis (default: the asking agent's model)."""
+    agents: list[str] = Field(default_factory=lambda: ["build"])
+    """The agents that can reach the council."""
+
+
 class AgentSettings(_Section):
     """A named agent: its model, prompt, exact tool allowlist and permission overrides."""
 
@@ -128,6 +150,12 @@ class Config(_Section):
     agents: dict[str, AgentSettings] = Field(default_factory=lambda: {})
     hooks: HookSettings = Field(default_factory=lambda: HookSettings())
     replay: ReplaySettings = Field(default_factory=lambda: ReplaySettings())
+    model: str | None = None
+    """The default model, as ``PROVIDER:MODEL`` (``openai:gpt-4o``)."""
+    memory: MemorySettings = Field(default_factory=lambda: MemorySettings())
+    council: CouncilSettings | None = None
+    sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
+    providers: dict[str, ProviderSettings] = Field(default_factory=lambda: {})
     sources: list[str] = Field(default_factory=lambda: [], exclude=True)
     """The files this configuration was read from (not a key of the file)."""
 

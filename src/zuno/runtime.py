@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from zuno.config import AgentSettings, Config, ConfigError, load_config
 from zuno.declarations import Declaration, Outcome
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
@@ -96,7 +98,7 @@ class Runtime:
         if tools is None:
             from zuno.tools import builtin_tools
 
-            tools = builtin_tools()
+            tools = builtin_tools(self.config)
         self.registry = Registry(tools)
         for name in self.registry.names():
             tool = self.registry.get(name)
@@ -105,6 +107,8 @@ class Runtime:
         self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
         self.events = EventBus(self.store)
         self.dispatcher = Dispatcher(self)
+        self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
+        """Bounds the child agents (task, council members) running at once."""
         self.inspection_guard: Callable[[SessionState, str, Declaration], str | None] | None = None
         self.on_call_settled: Callable[[SessionState, str, Declaration, Outcome], None] | None = (
             None
@@ -125,13 +129,18 @@ class Runtime:
             f"no agent named {name!r}; known agents: {', '.join(self.agent_names())}"
         )
 
-    def conditions(self, agent: AgentSettings | None) -> dict[str, bool]:
+    def conditions(self, agent_name: str) -> dict[str, bool]:
         """Which conditional tools this situation allows."""
-        return {}
+        council = self.config.council
+        return {
+            "memory_propose": self.config.memory.enabled,
+            "council_run": council is not None and agent_name in council.agents,
+        }
 
-    def surface(self, agent: str | AgentSettings = "build") -> Surface:
-        settings = self.agent_settings(agent) if isinstance(agent, str) else agent
-        return self.registry.surface(self.config, settings, conditions=self.conditions(settings))
+    def surface(self, agent: str = "build") -> Surface:
+        """The tools active for the named agent."""
+        settings = self.agent_settings(agent)
+        return self.registry.surface(self.config, settings, conditions=self.conditions(agent))
 
     # Sessions -------------------------------------------------------------------
 
@@ -166,7 +175,7 @@ class Runtime:
         else:
             record = None
         settings = self.agent_settings(agent)
-        surface = self.surface(settings)
+        surface = self.surface(agent)
         if tools is not None:
             allowed = set(tools)
             surface = Surface(tuple(t for t in surface.tools if t.name in allowed))

@@ -39,12 +39,14 @@ _ROOT = Path(_TMP.name)
 (_ROOT / "ws" / "src").mkdir(parents=True)
 (_ROOT / "ws" / "src" / "a.py").write_text("def f():\n    return 1\n")
 (_ROOT / "ws" / "README.md").write_text("hello\n")
+# Every registered tool, the slots included.
+_CONFIG = Config.model_validate({"tools": {"edit": True, "execute": True, "lsp": True}})
 RUNTIME = Runtime(
     _ROOT / "ws",
-    config=Config(),
+    config=_CONFIG,
     db_path=_ROOT / "fuzz.db",
     approver=ApproveAll(),
-    tools=builtin_tools(),
+    tools=builtin_tools(_CONFIG),
     before_hooks=[_stop_processes],
 )
 SESSION = RUNTIME.open_session()

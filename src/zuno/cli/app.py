@@ -63,10 +63,18 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def _errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
     from zuno.ripgrep import RipgrepUnavailable
+    from zuno.sandbox import SandboxError
 
     try:
         yield
-    except (ConfigError, UnknownSession, UnknownAgent, _UsageError, RipgrepUnavailable) as exc:
+    except (
+        ConfigError,
+        UnknownSession,
+        UnknownAgent,
+        _UsageError,
+        RipgrepUnavailable,
+        SandboxError,
+    ) as exc:
         fail(str(exc).strip("'\""))
 
 

@@ -13,8 +13,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Generator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,22 @@ class SQLiteStore:
                 self._pending = pending + self._pending
                 raise
             self._db.execute("COMMIT")
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A committed write transaction, for modules that keep their own tables."""
+        return self._tx()
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read query (deferred writes are committed first)."""
+        self.flush()
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(sql, params).fetchall()]
+
+    def ensure_schema(self, statements: Sequence[str]) -> None:
+        """Create a module's own tables and indexes when missing."""
+        with self._tx() as db:
+            for statement in statements:
+                db.execute(statement)
 
     def flush(self) -> None:
         """Commit the deferred writes now."""

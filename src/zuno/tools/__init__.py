@@ -4,15 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from zuno.config import Config
 from zuno.tool import Tool
 
 __all__ = ["builtin_tools"]
 
 
-def builtin_tools() -> list[Tool[Any]]:
+def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     """A fresh instance of every tool this build implements."""
+    from zuno.tools.edit import EditTool
+    from zuno.tools.patch import ApplyPatchTool
     from zuno.tools.read import ReadTool
     from zuno.tools.search import GlobTool, GrepTool
+    from zuno.tools.shell import ExecuteTool, ShellTool
     from zuno.tools.write import WriteTool
 
-    return [ReadTool(), GlobTool(), GrepTool(), WriteTool()]
+    sandbox = config.sandbox if config is not None else None
+    return [
+        ReadTool(),
+        GlobTool(),
+        GrepTool(),
+        WriteTool(),
+        ApplyPatchTool(),
+        ShellTool(sandbox),
+        EditTool(),
+        ExecuteTool(sandbox),
+    ]
