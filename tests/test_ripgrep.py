@@ -11,6 +11,7 @@ import sysconfig
 from pathlib import Path
 
 import anyio
+import anyio.from_thread
 import pytest
 
 from zuno import ripgrep
@@ -324,15 +325,15 @@ async def test_no_match_is_an_empty_answer(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_consumer_stop_kills_rg() -> None:
     rg = find_ripgrep()
-    seen: list[bytes] = []
+    batches: list[list[bytes]] = []
 
-    def consume(record: bytes) -> bool:
-        seen.append(record)
-        return len(seen) < 3
+    def consume(records: list[bytes]) -> bool:
+        batches.append(records)
+        return len(batches) < 2
 
     status = await rg.stream(["--files", "."], cwd=STDLIB, consume=consume)
     assert status.stopped and status.returncode is None
-    assert len(seen) == 3
+    assert len(batches) == 2 and all(batches)
     assert rg_children() == []
 
 
@@ -341,8 +342,10 @@ async def test_cancellation_kills_rg() -> None:
     rg = find_ripgrep()
     started = anyio.Event()
 
-    def consume(record: bytes) -> bool:
-        started.set()
+    def consume(records: list[bytes]) -> bool:
+        # consume runs in a worker thread: reach the event loop the anyio way.
+        if not started.is_set():
+            anyio.from_thread.run_sync(started.set)
         return True
 
     with anyio.move_on_after(30) as scope:

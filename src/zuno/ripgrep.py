@@ -42,6 +42,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,8 @@ INSTALL_HINT = (
 )
 
 _ENV_VAR = "ZUNO_RG"
+_SMALL_READ = 16384
+_SMALL_READ_PAUSE = 0.001  # seconds; also the most it adds to a run's wall time
 _VERSION_RE = re.compile(r"ripgrep\s+(\d+)\.(\d+)\.(\d+)")
 
 # Options every invocation gets: ignore the user's RIPGREP_CONFIG_PATH (it could
@@ -88,6 +91,7 @@ _VERSION_RE = re.compile(r"ripgrep\s+(\d+)\.(\d+)\.(\d+)")
 _BASE_ARGS = ("--no-config", "--no-messages", "--color=never")
 
 T = TypeVar("T")
+_K = TypeVar("_K", bytes, tuple[bytes, int])
 
 
 class RipgrepUnavailable(RuntimeError):
@@ -161,10 +165,10 @@ class Ripgrep:
         args: Sequence[str | bytes],
         *,
         cwd: Path,
-        consume: Callable[[bytes], bool],
+        consume: Callable[[list[bytes]], bool],
         separator: bytes = b"\n",
     ) -> StreamExit:
-        """Run rg and hand its stdout to ``consume`` one record at a time.
+        """Run rg and hand its stdout to ``consume``, a batch of records at a time.
 
         Output is never held whole: records are cut out of each chunk as it
         arrives. rg is killed as soon as ``consume`` returns False, and also if
@@ -173,8 +177,9 @@ class Ripgrep:
         Args:
             args: Arguments after ``rg`` (the base options are added here).
             cwd: The directory rg runs in; relative paths and globs are taken from it.
-            consume: Called with each record, without its separator; return
-                False to stop rg.
+            consume: Called with the complete records of each chunk read, without
+                their separators; return False to stop rg. It runs in a worker
+                thread, one call at a time, and must not touch the event loop.
             separator: What ends a record: ``b"\\n"`` for ``--json``, ``b"\\0"``
                 for ``--null`` file lists.
 
@@ -182,21 +187,35 @@ class Ripgrep:
             How rg ended.
         """
         command: list[str | bytes] = [str(self.path), *_BASE_ARGS, *args]
-        process = await anyio.open_process(
-            command,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        # stdout is a pipe of our own, read by blocking reads in a worker thread:
+        # rg writes one small piece per file, and an event-loop wakeup per piece
+        # cost about twice the Python CPU (measured on the stdlib), which competes
+        # with rg's own threads for the cores. The process itself is anyio's.
+        read_fd, write_fd = os.pipe()
+        try:
+            process = await anyio.open_process(
+                command,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=subprocess.PIPE,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            # Only rg holds the write end now, so its exit is our end of file.
+            os.close(write_fd)
+        reader = _Reader(read_fd, separator, consume)
         stderr = bytearray()
         stopped = False
         try:
-            assert process.stdout is not None and process.stderr is not None
+            assert process.stderr is not None
             async with anyio.create_task_group() as tg:
                 # stderr is drained beside stdout so a chatty rg can never block on it.
                 tg.start_soon(_drain, process.stderr, stderr)
-                stopped = await _split_records(process.stdout, separator, consume)
+                # Abandoned on cancellation: the finally below kills rg, which ends the read.
+                stopped = await anyio.to_thread.run_sync(reader.run, abandon_on_cancel=True)
                 if stopped:
                     _kill(process)
             returncode = await process.wait()
@@ -205,6 +224,8 @@ class Ripgrep:
             with anyio.CancelScope(shield=True):
                 _kill(process)
                 await process.wait()
+                await anyio.to_thread.run_sync(reader.finished.wait)
+                os.close(read_fd)
                 await process.aclose()
         return StreamExit(
             None if stopped else returncode,
@@ -216,7 +237,7 @@ class Ripgrep:
 def _kill(process: anyio.abc.Process) -> None:
     # Not process.kill(): subprocess polls (reaps) the child before signalling it,
     # racing asyncio's child watcher, which then logs "Unknown child process" and
-    # loses the status. An unreaped child keeps its pid, so this signal is safe.
+    # loses the status. A child not yet reaped keeps its pid, so this is safe.
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
@@ -228,20 +249,32 @@ async def _drain(stream: ByteReceiveStream, into: bytearray, keep: int = 8192) -
             into += chunk[: keep - len(into)]
 
 
-async def _split_records(
-    stream: ByteReceiveStream, separator: bytes, consume: Callable[[bytes], bool]
-) -> bool:
-    """Feed ``consume`` the records of ``stream``; True when it asked to stop."""
-    pending = b""
-    async for chunk in stream:
-        pieces = (pending + chunk).split(separator)
-        pending = pieces.pop()
-        for piece in pieces:
-            if not consume(piece):
-                return True
-    if pending:
-        return not consume(pending)
-    return False
+class _Reader:
+    """Blocking reads of rg's stdout, cut into records, run in a worker thread."""
+
+    def __init__(self, fd: int, separator: bytes, consume: Callable[[list[bytes]], bool]) -> None:
+        self._fd = fd
+        self._separator = separator
+        self._consume = consume
+        self.finished = threading.Event()
+
+    def run(self) -> bool:
+        """Feed the consumer until end of file; True when it asked to stop."""
+        try:
+            pending = b""
+            while chunk := os.read(self._fd, 1 << 16):
+                records = (pending + chunk).split(self._separator)
+                pending = records.pop()
+                if records and not self._consume(records):
+                    return True
+                if len(chunk) < _SMALL_READ:
+                    # rg writes once per file in some modes (--count: 16k writes on
+                    # the stdlib). Waking for each costs more CPU than rg's search;
+                    # a short pause lets the pipe gather many into one read.
+                    time.sleep(_SMALL_READ_PAUSE)
+            return bool(pending) and not self._consume([pending])
+        finally:
+            self.finished.set()
 
 
 _cache: dict[str | None, Ripgrep | RipgrepUnavailable] = {}
@@ -465,26 +498,26 @@ def _display(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-class _Smallest(Generic[T]):
-    """The ``limit`` items with the smallest keys of a stream, in O(limit) memory."""
+class _Smallest(Generic[_K]):
+    """The ``limit`` smallest items of a stream, in O(limit) memory."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._items: list[tuple[bytes, T]] = []
+        self._items: list[_K] = []
         self.seen = 0
 
-    def add(self, key: bytes, item: T) -> None:
-        self.seen += 1
-        self._items.append((key, item))
+    def extend(self, items: list[_K]) -> None:
+        self.seen += len(items)
+        self._items += items
         # Trimming by sort in batches is much cheaper in Python than a heap per item.
-        if len(self._items) >= 2 * self._limit + 1024:
+        if len(self._items) >= 2 * self._limit + 4096:
             self._trim()
 
     def _trim(self) -> None:
-        self._items.sort(key=lambda pair: pair[0])
+        self._items.sort()
         del self._items[self._limit :]
 
-    def result(self) -> list[tuple[bytes, T]]:
+    def result(self) -> list[_K]:
         self._trim()
         return self._items
 
@@ -522,17 +555,8 @@ async def list_files(
     """
     rg = rg or await _find_ripgrep_async()
     target = _Target.of(root)
-    smallest: _Smallest[None] = _Smallest(limit)
-
-    def consume(raw: bytes) -> bool:
-        smallest.add(_path_key(raw), None)
-        return True
-
     args = ["--files", "--null", *_selection_args(glob, hidden), "--", target.arg]
-    status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0")
-    _check(status)
-    paths = [_display(key.replace(b"\0", b"/")) for key, _ in smallest.result()]
-    return SearchResult(paths, len(paths), smallest.seen, smallest.seen, status.unreadable)
+    return await _paths(rg, target, args, limit)
 
 
 async def files_with_matches(
@@ -554,12 +578,6 @@ async def files_with_matches(
     """
     rg = rg or await _find_ripgrep_async()
     target = _Target.of(root)
-    smallest: _Smallest[None] = _Smallest(limit)
-
-    def consume(raw: bytes) -> bool:
-        smallest.add(_path_key(raw), None)
-        return True
-
     args = [
         "--files-with-matches",
         "--null",
@@ -568,9 +586,20 @@ async def files_with_matches(
         "--",
         target.arg,
     ]
+    return await _paths(rg, target, args, limit)
+
+
+async def _paths(rg: Ripgrep, target: _Target, args: list[str], limit: int) -> SearchResult[str]:
+    """Run rg printing NUL-ended paths; keep the first ``limit`` in path order."""
+    smallest: _Smallest[bytes] = _Smallest(limit)
+
+    def consume(records: list[bytes]) -> bool:
+        smallest.extend([_path_key(raw) for raw in records])
+        return True
+
     status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0")
     _check(status)
-    paths = [_display(key.replace(b"\0", b"/")) for key, _ in smallest.result()]
+    paths = [_display(key.replace(b"\0", b"/")) for key in smallest.result()]
     return SearchResult(paths, len(paths), smallest.seen, smallest.seen, status.unreadable)
 
 
@@ -578,23 +607,26 @@ async def _counts(
     rg: Ripgrep, target: _Target, query: Query, limit: int
 ) -> tuple[list[tuple[bytes, int]], int, int, StreamExit]:
     """The first ``limit`` files by path with their raw path and count; total lines and files."""
-    smallest: _Smallest[int] = _Smallest(limit)
+    smallest: _Smallest[tuple[bytes, int]] = _Smallest(limit)
     total = 0
     carry = b""
 
-    def consume(piece: bytes) -> bool:
+    def consume(records: list[bytes]) -> bool:
         nonlocal total, carry
-        # Records are "path NUL count"; a path may itself hold a newline.
-        if carry:
-            piece = carry + b"\n" + piece
-            carry = b""
-        raw, nul, count = piece.rpartition(b"\0")
-        if not nul:
-            carry = piece
-            return True
-        n = int(count)
-        total += n
-        smallest.add(_path_key(raw), n)
+        found: list[tuple[bytes, int]] = []
+        for record in records:
+            # Records are "path NUL count"; a path may itself hold a newline.
+            if carry:
+                record = carry + b"\n" + record
+                carry = b""
+            raw, nul, count = record.rpartition(b"\0")
+            if not nul:
+                carry = record
+                continue
+            n = int(count)
+            total += n
+            found.append((_path_key(raw), n))
+        smallest.extend(found)
         return True
 
     args = [
@@ -712,30 +744,36 @@ class _JsonLines:
         self._max = max_line_chars
         self.lines: list[tuple[bytes, Line]] = []
 
-    def consume(self, record: bytes) -> bool:
+    def consume(self, records: list[bytes]) -> bool:
+        """Take a batch of records; False once every file has given its share."""
+        for record in records:
+            self._one(record)
+            if self._open == 0:
+                return False
+        return True
+
+    def _one(self, record: bytes) -> None:
         message: dict[str, Any] = json.loads(record)
         kind = message.get("type")
         if kind not in ("match", "context", "end"):
-            return True
+            return
         data: dict[str, Any] = message["data"]
         raw = _field_bytes(data["path"])
         left = self._left.get(raw)
         if left is None:  # a file that is done, or one we never asked for
-            return True
+            return
         if kind == "end" or (kind == "match" and left == 0):
             self._close(raw)
-            return self._open > 0
+            return
         number = int(data["line_number"])
         if kind == "match":
             self._left[raw] = left - 1
             self._last_match[raw] = number
         elif left == 0 and number > self._last_match[raw] + self._context:
             # Leading context of a match past the quota: it belongs to nothing we show.
-            return True
+            return
         text, omitted = self._text(data["lines"])
-        line = Line(_display(raw), number, text, kind == "match", omitted)
-        self.lines.append((raw, line))
-        return True
+        self.lines.append((raw, Line(_display(raw), number, text, kind == "match", omitted)))
 
     def _close(self, raw: bytes) -> None:
         del self._left[raw]
