@@ -10,9 +10,10 @@ model steps::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -22,11 +23,12 @@ from zuno.declarations import Declaration, Outcome
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
 from zuno.events import EventBus
 from zuno.hooks import Hooks, PythonHook
+from zuno.jobs import JobLane
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
 from zuno.registry import Registry, Surface
 from zuno.store import Store, open_store
-from zuno.tool import Tool
+from zuno.tool import Tool, ToolContext, ToolResult
 
 __all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
 
@@ -109,6 +111,7 @@ class Runtime:
         self.dispatcher = Dispatcher(self)
         self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
         """Bounds the child agents (task, council members) running at once."""
+        self.jobs = JobLane(self.store, self.store.artifacts_root / "jobs")
         self.inspection_guard: Callable[[SessionState, str, Declaration], str | None] | None = None
         self.on_call_settled: Callable[[SessionState, str, Declaration, Outcome], None] | None = (
             None
@@ -204,6 +207,47 @@ class Runtime:
         """Dispatch a single call as its own step."""
         (result,) = await self.dispatch(session, [CallRequest(tool, arguments)])
         return result
+
+    async def __aenter__(self) -> Runtime:
+        """Start the background lane: background jobs run while the runtime is entered."""
+        await self.jobs.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Cancel the jobs still running and stop the lane."""
+        await self.jobs.__aexit__(exc_type, exc, tb)
+
+    async def start_background_job(
+        self,
+        *,
+        command: str,
+        argv: Sequence[str],
+        workdir: Path,
+        sandbox: Any,
+        policy: Any,
+        env: Mapping[str, str],
+        timeout: float | None,  # noqa: ASYNC109 - the job's own deadline, not the caller's
+        ctx: ToolContext,
+    ) -> ToolResult:
+        """Start a sandboxed command as a background job (``shell`` with ``background``)."""
+        from zuno.tools.background import start_command_job
+
+        return await start_command_job(
+            self,
+            command=command,
+            argv=argv,
+            workdir=workdir,
+            sandbox=sandbox,
+            policy=policy,
+            env=env,
+            timeout=timeout,
+            ctx=ctx,
+        )
 
     def close(self) -> None:
         self.store.close()

@@ -117,6 +117,23 @@ def _live_events(rt: Runtime) -> Callable[[], None]:
     return rt.events.subscribe(show)
 
 
+async def _dispatch_and_settle(
+    rt: Runtime, state: Any, requests: list[CallRequest]
+) -> list[CallResult]:
+    """Dispatch, then let background jobs this command started finish (Ctrl-C cancels them)."""
+    async with rt:
+        results = await rt.dispatch(state, requests)
+        running = rt.jobs.mine_running()
+        if running:
+            err.print(
+                f"[dim]waiting for background job(s) {', '.join(running)} started by this "
+                "command; Ctrl-C cancels them[/]"
+            )
+            for job_id in running:
+                await rt.jobs.wait(job_id)
+    return results
+
+
 @app.command()
 def tools(
     agent: AgentOpt = "build",
@@ -164,7 +181,7 @@ def call(
         if not json_:
             _live_events(rt)
         request = CallRequest(tool, _parse_args_json(args_json))
-        (result,) = anyio.run(rt.dispatch, state, [request])
+        (result,) = anyio.run(_dispatch_and_settle, rt, state, [request])
         if json_:
             _print_json(result.as_dict())
         else:
@@ -212,7 +229,7 @@ def batch(
         state = rt.open_session(session, agent=agent)
         if not json_:
             _live_events(rt)
-        results = anyio.run(rt.dispatch, state, requests)
+        results = anyio.run(_dispatch_and_settle, rt, state, requests)
         if json_:
             _print_json([r.as_dict() for r in results])
         else:

@@ -12,6 +12,7 @@ __all__ = ["builtin_tools"]
 
 def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     """A fresh instance of every tool this build implements."""
+    from zuno.tools.background import BgTool, JobTool
     from zuno.tools.edit import EditTool
     from zuno.tools.patch import ApplyPatchTool
     from zuno.tools.read import ReadTool
@@ -27,6 +28,8 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         WriteTool(),
         ApplyPatchTool(),
         ShellTool(sandbox),
+        BgTool(),
+        JobTool(),
         EditTool(),
         ExecuteTool(sandbox),
     ]

@@ -1,0 +1,416 @@
+"""The background lane: jobs that run outside the foreground path.
+
+An IsolatedBackground call (``shell`` with ``background: true``, a background
+``task``) starts a job and returns its id at once. The job runs in the
+runtime's task group while the agent goes on; ``bg`` and ``job`` inspect it.
+
+Every job is a row in the store (command, pid, state, exit code, output file)
+written when it starts and when it ends. Its output goes to a file as it
+arrives, so ``bg output`` can page through it with offsets while it runs.
+A job is owned by the Zuno process that started it: when that process is gone
+and the row still says ``running``, the job is reported ``lost``, never
+``finished``, because nobody saw it end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from zuno.store import Store
+
+__all__ = ["JobEnd", "JobIO", "JobLane", "JobRecord", "JobState", "JobsUnavailable"]
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS jobs (
+        job_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        description TEXT NOT NULL,
+        pid INTEGER,
+        state TEXT NOT NULL,
+        exit_code INTEGER,
+        detail TEXT,
+        started_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        output_path TEXT NOT NULL,
+        owner_pid INTEGER NOT NULL,
+        owner_start TEXT NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (session_id, started_at)""",
+]
+_COLUMNS = (
+    "job_id, session_id, call_id, kind, description, pid, state, exit_code, detail, started_at,"
+    " finished_at, output_path, owner_pid, owner_start"
+)
+
+
+class JobState(StrEnum):
+    """Where a job is in its life."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    """Its owner process is gone and nobody saw it end: its outcome is unknown."""
+
+    @property
+    def done(self) -> bool:
+        return self is not JobState.RUNNING
+
+
+class JobsUnavailable(Exception):
+    """Background jobs need a running runtime (``async with runtime:``)."""
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A job row."""
+
+    job_id: str
+    session_id: str
+    call_id: str
+    kind: str
+    description: str
+    pid: int | None
+    state: JobState
+    exit_code: int | None
+    detail: str | None
+    started_at: float
+    finished_at: float | None
+    output_path: str
+    owner_pid: int
+    owner_start: str
+
+    @property
+    def output_bytes(self) -> int:
+        try:
+            return os.path.getsize(self.output_path)
+        except OSError:
+            return 0
+
+    def as_dict(self) -> dict[str, Any]:
+        from zuno.store.records import iso
+
+        return {
+            "job_id": self.job_id,
+            "kind": self.kind,
+            "description": self.description,
+            "state": self.state.value,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "output_bytes": self.output_bytes,
+            "output_path": self.output_path,
+            "session_id": self.session_id,
+            "call_id": self.call_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnd:
+    """How a job's body says it ended."""
+
+    exit_code: int | None = None
+    state: JobState | None = None
+    """Overrides the state derived from the exit code (a timeout, a signal)."""
+    detail: str | None = None
+
+
+class JobIO:
+    """What a running job writes to: its output file and its pid."""
+
+    def __init__(self, lane: JobLane, record: JobRecord, sink: IO[bytes]) -> None:
+        self._lane = lane
+        self.record = record
+        self._sink = sink
+
+    @property
+    def job_id(self) -> str:
+        return self.record.job_id
+
+    def write(self, data: bytes) -> None:
+        """Append output (flushed, so readers see it while the job runs)."""
+        self._sink.write(data)
+        self._sink.flush()
+
+    def set_pid(self, pid: int | None) -> None:
+        """Record the process the job started."""
+        self.record.pid = pid
+        with self._lane.store.transaction() as db:
+            db.execute("UPDATE jobs SET pid = ? WHERE job_id = ?", (pid, self.record.job_id))
+
+
+JobBody = Callable[[JobIO], Awaitable[JobEnd]]
+
+
+def _process_start(pid: int) -> str:
+    """The start time of a process, to tell it from a later one with the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(pid: int, start: str) -> bool:
+    return bool(start) and _process_start(pid) == start
+
+
+class JobLane:
+    """Starts, tracks, waits for and cancels background jobs."""
+
+    def __init__(self, store: Store, output_root: Path) -> None:
+        self.store = store
+        self.output_root = output_root
+        self._tg: TaskGroup | None = None
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        self._done: dict[str, anyio.Event] = {}
+        self._me = os.getpid()
+        self._my_start = _process_start(self._me)
+        store.ensure_schema(_SCHEMA)
+        self.mark_lost()
+
+    # Lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> JobLane:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        for scope in list(self._scopes.values()):
+            scope.cancel()
+        assert self._tg is not None
+        try:
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self._tg = None
+
+    @property
+    def running(self) -> bool:
+        """Whether jobs can be started (inside ``async with``)."""
+        return self._tg is not None
+
+    def mark_lost(self) -> list[str]:
+        """Jobs left ``running`` by a process that is gone are lost."""
+        lost: list[str] = []
+        for job in self.list(state=JobState.RUNNING):
+            if job.owner_pid == self._me and job.owner_start == self._my_start:
+                continue
+            if not _alive(job.owner_pid, job.owner_start):
+                lost.append(job.job_id)
+        if lost:
+            with self.store.transaction() as db:
+                for job_id in lost:
+                    db.execute(
+                        "UPDATE jobs SET state = 'lost', detail = ? WHERE job_id = ?"
+                        " AND state = 'running'",
+                        (
+                            "the Zuno process running it is gone; whether it finished is unknown",
+                            job_id,
+                        ),
+                    )
+        return lost
+
+    # Starting -------------------------------------------------------------------
+
+    async def start(
+        self,
+        *,
+        kind: str,
+        description: str,
+        session_id: str,
+        call_id: str,
+        body: JobBody,
+        time_limit: float | None = None,
+    ) -> JobRecord:
+        """Write the job's row, then run ``body`` in the background."""
+        if self._tg is None:
+            raise JobsUnavailable(
+                "background jobs need a running runtime; this one was not started with "
+                "`async with runtime:`"
+            )
+        from zuno.dispatch import new_id
+
+        job_id = new_id("job")
+        output = self.output_root / f"{job_id}.log"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        record = JobRecord(
+            job_id,
+            session_id,
+            call_id,
+            kind,
+            description,
+            None,
+            JobState.RUNNING,
+            None,
+            None,
+            time.time(),
+            None,
+            str(output),
+            self._me,
+            self._my_start,
+        )
+        with self.store.transaction() as db:
+            db.execute(
+                f"INSERT INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.job_id,
+                    session_id,
+                    call_id,
+                    kind,
+                    description,
+                    None,
+                    record.state.value,
+                    None,
+                    None,
+                    record.started_at,
+                    None,
+                    record.output_path,
+                    record.owner_pid,
+                    record.owner_start,
+                ),
+            )
+        scope = anyio.CancelScope()
+        self._scopes[job_id] = scope
+        self._done[job_id] = anyio.Event()
+        self._tg.start_soon(self._run, record, body, time_limit, scope)
+        return record
+
+    async def _run(
+        self, record: JobRecord, body: JobBody, time_limit: float | None, scope: anyio.CancelScope
+    ) -> None:
+        end = JobEnd(state=JobState.CANCELLED, detail="cancelled")
+        # A local append-only log: opening it does not block in any way that matters.
+        with open(record.output_path, "ab") as sink:  # noqa: ASYNC230
+            io = JobIO(self, record, sink)
+            try:
+                with scope:
+                    if time_limit is None:
+                        end = await body(io)
+                    else:
+                        with anyio.fail_after(time_limit):
+                            end = await body(io)
+            except TimeoutError:
+                end = JobEnd(state=JobState.TIMED_OUT, detail=f"stopped after {time_limit:g}s")
+            except Exception as exc:
+                end = JobEnd(state=JobState.FAILED, detail=f"{type(exc).__name__}: {exc}")
+            finally:
+                self._finish(record, end)
+
+    def _finish(self, record: JobRecord, end: JobEnd) -> None:
+        state = end.state or (JobState.SUCCEEDED if end.exit_code in (0, None) else JobState.FAILED)
+        record.state = state
+        record.exit_code = end.exit_code
+        record.detail = end.detail
+        record.finished_at = time.time()
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, exit_code = ?, detail = ?, finished_at = ?"
+                " WHERE job_id = ?",
+                (state.value, end.exit_code, end.detail, record.finished_at, record.job_id),
+            )
+        self._scopes.pop(record.job_id, None)
+        done = self._done.pop(record.job_id, None)
+        if done is not None:
+            done.set()
+
+    # Inspecting -------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobRecord | None:
+        rows = self.store.query(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
+        return _record(rows[0]) if rows else None
+
+    def list(self, session_id: str | None = None, state: JobState | None = None) -> list[JobRecord]:
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE 1 = 1"
+        params: list[Any] = []
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        if state is not None:
+            sql += " AND state = ?"
+            params.append(state.value)
+        return [_record(r) for r in self.store.query(sql + " ORDER BY started_at", tuple(params))]
+
+    def mine_running(self) -> list[str]:
+        """Ids of the jobs this process is running."""
+        return list(self._scopes)
+
+    async def wait(self, job_id: str) -> None:
+        """Wait for a job to end (bound it with the caller's cancel scope)."""
+        done = self._done.get(job_id)
+        if done is not None:
+            await done.wait()
+            return
+        # A job of another process: nothing signals here, so its row is polled.
+        while (job := self.get(job_id)) is not None and not job.state.done:  # noqa: ASYNC110
+            await anyio.sleep(0.2)
+
+    async def cancel(self, job_id: str) -> JobRecord:
+        """Cancel a job this process runs, and wait for it to stop."""
+        scope = self._scopes.get(job_id)
+        if scope is None:
+            job = self.get(job_id)
+            if job is None:
+                raise KeyError(job_id)
+            return job
+        scope.cancel()
+        done = self._done.get(job_id)
+        if done is not None:
+            await done.wait()
+        job = self.get(job_id)
+        assert job is not None
+        return job
+
+    def read_output(self, job_id: str, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """Up to ``max_bytes`` of a job's output from ``offset``; returns the bytes and the end."""
+        job = self.get(job_id)
+        if job is None:
+            raise KeyError(job_id)
+        try:
+            with open(job.output_path, "rb") as f:
+                f.seek(offset)
+                data = f.read(max_bytes)
+        except FileNotFoundError:
+            data = b""
+        return data, offset + len(data)
+
+
+def _record(r: tuple[Any, ...]) -> JobRecord:
+    return JobRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        JobState(r[6]),
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        r[12],
+        r[13],
+    )
