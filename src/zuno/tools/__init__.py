@@ -13,11 +13,14 @@ __all__ = ["builtin_tools"]
 def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     """A fresh instance of every tool this build implements."""
     from zuno.tools.background import BgTool, JobTool
+    from zuno.tools.council import CouncilTool
     from zuno.tools.edit import EditTool
     from zuno.tools.patch import ApplyPatchTool
+    from zuno.tools.question import QuestionTool
     from zuno.tools.read import ReadTool
     from zuno.tools.search import GlobTool, GrepTool
     from zuno.tools.shell import ExecuteTool, ShellTool
+    from zuno.tools.task import TaskTool
     from zuno.tools.write import WriteTool
 
     sandbox = config.sandbox if config is not None else None
@@ -30,6 +33,9 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         ShellTool(sandbox),
         BgTool(),
         JobTool(),
+        TaskTool(config),
+        QuestionTool(),
+        CouncilTool(),
         EditTool(),
         ExecuteTool(sandbox),
     ]

@@ -1,0 +1,364 @@
+"""The turn loop: model step, dispatch, persist, next step.
+
+One turn of an agent::
+
+    user message                          persisted
+    repeat (at most max_steps times):
+        model step -> reply               streamed through on_text
+        reply persisted                   (before anything of it runs)
+        no tool calls?  -> the answer, the turn ends
+        runtime.dispatch(reply's calls)   one batch, the one door
+        results persisted, in call order
+
+Everything the model saw is in the store's ``messages`` table, so a session
+is rebuilt from SQL alone (:func:`load_history`) and can be resumed. A reply
+whose calls were persisted but whose results were not (the process died in
+between) is settled on load from the ``calls`` rows, never from prose: a
+finished row gives its stored result, a ``started`` row is an uncertain
+outcome, and no row means the call never reached the dispatcher.
+
+A provider failure ends the turn with its message; nothing is lost and the
+session can be resumed. The loop itself never repeats a tool call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+
+from zuno.agent.messages import (
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
+from zuno.agent.prompts import system_prompt
+from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
+from zuno.config import AgentSettings, Config
+from zuno.dispatch import CallRequest, CallResult
+from zuno.events import Event
+from zuno.registry import Surface
+from zuno.store import Store
+
+if TYPE_CHECKING:
+    from zuno.runtime import Runtime, SessionState
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "AgentLoop",
+    "ModelNotConfigured",
+    "ProviderFactory",
+    "TurnOutcome",
+    "TurnStatus",
+    "load_history",
+    "provider_for",
+    "resolve_model",
+    "tool_specs",
+]
+
+DEFAULT_MAX_STEPS = 50
+"""Model steps per turn when the agent sets no ``max_steps``."""
+
+ProviderFactory = Callable[[str], Provider]
+"""Makes the provider for a ``PROVIDER:MODEL`` string (``runtime.provider_factory``)."""
+
+_MESSAGE = TypeAdapter[Message](Message)
+# Loop bookkeeping stored beside each message; stripped before the model sees it.
+_META = "zuno"
+
+
+class ModelNotConfigured(ProviderConfigError):
+    """No model was named anywhere: not on the command line, the agent or zuno.json."""
+
+
+class TurnStatus(StrEnum):
+    """How a turn ended."""
+
+    ANSWERED = "answered"
+    """The model replied without tool calls."""
+    STEP_LIMIT = "step_limit"
+    """The step limit was reached while the model still asked for tools."""
+    PROVIDER_ERROR = "provider_error"
+    """A model request failed (the session can be resumed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """The end of one turn.
+
+    Attributes:
+        session_id: The session the turn ran in.
+        status: How it ended.
+        text: The final answer, or the last text the model produced.
+        steps: Model steps taken in this turn.
+        message: What a person should read when the status is not ``answered``.
+    """
+
+    session_id: str
+    status: TurnStatus
+    text: str
+    steps: int
+    message: str = ""
+
+    @property
+    def answered(self) -> bool:
+        """Whether the model finished with an answer."""
+        return self.status is TurnStatus.ANSWERED
+
+
+def resolve_model(requested: str | None, agent: AgentSettings | None, config: Config) -> str:
+    """The model of a run: ``--model``, else the agent's, else ``zuno.json``'s ``model``.
+
+    Raises:
+        ModelNotConfigured: None of the three names a model.
+    """
+    model = requested or (agent.model if agent is not None else None) or config.model
+    if not model:
+        raise ModelNotConfigured(
+            "no model is configured. Pass --model PROVIDER:MODEL (such as openai:gpt-4o), "
+            'or set "model" in zuno.json, or a model on the agent (agents.NAME.model).'
+        )
+    return model
+
+
+def provider_for(runtime: Runtime, model: str) -> Provider:
+    """The provider for ``model``: ``runtime.provider_factory`` when set, else the config's."""
+    factory: ProviderFactory | None = getattr(runtime, "provider_factory", None)
+    if factory is not None:
+        return factory(model)
+    return make_provider(model, runtime.config.providers)
+
+
+def tool_specs(surface: Surface) -> list[ToolSpec]:
+    """The surface's tools as the model sees them."""
+    return [
+        ToolSpec(name=tool.name, description=tool.description, parameters=tool.schema())
+        for tool in surface.tools
+    ]
+
+
+def _dump(message: Message, meta: dict[str, Any]) -> dict[str, Any]:
+    return {**message.model_dump(mode="json"), _META: meta}
+
+
+def _stored(store: Store, session_id: str) -> list[tuple[Message, dict[str, Any]]]:
+    out: list[tuple[Message, dict[str, Any]]] = []
+    for _role, body in store.messages(session_id):
+        meta: dict[str, Any] = body.pop(_META, None) or {}
+        out.append((_MESSAGE.validate_python(body), meta))
+    return out
+
+
+def load_history(store: Store, session_id: str) -> list[Message]:
+    """The conversation of a session as stored (without settling dangling calls)."""
+    return [message for message, _meta in _stored(store, session_id)]
+
+
+def _settle_text(row_outcome: str | None, row_result: str | None, status: str | None) -> str:
+    if status is None:
+        return (
+            "Not run: the session stopped before this call reached the dispatcher. "
+            "Nothing of it happened."
+        )
+    if status == "started":
+        return (
+            "Outcome uncertain: the session stopped while this call was running and no "
+            "result was recorded. Its effect may or may not have happened; inspect the "
+            "real state before doing anything that depends on it. It will not be run again."
+        )
+    return row_result or f"(outcome {row_outcome}, no output)"
+
+
+class AgentLoop:
+    """Runs turns of one agent in one session.
+
+    Args:
+        runtime: The runtime whose dispatcher every call goes through.
+        session: The session (its agent and surface decide the tools).
+        provider: The model provider.
+        max_steps: Model steps per turn (default: the agent's ``max_steps``, else 50).
+        on_text: Called with each streamed text delta of the model.
+        system: Replaces the body of the agent's system prompt (the session's
+            facts, such as the workspace and tools, are still added).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        session: SessionState,
+        provider: Provider,
+        *,
+        max_steps: int | None = None,
+        on_text: Callable[[str], None] | None = None,
+        system: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.provider = provider
+        agent_steps = session.agent.max_steps if session.agent is not None else None
+        self.max_steps = max_steps or agent_steps or DEFAULT_MAX_STEPS
+        self.on_text = on_text
+        self.system = system_prompt(
+            session.agent_name,
+            session.agent,
+            workspace=runtime.workspace,
+            tools=session.surface.names,
+            depth=session.depth,
+            body=system,
+        )
+        self._specs = tool_specs(session.surface)
+
+    # Persistence ------------------------------------------------------------
+
+    def _append(self, history: list[Message], message: Message, **meta: Any) -> None:
+        self.runtime.store.append_message(
+            self.session.session_id, message.role, _dump(message, meta)
+        )
+        history.append(message)
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        self.runtime.events.emit(Event(kind, self.session.session_id, data=data))
+
+    def history(self) -> list[Message]:
+        """The conversation so far, with any dangling calls settled from SQL."""
+        stored = _stored(self.runtime.store, self.session.session_id)
+        history = [message for message, _meta in stored]
+        if not stored:
+            return history
+        replies = [i for i, (m, _meta) in enumerate(stored) if isinstance(m, AssistantMessage)]
+        if not replies:
+            return history
+        last = stored[replies[-1]][0]
+        assert isinstance(last, AssistantMessage)
+        answered = {
+            m.call_id for m, _meta in stored[replies[-1] + 1 :] if isinstance(m, ToolResultMessage)
+        }
+        missing = [c for c in last.tool_calls if c.id not in answered]
+        if not missing:
+            return history
+        # The reply was persisted but (some of) its results were not: settle them from the rows.
+        before = stored[: replies[-1]]
+        seen = max((int(meta.get("dispatch_step", 0)) for _m, meta in before), default=0)
+        rows = {
+            row.model_call_id: row
+            for row in self.runtime.store.calls(self.session.session_id)
+            if row.step > seen and row.model_call_id is not None
+        }  # later attempts overwrite earlier ones: rows come ordered by attempt
+        for call in missing:
+            row = rows.get(call.id)
+            text = _settle_text(
+                row.outcome if row else None,
+                row.result if row else None,
+                row.status if row else None,
+            )
+            result = ToolResultMessage(
+                call_id=call.id, name=call.name, content=text, is_error=row is None or row.is_error
+            )
+            self._append(history, result, settled_from_store=True)
+        return history
+
+    # The turn -----------------------------------------------------------------
+
+    async def run(self, prompt: str | None = None) -> TurnOutcome:
+        """Run one turn: add ``prompt`` (if any) and step until an answer or the limit.
+
+        Returns:
+            How the turn ended; provider failures are reported here, not raised.
+        """
+        history = self.history()
+        previous_steps = sum(1 for m in history if isinstance(m, AssistantMessage))
+        if prompt is not None:
+            self._append(history, UserMessage(text=prompt))
+        self._emit(
+            "agent.started",
+            agent=self.session.agent_name,
+            model=self.provider.label,
+            depth=self.session.depth,
+            max_steps=self.max_steps,
+        )
+        last_text = ""
+        steps = 0
+        while steps < self.max_steps:
+            steps += 1
+            number = previous_steps + steps
+            try:
+                reply = await self.provider.complete(
+                    self.system, history, self._specs, self.on_text
+                )
+            except ProviderError as exc:
+                return self._finish(TurnStatus.PROVIDER_ERROR, last_text, steps - 1, str(exc))
+            if reply.text:
+                last_text = reply.text
+            # Intent before effect: the reply with its calls is stored before any runs.
+            self._append(history, reply.as_message(), step=number)
+            self._emit_reply(number, reply)
+            if not reply.tool_calls:
+                return self._finish(TurnStatus.ANSWERED, reply.text, steps)
+            results = await self.runtime.dispatch(
+                self.session,
+                [CallRequest(c.name, c.arguments, c.id) for c in reply.tool_calls],
+            )
+            self._append_results(history, reply, results)
+        message = (
+            f"stopped after {self.max_steps} model steps: the step limit of agent "
+            f"{self.session.agent_name!r} (max_steps in zuno.json, default {DEFAULT_MAX_STEPS}) "
+            "was reached while the model was still calling tools"
+        )
+        return self._finish(TurnStatus.STEP_LIMIT, last_text, steps, message)
+
+    def _emit_reply(self, number: int, reply: ModelReply) -> None:
+        self._emit(
+            "agent.reply",
+            step=number,
+            depth=self.session.depth,
+            text=reply.text[:2000],
+            tool_calls=[{"id": c.id, "name": c.name} for c in reply.tool_calls],
+            stop_reason=reply.stop_reason.value,
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+        )
+
+    def _append_results(
+        self, history: list[Message], reply: ModelReply, results: Sequence[CallResult]
+    ) -> None:
+        step = self._dispatch_step(results)
+        by_index = {r.index: r for r in results}
+        for index, call in enumerate(reply.tool_calls):
+            result = by_index.get(index)
+            if result is None:  # the dispatcher answers every call; be safe anyway
+                content, is_error, meta = "No result was recorded for this call.", True, {}
+            else:
+                content, is_error = result.output, result.is_error
+                meta = {"call_id": result.call_id, "outcome": result.outcome.value}
+            self._append(
+                history,
+                ToolResultMessage(
+                    call_id=call.id, name=call.name, content=content, is_error=is_error
+                ),
+                dispatch_step=step,
+                **meta,
+            )
+
+    def _dispatch_step(self, results: Sequence[CallResult]) -> int:
+        if not results:
+            return 0
+        rows = self.runtime.store.query(
+            "SELECT step FROM calls WHERE call_id = ? LIMIT 1", (results[0].call_id,)
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def _finish(self, status: TurnStatus, text: str, steps: int, message: str = "") -> TurnOutcome:
+        self._emit(
+            "agent.finished",
+            status=status.value,
+            steps=steps,
+            depth=self.session.depth,
+            message=message,
+        )
+        return TurnOutcome(self.session.session_id, status, text, steps, message)

@@ -1,0 +1,133 @@
+"""The ``task`` tool: delegate a bounded objective to another agent.
+
+The child runs in its own session, linked to this call, with at most the
+delegating agent's tools (see :mod:`zuno.agent.delegation`). Its every call
+goes through the dispatcher and is authorized on its own, so approving a
+``task`` in strict mode approves the delegation, never the child's effects.
+The child's final answer is the result.
+
+Declaration: Delegating / Never / ParallelSafe. Several tasks in one reply
+run side by side, at most ``concurrency.delegations`` children at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from zuno.agent.delegation import child_tools, run_child
+from zuno.agent.loop import TurnStatus
+from zuno.config import Config
+from zuno.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+
+__all__ = ["TaskArgs", "TaskTool"]
+
+
+class TaskArgs(ToolArgs):
+    """Arguments of ``task``."""
+
+    agent: str = Field(
+        min_length=1,
+        max_length=64,
+        description="The agent to delegate to, by name (see the list in the description).",
+    )
+    prompt: str = Field(
+        min_length=1,
+        max_length=20_000,
+        description=(
+            "The objective and everything the agent needs to reach it: it sees none of "
+            "your conversation. Say what to return."
+        ),
+    )
+    description: str | None = Field(
+        default=None,
+        max_length=80,
+        description="A short title for the delegated work (shown in transcripts).",
+    )
+    tools: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "Narrow the agent's tools to these names. Only your own tools may be named; "
+            "omitted means every tool both of you have."
+        ),
+    )
+
+
+_BASE = (
+    "Delegate a bounded, self-contained objective to another agent, which works in its "
+    "own session with at most your tools (optionally fewer) and returns its final answer "
+    "as the result. Its tool calls are each checked and approved on their own. Several "
+    "task calls in one reply run side by side. Delegation nests at most 3 levels deep."
+)
+
+
+def _describe(config: Config | None) -> str:
+    from zuno.runtime import BUILTIN_AGENTS
+
+    agents = {**BUILTIN_AGENTS, **(config.agents if config is not None else {})}
+    listed = "; ".join(
+        f"{name}: {settings.description}" if settings.description else name
+        for name, settings in agents.items()
+    )
+    return f"{_BASE} Agents: {listed}."
+
+
+class TaskTool(Tool[TaskArgs]):
+    """Run a child agent on an objective and return its answer."""
+
+    name = "task"
+    description: ClassVar[str] = _BASE
+    args_model = TaskArgs
+    declaration = Declaration(Effect.DELEGATING, Replay.NEVER, Concurrency.PARALLEL_SAFE)
+
+    def __init__(self, config: Config | None = None) -> None:
+        # The agents of this configuration are part of what the model is told.
+        self.description = _describe(config)  # pyright: ignore[reportAttributeAccessIssue]
+
+    def preview(self, args: TaskArgs, workspace: Path | None = None) -> str:
+        """What an approval prompt shows: the agent, its tools and the objective."""
+        tools = ", ".join(args.tools) if args.tools is not None else "all of the parent's"
+        prompt = args.prompt if len(args.prompt) <= 1500 else args.prompt[:1500] + " ..."
+        return f"agent: {args.agent}\ntools: {tools}\nobjective:\n{prompt}"
+
+    async def run(self, args: TaskArgs, ctx: ToolContext) -> ToolResult:
+        runtime = ctx.services
+        parent = ctx.extra.get("session")
+        if runtime is None or parent is None:
+            raise ToolError("task needs a runtime session; call it through the dispatcher")
+        try:
+            tools = child_tools(runtime, parent, args.agent, args.tools)
+        except LookupError as exc:  # an unknown agent
+            raise ToolError(str(exc).strip("\"'")) from exc
+        child = await run_child(
+            runtime,
+            parent,
+            call_id=ctx.call_id,
+            agent=args.agent,
+            prompt=args.prompt,
+            tools=tools,
+            title=args.description or args.prompt.splitlines()[0][:80],
+        )
+        outcome = child.outcome
+        data: dict[str, Any] = {
+            "session_id": child.session_id,
+            "agent": child.agent,
+            "model": child.model,
+            "status": outcome.status.value,
+            "steps": outcome.steps,
+            "tools": tools,
+        }
+        head = f"[agent {child.agent}, session {child.session_id}, {outcome.steps} steps]"
+        if outcome.status is TurnStatus.ANSWERED:
+            return ToolResult(f"{head}\n{outcome.text}", data=data)
+        last = f"\nIts last words:\n{outcome.text}" if outcome.text else ""
+        return ToolResult(
+            f"{head}\nThe agent did not finish: {outcome.message}.{last}\n"
+            "Whatever it changed before stopping stays changed; check before relying on it.",
+            data=data,
+            is_error=True,
+        )
