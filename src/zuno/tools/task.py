@@ -7,21 +7,28 @@ goes through the dispatcher and is authorized on its own, so approving a
 The child's final answer is the result.
 
 Declaration: Delegating / Never / ParallelSafe. Several tasks in one reply
-run side by side, at most ``concurrency.delegations`` children at once.
+run side by side, at most ``concurrency.delegations`` children at once. With
+``background: true`` the task is IsolatedBackground: it starts a job in the
+runtime's background lane (:mod:`zuno.jobs`) and returns its id at once; the
+child's answer becomes the job's output, seen through ``job`` and ``bg``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from zuno.agent.delegation import child_tools, run_child
+from zuno.agent.delegation import ChildRun, child_tools, run_child
 from zuno.agent.loop import TurnStatus
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.jobs import JobEnd, JobIO, JobState, JobsUnavailable
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from zuno.runtime import Runtime, SessionState
 
 __all__ = ["TaskArgs", "TaskTool"]
 
@@ -55,13 +62,21 @@ class TaskArgs(ToolArgs):
             "omitted means every tool both of you have."
         ),
     )
+    background: bool = Field(
+        default=False,
+        description=(
+            "Run it as a background job and return its job id at once; follow it with "
+            "job or bg (its answer is the job's output)."
+        ),
+    )
 
 
 _BASE = (
     "Delegate a bounded, self-contained objective to another agent, which works in its "
     "own session with at most your tools (optionally fewer) and returns its final answer "
     "as the result. Its tool calls are each checked and approved on their own. Several "
-    "task calls in one reply run side by side. Delegation nests at most 3 levels deep."
+    "task calls in one reply run side by side; background=true returns a job id at once. "
+    "Delegation nests at most 3 levels deep."
 )
 
 
@@ -76,17 +91,26 @@ def _describe(config: Config | None) -> str:
     return f"{_BASE} Agents: {listed}."
 
 
+_FOREGROUND = Declaration(Effect.DELEGATING, Replay.NEVER, Concurrency.PARALLEL_SAFE)
+_BACKGROUND = Declaration(Effect.DELEGATING, Replay.NEVER, Concurrency.ISOLATED_BACKGROUND)
+
+
 class TaskTool(Tool[TaskArgs]):
     """Run a child agent on an objective and return its answer."""
 
     name = "task"
     description: ClassVar[str] = _BASE
     args_model = TaskArgs
-    declaration = Declaration(Effect.DELEGATING, Replay.NEVER, Concurrency.PARALLEL_SAFE)
+    declaration = _FOREGROUND
+    mixed = True
 
     def __init__(self, config: Config | None = None) -> None:
         # The agents of this configuration are part of what the model is told.
         self.description = _describe(config)  # pyright: ignore[reportAttributeAccessIssue]
+
+    def declare(self, args: TaskArgs) -> Declaration:
+        """IsolatedBackground for a background task, else ParallelSafe; always Delegating."""
+        return _BACKGROUND if args.background else _FOREGROUND
 
     def preview(self, args: TaskArgs, workspace: Path | None = None) -> str:
         """What an approval prompt shows: the agent, its tools and the objective."""
@@ -103,6 +127,9 @@ class TaskTool(Tool[TaskArgs]):
             tools = child_tools(runtime, parent, args.agent, args.tools)
         except LookupError as exc:  # an unknown agent
             raise ToolError(str(exc).strip("\"'")) from exc
+        title = args.description or args.prompt.splitlines()[0][:80]
+        if args.background:
+            return await self._start_job(runtime, parent, args, tools, title, ctx)
         child = await run_child(
             runtime,
             parent,
@@ -110,24 +137,70 @@ class TaskTool(Tool[TaskArgs]):
             agent=args.agent,
             prompt=args.prompt,
             tools=tools,
-            title=args.description or args.prompt.splitlines()[0][:80],
+            title=title,
         )
-        outcome = child.outcome
-        data: dict[str, Any] = {
-            "session_id": child.session_id,
-            "agent": child.agent,
-            "model": child.model,
-            "status": outcome.status.value,
-            "steps": outcome.steps,
-            "tools": tools,
-        }
-        head = f"[agent {child.agent}, session {child.session_id}, {outcome.steps} steps]"
-        if outcome.status is TurnStatus.ANSWERED:
-            return ToolResult(f"{head}\n{outcome.text}", data=data)
-        last = f"\nIts last words:\n{outcome.text}" if outcome.text else ""
+        return _result(child)
+
+    async def _start_job(
+        self,
+        runtime: Runtime,
+        parent: SessionState,
+        args: TaskArgs,
+        tools: list[str],
+        title: str,
+        ctx: ToolContext,
+    ) -> ToolResult:
+        async def body(io: JobIO) -> JobEnd:
+            child = await run_child(
+                runtime,
+                parent,
+                call_id=ctx.call_id,
+                agent=args.agent,
+                prompt=args.prompt,
+                tools=tools,
+                title=title,
+            )
+            result = _result(child)
+            io.write(result.output.encode("utf-8", "replace"))
+            if result.is_error:
+                status = child.outcome.status.value
+                return JobEnd(1, JobState.FAILED, f"the agent did not finish ({status})")
+            return JobEnd(0)
+
+        try:
+            job = await runtime.jobs.start(
+                kind="task",
+                description=f"{args.agent}: {title}",
+                session_id=ctx.session_id,
+                call_id=ctx.call_id,
+                body=body,
+            )
+        except JobsUnavailable as exc:
+            raise ToolError(str(exc)) from exc
         return ToolResult(
-            f"{head}\nThe agent did not finish: {outcome.message}.{last}\n"
-            "Whatever it changed before stopping stays changed; check before relying on it.",
-            data=data,
-            is_error=True,
+            f"Started background task {job.job_id} (agent {args.agent}). Its answer becomes "
+            f'the job\'s output: bg {{"action": "wait", "job_id": "{job.job_id}"}} waits for '
+            f'it, bg {{"action": "output", ...}} reads it, job lists it.',
+            data={"job_id": job.job_id, "agent": args.agent, "tools": tools},
         )
+
+
+def _result(child: ChildRun) -> ToolResult:
+    outcome = child.outcome
+    data: dict[str, Any] = {
+        "session_id": child.session_id,
+        "agent": child.agent,
+        "model": child.model,
+        "status": outcome.status.value,
+        "steps": outcome.steps,
+    }
+    head = f"[agent {child.agent}, session {child.session_id}, {outcome.steps} steps]"
+    if outcome.status is TurnStatus.ANSWERED:
+        return ToolResult(f"{head}\n{outcome.text}", data=data)
+    last = f"\nIts last words:\n{outcome.text}" if outcome.text else ""
+    return ToolResult(
+        f"{head}\nThe agent did not finish: {outcome.message}.{last}\n"
+        "Whatever it changed before stopping stays changed; check before relying on it.",
+        data=data,
+        is_error=True,
+    )

@@ -1,0 +1,389 @@
+"""``zuno run`` and ``zuno resume``: an agent against a real model, with a live view.
+
+The model's text streams to stdout. Everything else, on stderr as it
+happens: each tool call with its declaration, approvals asked inline (strict
+mode), questions answered inline, each outcome as it settles, the work of
+child agents indented under the call that started them, and a final summary
+with the session id. Without a terminal nothing is asked: approvals are
+denied unless rules allow the call, and questions say no one can answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, load_history, resolve_model
+from zuno.agent.messages import AssistantMessage
+from zuno.agent.providers import Provider, ProviderError, make_provider
+from zuno.cli.app import AgentOpt, Db, Workspace, Yes, app, fail
+from zuno.cli.render import outcome_style
+from zuno.config import ConfigError
+from zuno.events import Event
+from zuno.permissions import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApproveAll,
+    Approver,
+    DenyAll,
+    TerminalApprover,
+)
+from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+from zuno.tools.question import Answer, Question, Questioner, TerminalQuestioner
+
+__all__ = ["LiveView", "resume", "run"]
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="PROVIDER:MODEL (openai:gpt-4o, anthropic:claude-sonnet-4-5, or NAME:MODEL for a "
+        "provider in zuno.json). Default: the agent's model, else zuno.json's model.",
+    ),
+]
+MaxStepsOpt = Annotated[
+    int | None,
+    typer.Option("--max-steps", min=1, max=1000, help="Model steps before stopping (default 50)."),
+]
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _OneAtATime:
+    """Approvals and questions share the terminal: one prompt at a time."""
+
+    def __init__(self, approver: Approver, questioner: Questioner | None) -> None:
+        self._lock = anyio.Lock()
+        self._approver = approver
+        self._questioner = questioner
+        self.name = approver.name
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self._lock:
+            return await self._approver.decide(request)
+
+    async def ask(self, questions: Sequence[Question]) -> list[Answer]:
+        assert self._questioner is not None
+        async with self._lock:
+            return await self._questioner.ask(questions)
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = next((x for x in text.strip().splitlines() if x.strip()), "")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+class LiveView:
+    """Shows a run as it happens: streamed text on stdout, the rest on stderr."""
+
+    def __init__(self, runtime: Runtime, console: Console = err) -> None:
+        self._rt = runtime
+        self._console = console
+        self._depth: dict[str, int] = {}
+        self._mid_line = False
+
+    def watch(self, session: SessionState) -> Callable[[], None]:
+        """Follow ``session`` and the child sessions it starts; returns the unsubscriber."""
+        self._depth[session.session_id] = session.depth
+        return self._rt.events.subscribe(self._on_event)
+
+    def text(self, piece: str) -> None:
+        """A streamed piece of the top agent's text."""
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+        self._mid_line = not piece.endswith("\n")
+
+    def _line(self, depth: int, text: Text) -> None:
+        if self._mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._mid_line = False
+        self._console.print(Text("  " * depth) + text)
+
+    def _row(self, call_id: str | None) -> tuple[Any, ...] | None:
+        if call_id is None:
+            return None
+        rows = self._rt.store.query(
+            "SELECT tool, arguments, effect, replay, concurrency, result, attempt FROM calls"
+            " WHERE call_id = ? ORDER BY attempt DESC LIMIT 1",
+            (call_id,),
+        )
+        return rows[0] if rows else None
+
+    def _on_event(self, event: Event) -> None:
+        depth = self._depth.get(event.session_id)
+        data = event.data
+        if event.kind == "agent.started":
+            depth = int(data.get("depth", 0))
+            self._depth[event.session_id] = depth
+            if depth > 0:
+                self._line(
+                    depth,
+                    Text.assemble(
+                        ("agent ", "dim"),
+                        (str(data.get("agent")), "bold cyan"),
+                        (f" started on {data.get('model')}  session {event.session_id}", "dim"),
+                    ),
+                )
+            return
+        if depth is None:
+            return  # another session sharing this runtime
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, depth, event)
+
+    def _reply(self, depth: int, event: Event) -> None:
+        if depth > 0 and event.data.get("text"):
+            self._line(depth, Text(f"“{_first_line(str(event.data['text']))}”", style="italic"))
+
+    def _started(self, depth: int, event: Event) -> None:
+        row = self._row(event.call_id)
+        if row is None:
+            return
+        tool, arguments, effect, replay, concurrency, _result, attempt = row
+        args = arguments if len(arguments) <= 160 else arguments[:157] + "..."
+        again = f" attempt {attempt}" if attempt > 1 else ""
+        self._line(
+            depth,
+            Text.assemble(
+                ("▸ ", "cyan"),
+                (str(tool), "bold"),
+                (f" [{effect}/{replay}/{concurrency}]{again} ", "dim"),
+                (args, ""),
+            ),
+        )
+
+    def _finished(self, depth: int, event: Event) -> None:
+        row = self._row(event.call_id)
+        outcome = str(event.data.get("outcome"))
+        summary = _first_line(str(row[5] or "")) if row else ""
+        self._line(
+            depth,
+            Text.assemble(
+                ("  ", ""),
+                (outcome, outcome_style(outcome)),
+                (f" {event.data.get('tool')}", "bold"),
+                (f"  {summary}", "dim"),
+            ),
+        )
+
+    def _blocked(self, depth: int, event: Event) -> None:
+        data = event.data
+        self._line(
+            depth,
+            Text.assemble(
+                ("⊘ ", "yellow"),
+                (str(data.get("tool")), "bold"),
+                (f" blocked: {data.get('block_kind')}", "yellow"),
+                (f"  {_first_line(str(data.get('reason', '')))}", "dim"),
+            ),
+        )
+
+    def _decided(self, depth: int, event: Event) -> None:
+        decision = str(event.data.get("decision"))
+        style = "red" if decision == "deny" else "green"
+        self._line(
+            depth,
+            Text.assemble(
+                ("  approval for ", "dim"),
+                (str(event.data.get("tool")), "bold"),
+                (": ", "dim"),
+                (decision, style),
+            ),
+        )
+
+    def _retry(self, depth: int, event: Event) -> None:
+        self._line(depth, Text(f"  retrying (attempt {event.data.get('attempt')})", style="dim"))
+
+    def _child_finished(self, depth: int, event: Event) -> None:
+        if depth == 0:
+            return
+        status = str(event.data.get("status"))
+        style = "green" if status == TurnStatus.ANSWERED.value else "red"
+        self._line(
+            depth,
+            Text.assemble(
+                ("agent finished: ", "dim"),
+                (status, style),
+                (f" after {event.data.get('steps')} steps  session {event.session_id}", "dim"),
+            ),
+        )
+
+
+_HANDLERS: dict[str, Callable[[LiveView, int, Event], None]] = {
+    "agent.reply": LiveView._reply,  # pyright: ignore[reportPrivateUsage]
+    "call.started": LiveView._started,  # pyright: ignore[reportPrivateUsage]
+    "call.finished": LiveView._finished,  # pyright: ignore[reportPrivateUsage]
+    "dispatch.blocked": LiveView._blocked,  # pyright: ignore[reportPrivateUsage]
+    "approval.decided": LiveView._decided,  # pyright: ignore[reportPrivateUsage]
+    "call.retry": LiveView._retry,  # pyright: ignore[reportPrivateUsage]
+    "agent.finished": LiveView._child_finished,  # pyright: ignore[reportPrivateUsage]
+}
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
+    interactive = _interactive()
+    questioner: Questioner | None = TerminalQuestioner() if interactive else None
+    approver: Approver = ApproveAll() if yes else TerminalApprover() if interactive else DenyAll()
+    shared = _OneAtATime(approver, questioner)
+    try:
+        rt = Runtime(workspace, db_path=db, approver=shared)
+    except ConfigError as exc:
+        fail(str(exc))
+    except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
+        fail(f"cannot start: {exc}")
+    # The question tool looks for a questioner on the runtime (see zuno.tools.question).
+    setattr(rt, "questioner", shared if questioner is not None else None)  # noqa: B010
+    return rt
+
+
+def _provider(model: str, rt: Runtime) -> Provider:
+    try:
+        return make_provider(model, rt.config.providers)
+    except ProviderError as exc:
+        rt.close()
+        fail(str(exc))
+
+
+async def _drive(
+    rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
+) -> TurnOutcome:
+    view = LiveView(rt)
+    stop = view.watch(state)
+    try:
+        async with rt:
+            loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=view.text)
+            try:
+                outcome = await loop.run(prompt)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await provider.aclose()
+            running = rt.jobs.mine_running()
+            if running:
+                err.print(
+                    f"[dim]waiting for background job(s) {', '.join(running)}; "
+                    "Ctrl-C cancels them[/]"
+                )
+                for job_id in running:
+                    await rt.jobs.wait(job_id)
+    finally:
+        stop()
+        if view._mid_line:  # pyright: ignore[reportPrivateUsage]
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+    return outcome
+
+
+def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
+    calls = rt.store.calls(outcome.session_id)
+    counts: dict[str, int] = {}
+    for call in calls:
+        if call.status == "finished":
+            key = call.outcome or "?"
+            counts[key] = counts.get(key, 0) + 1
+    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tool calls"
+    children = rt.store.child_sessions(outcome.session_id)
+    kids = f"; {len(children)} child session(s)" if children else ""
+    sid = outcome.session_id
+    if outcome.status is TurnStatus.ANSWERED:
+        err.print(
+            f"[green]done[/] in {outcome.steps} step(s): {tally}{kids}. "
+            f"Session [bold cyan]{sid}[/] (zuno show {sid})"
+        )
+        return
+    err.print(f"[bold red]zuno:[/] {outcome.message}", markup=True)
+    err.print(
+        f"{tally}{kids}. Session [bold cyan]{sid}[/] is saved; `zuno resume {sid}` continues it."
+    )
+
+
+def _finish(
+    rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
+) -> None:
+    try:
+        outcome = anyio.run(_drive, rt, state, provider, prompt, steps)
+    except KeyboardInterrupt:
+        err.print(
+            f"\n[yellow]interrupted[/]. Session [bold cyan]{state.session_id}[/] is saved; "
+            f"`zuno resume {state.session_id}` continues it."
+        )
+        rt.close()
+        raise typer.Exit(130) from None
+    try:
+        _summary(rt, outcome)
+    finally:
+        rt.close()
+    if outcome.status is not TurnStatus.ANSWERED:
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    agent: AgentOpt = "build",
+    model: ModelOpt = None,
+    yes: Yes = False,
+    max_steps: MaxStepsOpt = None,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Run an agent on PROMPT until it answers (exit status 1 if it could not finish)."""
+    rt = _open_runtime(workspace, db, yes)
+    try:
+        settings = rt.agent_settings(agent)
+        chosen = resolve_model(model, settings, rt.config)
+    except (UnknownAgent, ProviderError) as exc:
+        rt.close()
+        fail(str(exc).strip("\"'"))
+    provider = _provider(chosen, rt)
+    title = _first_line(prompt, 80)
+    state = rt.open_session(agent=agent, model=chosen, title=title)
+    _finish(rt, state, provider, prompt, max_steps)
+
+
+@app.command()
+def resume(
+    session: Annotated[str, typer.Argument(help="The session id (a unique prefix is enough).")],
+    prompt: Annotated[
+        str | None, typer.Argument(help="A new instruction (needed after a finished answer).")
+    ] = None,
+    model: ModelOpt = None,
+    yes: Yes = False,
+    max_steps: MaxStepsOpt = None,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Continue a stored session: where it stopped, or with a new PROMPT."""
+    rt = _open_runtime(workspace, db, yes)
+    try:
+        state = rt.open_session(session)
+        record = rt.store.get_session(state.session_id)
+        stored_model = record.model if record is not None else None
+        chosen = resolve_model(model or stored_model, state.agent, rt.config)
+    except (UnknownSession, UnknownAgent, ProviderError) as exc:
+        rt.close()
+        fail(str(exc).strip("\"'"))
+    history = load_history(rt.store, state.session_id)
+    if prompt is None:
+        last = history[-1] if history else None
+        if last is None or (isinstance(last, AssistantMessage) and not last.tool_calls):
+            rt.close()
+            why = "has no conversation" if last is None else "ended with an answer"
+            fail(
+                f"session {state.session_id} {why}; say what to do next: "
+                f'zuno resume {state.session_id} "PROMPT"'
+            )
+    provider = _provider(chosen, rt)
+    _finish(rt, state, provider, prompt, max_steps)
