@@ -10,17 +10,22 @@ machine hits both alike:
   model-visible text (the time inside the event loop; creating the loop is not
   counted).
 
-It prints one row per case: the median of each, and tool / raw.
+It prints one row per case: the median wall time of each and their ratio
+(tool / raw), the ratio of the fastest runs, and the ratio of median CPU time
+(rg's plus this process's), which a busy machine disturbs less than wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,25 +75,43 @@ def _cases() -> list[Case]:
     ]  # fmt: skip
 
 
-def _time_raw(rg: str, args: list[str], root: Path) -> float:
-    start = time.perf_counter()
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One timed run: wall seconds, and CPU seconds of rg plus this process."""
+
+    wall: float
+    cpu: float
+
+
+def _cpu() -> float:
+    # Children's usage counts rg once it has been waited for; ours counts decoding.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime + time.process_time()
+
+
+def _time_raw(rg: str, args: list[str], root: Path) -> Sample:
+    cpu, start = _cpu(), time.perf_counter()
     done = subprocess.run(
         [rg, "--no-config", *args, "."], cwd=root, stdout=subprocess.PIPE, check=False
     )
-    elapsed = time.perf_counter() - start
+    sample = Sample(time.perf_counter() - start, _cpu() - cpu)
     assert done.returncode in (0, 1), done.returncode
-    return elapsed
+    return sample
 
 
-def _time_tool(case: Case, ctx: ToolContext) -> float:
-    async def once() -> float:
-        start = time.perf_counter()
+def _time_tool(case: Case, ctx: ToolContext) -> Sample:
+    async def once() -> Sample:
+        cpu, start = _cpu(), time.perf_counter()
         result = await case.tool.run(case.args, ctx)
-        elapsed = time.perf_counter() - start
+        sample = Sample(time.perf_counter() - start, _cpu() - cpu)
         assert not result.is_error
-        return elapsed
+        return sample
 
     return anyio.run(once)
+
+
+def _ratio(tool: list[float], raw: list[float], pick: Callable[[list[float]], float]) -> float:
+    return pick(tool) / pick(raw)
 
 
 def main() -> None:
@@ -114,9 +137,11 @@ def main() -> None:
     )
     print(
         f"python {sys.version.split()[0]}, rg {'.'.join(map(str, rg.version))}, "
-        f"{root} ({files} files searched by rg), median of {options.repeats}"
+        f"{root} ({files} files searched by rg), {options.repeats} runs each, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
-    header = f"{'case':<38} {'raw rg':>9} {'tool':>9} {'ratio':>7}"
+    print("ratio: tool/raw of median wall time; min: of the fastest runs; cpu: of median CPU")
+    header = f"{'case':<38} {'raw rg':>9} {'tool':>9} {'ratio':>7} {'min':>7} {'cpu':>7}"
     print(header)
     print("-" * len(header))
     ratios: list[float] = []
@@ -124,20 +149,25 @@ def main() -> None:
         # One untimed run of each warms the page cache and the rg probe.
         _time_raw(str(rg.path), case.raw, root)
         _time_tool(case, ctx)
-        raw: list[float] = []
-        tool: list[float] = []
+        raw: list[Sample] = []
+        tool: list[Sample] = []
         for _ in range(options.repeats):
             raw.append(_time_raw(str(rg.path), case.raw, root))
             tool.append(_time_tool(case, ctx))
-        ratio = statistics.median(tool) / statistics.median(raw)
+        raw_wall, tool_wall = [s.wall for s in raw], [s.wall for s in tool]
+        ratio = _ratio(tool_wall, raw_wall, statistics.median)
+        fastest = _ratio(tool_wall, raw_wall, min)
+        cpu = _ratio([s.cpu for s in tool], [s.cpu for s in raw], statistics.median)
         ratios.append(ratio)
         print(
-            f"{case.label:<38} {statistics.median(raw) * 1000:>7.1f}ms "
-            f"{statistics.median(tool) * 1000:>7.1f}ms {ratio:>6.2f}x"
+            f"{case.label:<38} {statistics.median(raw_wall) * 1000:>7.1f}ms "
+            f"{statistics.median(tool_wall) * 1000:>7.1f}ms {ratio:>6.2f}x "
+            f"{fastest:>6.2f}x {cpu:>6.2f}x"
         )
     print("-" * len(header))
     overall = statistics.geometric_mean(ratios)
-    print(f"{'geometric mean of ratios':<38} {'':>9} {'':>9} {overall:>6.2f}x")
+    print(f"{'geometric mean of median ratios':<38} {'':>9} {'':>9} {overall:>6.2f}x")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -358,6 +358,17 @@ async def test_cancellation_kills_rg() -> None:
     assert rg_children() == []
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("delay", [0, 0.0005, 0.002, 0.01, 0.05])
+async def test_cancellation_at_any_point_leaves_nothing_behind(delay: float) -> None:
+    for _ in range(3):
+        with anyio.move_on_after(delay):
+            await search_lines(STDLIB, Query("import"), limit=10, context=2)
+        with anyio.move_on_after(delay):
+            await list_files(STDLIB, limit=10)
+    assert rg_children() == []
+
+
 # ----------------------------------------------------------------------- against raw rg
 
 

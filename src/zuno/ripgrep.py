@@ -20,7 +20,9 @@ keeping only the smallest *limit* keys in memory. For line searches that means
 two passes: a cheap ``--count`` pass over the whole tree picks the files that
 hold the first *limit* matches in path order, then a ``--json`` pass reads
 lines from those files only, and is killed once every file has given its
-share. The second pass is small unless the limit is.
+share. The second pass is small unless the limit is. Should files change
+between the passes, a file still gives no more lines than the first pass
+counted, so the answer stays within the limit.
 
 Exceptions::
 
@@ -46,7 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -224,7 +226,7 @@ class Ripgrep:
             with anyio.CancelScope(shield=True):
                 _kill(process)
                 await process.wait()
-                await anyio.to_thread.run_sync(reader.finished.wait)
+                await anyio.to_thread.run_sync(reader.settle)
                 os.close(read_fd)
                 await process.aclose()
         return StreamExit(
@@ -256,10 +258,16 @@ class _Reader:
         self._fd = fd
         self._separator = separator
         self._consume = consume
-        self.finished = threading.Event()
+        self._lock = threading.Lock()
+        self._state: Literal["pending", "running", "done", "abandoned"] = "pending"
+        self._finished = threading.Event()
 
     def run(self) -> bool:
         """Feed the consumer until end of file; True when it asked to stop."""
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
         try:
             pending = b""
             while chunk := os.read(self._fd, 1 << 16):
@@ -274,7 +282,18 @@ class _Reader:
                     time.sleep(_SMALL_READ_PAUSE)
             return bool(pending) and not self._consume([pending])
         finally:
-            self.finished.set()
+            with self._lock:
+                self._state = "done"
+            self._finished.set()
+
+    def settle(self) -> None:
+        """Block until no thread reads the pipe any more (call once rg is dead)."""
+        with self._lock:
+            if self._state == "pending":
+                # A cancelled job may never be started by the worker thread at all.
+                self._state = "abandoned"
+                return
+        self._finished.wait()
 
 
 _cache: dict[str | None, Ripgrep | RipgrepUnavailable] = {}
