@@ -109,6 +109,8 @@ class ReplaySettings(_Section):
     attempts: int = Field(default=3, ge=1, le=10)
     base_delay: float = Field(default=0.2, ge=0, le=60)
     max_delay: float = Field(default=5.0, ge=0, le=600)
+    require_inspection: bool = True
+    """After a Never call fails or is uncertain, refuse side effects until a read-only call ran."""
 
 
 class MemorySettings(_Section):

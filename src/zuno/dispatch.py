@@ -33,6 +33,7 @@ from zuno.events import Event
 from zuno.hooks import HookCall
 from zuno.output import bound_text
 from zuno.permissions import ApprovalDecision, ApprovalRequest, evaluate, fingerprint
+from zuno.recovery import inspection_block
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
 from zuno.tool import Tool, ToolContext, ToolError, ToolResult, TransientError, UncertainOutcome
@@ -41,6 +42,13 @@ if TYPE_CHECKING:
     from zuno.runtime import Runtime, SessionState
 
 __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
+
+
+_NEVER_FAILED_NOTE = (
+    "\n[Zuno: this call will not be run again automatically. Before any new change, inspect "
+    "the real state with a read-only call (read, grep, glob, job, bg output); side-effecting "
+    "calls are refused until one has run.]"
+)
 
 
 def new_id(prefix: str) -> str:
@@ -112,6 +120,14 @@ class _Admitted:
     arguments_json: str
     args_hash: str
     normalized: dict[str, Any] = field(default_factory=lambda: {})
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What the execution of one step has learned so far."""
+
+    failed: bool = False
+    """A Never call of this step ended in error or uncertain."""
 
 
 class _Blocked(Exception):
@@ -286,12 +302,17 @@ class Dispatcher:
         return f"{why}. Available tools: {available}"
 
     async def _check_session_rules(self, session: SessionState, call: _Admitted) -> None:
-        """Session-level policy checks (extended by the replay rules)."""
-        guard = self._rt.inspection_guard
-        if guard is not None:
-            reason = guard(session, call.tool.name, call.declaration)
-            if reason:
-                raise _Blocked(BlockKind.DENIED, reason, call.declaration)
+        """Inspection before mutation: no side effect while a failure is uninspected."""
+        reason = self._inspection_needed(session, call)
+        if reason:
+            raise _Blocked(BlockKind.DENIED, reason, call.declaration)
+
+    def _inspection_needed(self, session: SessionState, call: _Admitted) -> str | None:
+        if call.declaration.effect is not Effect.SIDE_EFFECTING:
+            return None
+        if not self._rt.config.replay.require_inspection:
+            return None
+        return inspection_block(self._rt.store, session.session_id)
 
     async def _before_hooks(self, session: SessionState, call: _Admitted) -> None:
         hooks = self._rt.hooks
@@ -458,18 +479,19 @@ class Dispatcher:
         results: list[CallResult | None],
     ) -> None:
         limiter = anyio.CapacityLimiter(self._rt.config.concurrency.tool_calls)
+        batch = _Batch()
 
         async def run(call: _Admitted, bounded: bool) -> None:
             if bounded:
                 async with limiter:
-                    results[call.index] = await self._execute(session, step, call)
+                    results[call.index] = await self._execute(session, step, call, batch)
             else:
-                results[call.index] = await self._execute(session, step, call)
+                results[call.index] = await self._execute(session, step, call, batch)
 
         for group in plan_groups(admitted):
             if group.exclusive or len(group.calls) == 1:
                 call = group.calls[0]
-                results[call.index] = await self._execute(session, step, call)
+                results[call.index] = await self._execute(session, step, call, batch)
                 continue
             async with anyio.create_task_group() as tg:
                 for call in group.calls:
@@ -549,10 +571,20 @@ class Dispatcher:
             status="started",
             started_at=now,
             model_call_id=call.request.model_call_id,
+            runner=self._rt.identity,
         )
 
-    async def _execute(self, session: SessionState, step: int, call: _Admitted) -> CallResult:
+    async def _execute(
+        self, session: SessionState, step: int, call: _Admitted, batch: _Batch
+    ) -> CallResult:
         rt = self._rt
+        if batch.failed:
+            # A Never call of this very step failed after pre-flight: the
+            # inspection rule applies to the calls that follow it.
+            reason = self._inspection_needed(session, call)
+            if reason:
+                blocked = _Blocked(BlockKind.DENIED, reason, call.declaration)
+                return self._block(session, step, call.index, call.call_id, call.request, blocked)
         replay = rt.config.replay
         attempt = 1
         while True:
@@ -572,6 +604,8 @@ class Dispatcher:
             )
             await anyio.sleep(delay)
             attempt += 1
+        if result.outcome is not Outcome.OK and call.declaration.replay is Replay.NEVER:
+            batch.failed = True
         await self._after_hooks(session, call, result)
         return result
 
@@ -635,11 +669,8 @@ class Dispatcher:
                 is_error=True,
             )
             outcome = Outcome.ERROR
-        if outcome is Outcome.UNCERTAIN and call.declaration.replay is Replay.NEVER:
-            result.output += (
-                "\nThis call will not be run again automatically. Inspect the real state "
-                "(read the files, list the processes) before any new change."
-            )
+        if outcome is not Outcome.OK and call.declaration.replay is Replay.NEVER:
+            result.output += _NEVER_FAILED_NOTE
         bounded = bound_text(
             result.output,
             limits,
@@ -667,8 +698,6 @@ class Dispatcher:
         )
         rt.store.call_finished(record, finished_event)
         rt.events.deliver(finished_event)
-        if rt.on_call_settled is not None:
-            rt.on_call_settled(session, call.tool.name, call.declaration, outcome)
         return CallResult(
             call.call_id,
             session.session_id,

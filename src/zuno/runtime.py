@@ -10,7 +10,7 @@ model steps::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -19,13 +19,13 @@ from typing import Any
 import anyio
 
 from zuno.config import AgentSettings, Config, ConfigError, load_config
-from zuno.declarations import Declaration, Outcome
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
 from zuno.events import EventBus
 from zuno.hooks import Hooks, PythonHook
 from zuno.jobs import JobLane
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
+from zuno.recovery import process_identity, settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.store import Store, open_store
 from zuno.tool import Tool, ToolContext, ToolResult
@@ -112,10 +112,8 @@ class Runtime:
         self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
         """Bounds the child agents (task, council members) running at once."""
         self.jobs = JobLane(self.store, self.store.artifacts_root / "jobs")
-        self.inspection_guard: Callable[[SessionState, str, Declaration], str | None] | None = None
-        self.on_call_settled: Callable[[SessionState, str, Declaration, Outcome], None] | None = (
-            None
-        )
+        self.identity = process_identity()
+        """This process, written on every call row it runs (``pid:start``)."""
 
     # Agents and surfaces ------------------------------------------------------
 
@@ -175,6 +173,8 @@ class Runtime:
                 record = self.store.get_session(matches[0])
                 assert record is not None
             agent = record.agent
+            # Calls a dead process left running get their outcome now (never a re-run).
+            settle_interrupted(self.store, record.session_id)
         else:
             record = None
         settings = self.agent_settings(agent)

@@ -39,8 +39,16 @@ _ROOT = Path(_TMP.name)
 (_ROOT / "ws" / "src").mkdir(parents=True)
 (_ROOT / "ws" / "src" / "a.py").write_text("def f():\n    return 1\n")
 (_ROOT / "ws" / "README.md").write_text("hello\n")
-# Every registered tool, the slots included.
-_CONFIG = Config.model_validate({"tools": {"edit": True, "execute": True, "lsp": True}})
+# Every registered tool: the slots and the conditional tools included. The
+# inspection rule is off: this test is about arguments, not about sequences.
+_CONFIG = Config.model_validate(
+    {
+        "tools": {"edit": True, "execute": True, "lsp": True},
+        "memory": {"enabled": True},
+        "council": {"members": ["explore", "build"]},
+        "replay": {"require_inspection": False},
+    }
+)
 RUNTIME = Runtime(
     _ROOT / "ws",
     config=_CONFIG,

@@ -265,6 +265,7 @@ def show(
 ) -> None:
     """The transcript of a session, from the store."""
     from zuno.cli.render import print_transcript
+    from zuno.recovery import last_notice, pending_notice, settle_interrupted
 
     store = open_store(db)
     try:
@@ -275,8 +276,10 @@ def show(
                 fail(f"no session {session!r}; `zuno sessions` lists them")
             record = store.get_session(matches[0])
             assert record is not None
+        settle_interrupted(store, record.session_id)
         calls = store.calls(record.session_id)
         children = store.child_sessions(record.session_id)
+        notice = pending_notice(store, record.session_id)
         if json_:
             _print_json(
                 {
@@ -284,10 +287,15 @@ def show(
                     "calls": [c.as_dict() for c in calls],
                     "events": [e.as_dict() for e in store.events(record.session_id)],
                     "children": [c.session_id for c in children],
+                    "recovery": notice.as_dict() if notice else None,
+                    "last_recovery_notice": last_notice(store, record.session_id),
                 }
             )
         else:
             print_transcript(out, record, calls, children)
+            if notice is not None:
+                out.print()
+                out.print(notice.text, markup=False, style="magenta")
     finally:
         store.close()
 

@@ -71,6 +71,8 @@ class CallRecord:
     finished_at: float | None = None
     artifact: str | None = None
     model_call_id: str | None = None
+    runner: str | None = None
+    """The process running the call (``pid:start``), to tell a live run from a dead one."""
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -44,6 +44,7 @@ SCHEMA = [
         finished_at DOUBLE PRECISION,
         artifact TEXT,
         model_call_id TEXT,
+        runner TEXT,
         PRIMARY KEY (call_id, attempt)
     )""",
     """CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, step, idx, attempt)""",

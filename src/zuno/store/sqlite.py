@@ -29,7 +29,7 @@ __all__ = ["SQLiteStore"]
 _CALL_COLUMNS = (
     "call_id, session_id, step, idx, attempt, tool, arguments, args_hash, effect, replay, "
     "concurrency, status, outcome, block_kind, result, is_error, started_at, finished_at, "
-    "artifact, model_call_id"
+    "artifact, model_call_id, runner"
 )
 
 
@@ -56,6 +56,7 @@ def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
         finished_at=r[17],
         artifact=r[18],
         model_call_id=r[19],
+        runner=r[20],
     )
 
 
@@ -247,7 +248,7 @@ class SQLiteStore:
 
     _CALL_SQL = (
         f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     @staticmethod
@@ -273,6 +274,7 @@ class SQLiteStore:
             call.finished_at,
             call.artifact,
             call.model_call_id,
+            call.runner,
         )
 
     def _insert_call(self, db: sqlite3.Connection, call: CallRecord) -> None:

@@ -1,0 +1,278 @@
+"""Recovery: what the runtime knows about calls whose outcome is unknown.
+
+Everything here is a query over the store, never a reading of transcript
+prose (invariant 9).
+
+- :func:`settle_interrupted` turns rows left ``started`` by a process that is
+  gone into outcomes: ``uncertain`` for a Never call (its effect may have
+  happened; it is never run again), ``error`` for a read-only Safe call.
+- :func:`inspection_block` says why a side-effecting call must wait: after a
+  Never call ended in ``error`` or ``uncertain``, a read-only call has to
+  complete first, so the agent looks at the real state before mutating again.
+- :func:`pending_notice` builds the notice of the next recovery turn: its
+  attempt number and, for each failed or uncertain Never call not yet
+  reported, the call id, tool, a short form of the arguments, the attempt,
+  when it started and why its outcome is unknown. :func:`issue_notice`
+  records that the notice was given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from zuno.store import Store
+from zuno.store.records import iso
+
+__all__ = [
+    "RecoveryItem",
+    "RecoveryNotice",
+    "inspection_block",
+    "issue_notice",
+    "pending_notice",
+    "process_identity",
+    "settle_interrupted",
+]
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS recovery_notices (
+        session_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        call_ids TEXT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (session_id, attempt)
+    )""",
+    """CREATE TABLE IF NOT EXISTS recovery_items (
+        session_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        PRIMARY KEY (session_id, call_id, attempt)
+    )""",
+]
+
+INTERRUPTED = (
+    "The runtime stopped while this call was running (the process was killed or crashed). "
+    "Its effect may or may not have happened; it will not be run again automatically."
+)
+INTERRUPTED_READ_ONLY = (
+    "The runtime stopped while this read-only call was running; nothing was changed."
+)
+
+
+def process_identity() -> str:
+    """This process, told apart from a later one with the same pid."""
+    pid = os.getpid()
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            start = f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        start = "?"
+    return f"{pid}:{start}"
+
+
+def _alive(identity: str | None) -> bool:
+    if not identity or ":" not in identity:
+        return False
+    pid, start = identity.split(":", 1)
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode() == start
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def ensure_schema(store: Store) -> None:
+    """Create the recovery tables (idempotent; once per store)."""
+    if not getattr(store, "_recovery_schema", False):
+        store.ensure_schema(_SCHEMA)
+        store._recovery_schema = True  # type: ignore[attr-defined]
+
+
+def settle_interrupted(store: Store, session_id: str) -> list[str]:
+    """Give an outcome to the calls a dead process left ``started``; returns their ids."""
+    rows = store.query(
+        "SELECT call_id, attempt, replay, effect, runner FROM calls"
+        " WHERE session_id = ? AND status = 'started'",
+        (session_id,),
+    )
+    settled: list[str] = []
+    now = time.time()
+    with store.transaction() as db:
+        for call_id, attempt, replay, effect, runner in rows:
+            if _alive(runner):
+                continue  # another live process is running it right now
+            harmless = replay == "safe" and effect == "read_only"
+            db.execute(
+                "UPDATE calls SET status = 'finished', outcome = ?, result = ?, is_error = 1,"
+                " finished_at = ? WHERE call_id = ? AND attempt = ? AND status = 'started'",
+                (
+                    "error" if harmless else "uncertain",
+                    INTERRUPTED_READ_ONLY if harmless else INTERRUPTED,
+                    now,
+                    call_id,
+                    attempt,
+                ),
+            )
+            db.execute(
+                "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    call_id,
+                    "call.interrupted",
+                    now,
+                    json.dumps(
+                        {"attempt": attempt, "outcome": "error" if harmless else "uncertain"}
+                    ),
+                ),
+            )
+            settled.append(call_id)
+    return settled
+
+
+def inspection_block(store: Store, session_id: str) -> str | None:
+    """Why a side-effecting call must wait for an inspection, or None when it need not."""
+    rows = store.query(
+        "SELECT f.call_id, f.tool, f.outcome, f.finished_at FROM calls f"
+        " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
+        " AND NOT EXISTS (SELECT 1 FROM calls r WHERE r.session_id = f.session_id"
+        "   AND r.effect = 'read_only' AND r.outcome = 'ok' AND r.finished_at > f.finished_at)"
+        " ORDER BY f.finished_at DESC LIMIT 1",
+        (session_id,),
+    )
+    if not rows:
+        return None
+    call_id, tool, outcome, _ = rows[0]
+    what = "may or may not have taken effect" if outcome == "uncertain" else "failed"
+    return (
+        f"the earlier {tool} call {call_id} {what}, and nothing has inspected the real state "
+        "since. Run a read-only call first (read the files it touched, grep, glob, job, or "
+        "bg output) to see what actually happened; then changes are allowed again"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryItem:
+    """One call whose outcome the model must not assume."""
+
+    call_id: str
+    tool: str
+    arguments: str
+    attempt: int
+    started_at: float | None
+    outcome: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "attempt": self.attempt,
+            "started_at": iso(self.started_at),
+            "outcome": self.outcome,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryNotice:
+    """What a recovery turn tells the model, built from rows."""
+
+    session_id: str
+    attempt: int
+    items: tuple[RecoveryItem, ...]
+
+    @property
+    def text(self) -> str:
+        lines = [
+            f"Recovery notice (recovery attempt {self.attempt} of session {self.session_id}).",
+            "These calls did not complete normally. Zuno will not run them again. Do not assume "
+            "what they did: inspect the authoritative state (files, processes, services) with "
+            "read-only calls before you change anything again.",
+        ]
+        for item in self.items:
+            lines.append(
+                f"- call {item.call_id}: {item.tool} {item.arguments} (attempt {item.attempt}, "
+                f"started {iso(item.started_at) or 'never'}): {item.outcome}: {item.reason}"
+            )
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "attempt": self.attempt,
+            "items": [i.as_dict() for i in self.items],
+            "text": self.text,
+        }
+
+
+def _short(arguments: str, limit: int = 120) -> str:
+    text = " ".join(arguments.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _reason(outcome: str, result: str | None) -> str:
+    first = (result or "").strip().splitlines()[0] if (result or "").strip() else ""
+    if outcome == "uncertain":
+        return first or "its effect may or may not have happened"
+    return first or "it failed"
+
+
+def pending_notice(store: Store, session_id: str) -> RecoveryNotice | None:
+    """The notice of the next recovery turn, or None when nothing needs recovering."""
+    ensure_schema(store)
+    rows = store.query(
+        "SELECT c.call_id, c.tool, c.arguments, c.attempt, c.started_at, c.outcome, c.result"
+        " FROM calls c WHERE c.session_id = ? AND c.replay = 'never'"
+        " AND c.outcome IN ('error', 'uncertain')"
+        " AND NOT EXISTS (SELECT 1 FROM recovery_items i WHERE i.session_id = c.session_id"
+        "   AND i.call_id = c.call_id AND i.attempt = c.attempt)"
+        " ORDER BY c.step, c.idx, c.attempt",
+        (session_id,),
+    )
+    if not rows:
+        return None
+    (count,) = store.query(
+        "SELECT COUNT(*) FROM recovery_notices WHERE session_id = ?", (session_id,)
+    )[0]
+    items = tuple(
+        RecoveryItem(r[0], r[1], _short(r[2]), r[3], r[4], r[5], _reason(r[5], r[6])) for r in rows
+    )
+    return RecoveryNotice(session_id, int(count) + 1, items)
+
+
+def issue_notice(store: Store, notice: RecoveryNotice) -> None:
+    """Record that a recovery turn received this notice."""
+    ensure_schema(store)
+    with store.transaction() as db:
+        db.execute(
+            "INSERT INTO recovery_notices (session_id, attempt, created_at, call_ids, text)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                notice.session_id,
+                notice.attempt,
+                time.time(),
+                json.dumps([i.call_id for i in notice.items]),
+                notice.text,
+            ),
+        )
+        for item in notice.items:
+            db.execute(
+                "INSERT OR IGNORE INTO recovery_items (session_id, call_id, attempt)"
+                " VALUES (?, ?, ?)",
+                (notice.session_id, item.call_id, item.attempt),
+            )
+
+
+def last_notice(store: Store, session_id: str) -> str | None:
+    """The text of the last notice given in a session."""
+    ensure_schema(store)
+    rows = store.query(
+        "SELECT text FROM recovery_notices WHERE session_id = ? ORDER BY attempt DESC LIMIT 1",
+        (session_id,),
+    )
+    return rows[0][0] if rows else None
