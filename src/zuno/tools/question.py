@@ -36,6 +36,7 @@ __all__ = [
     "QuestionTool",
     "Questioner",
     "TerminalQuestioner",
+    "parse_answer",
 ]
 
 
