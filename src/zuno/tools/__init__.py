@@ -15,11 +15,14 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     from zuno.tools.background import BgTool, JobTool
     from zuno.tools.council import CouncilTool
     from zuno.tools.edit import EditTool
+    from zuno.tools.memory import MemoryProposeTool
     from zuno.tools.patch import ApplyPatchTool
     from zuno.tools.question import QuestionTool
     from zuno.tools.read import ReadTool
     from zuno.tools.search import GlobTool, GrepTool
     from zuno.tools.shell import ExecuteTool, ShellTool
+    from zuno.tools.skill import SkillTool
+    from zuno.tools.state import state_tools
     from zuno.tools.task import TaskTool
     from zuno.tools.write import WriteTool
 
@@ -38,4 +41,7 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         CouncilTool(),
         EditTool(),
         ExecuteTool(sandbox),
+        SkillTool(),
+        *state_tools(),
+        MemoryProposeTool(),
     ]
