@@ -283,3 +283,32 @@ def test_approvals_and_questions_answered_inline(
         ("write", "blocked", "denied"),
         ("question", "ok", None),
     ]
+
+
+def test_anthropic_model_honours_its_variables(
+    cli: Cli, workspace: Path, model_server: FakeModelServer
+) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    model_server.enqueue(
+        Reply(tool_calls=[("t1", "read", '{"path": "a.txt"}'), ("t2", "read", "{oops")]),
+        Reply(text="It says alpha."),
+    )
+    env = {
+        **cli.env,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": model_server.anthropic_base_url,
+    }
+    proc = cli.run("run", "read a.txt", "--model", "anthropic:fake-claude", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "It says alpha." in proc.stdout
+    assert "read blocked: invalid_arguments" in proc.stderr
+    first = model_server.requests[0]
+    assert first.api == "anthropic" and first.body["model"] == "fake-claude"
+    results = [
+        block
+        for message in model_server.requests[1].body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [b["tool_use_id"] for b in results] == ["t1", "t2"]
