@@ -36,7 +36,15 @@ from zuno.permissions import ApprovalDecision, ApprovalRequest, evaluate, finger
 from zuno.recovery import inspection_block
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
-from zuno.tool import Tool, ToolContext, ToolError, ToolResult, TransientError, UncertainOutcome
+from zuno.tool import (
+    ArgumentsRejected,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    TransientError,
+    UncertainOutcome,
+)
 
 if TYPE_CHECKING:
     from zuno.runtime import Runtime, SessionState
@@ -604,7 +612,9 @@ class Dispatcher:
             )
             await anyio.sleep(delay)
             attempt += 1
-        if result.outcome is not Outcome.OK and call.declaration.replay is Replay.NEVER:
+        if result.outcome in (Outcome.ERROR, Outcome.UNCERTAIN) and (
+            call.declaration.replay is Replay.NEVER
+        ):
             batch.failed = True
         await self._after_hooks(session, call, result)
         return result
@@ -623,7 +633,11 @@ class Dispatcher:
             {"index": call.index, "tool": call.tool.name, "attempt": attempt},
             at=started,
         )
-        rt.store.call_started(record, started_event)
+        # Intent before effect. A read-only call has no effect to precede, so its
+        # started row may ride with its result (one commit instead of two).
+        rt.store.call_started(
+            record, started_event, durable=call.declaration.effect is not Effect.READ_ONLY
+        )
         rt.events.deliver(started_event)
         limits = rt.output_limits
         ctx = ToolContext(
@@ -638,6 +652,7 @@ class Dispatcher:
             extra={"session": session},
         )
         transient = False
+        block_kind: BlockKind | None = None
         try:
             result = await call.tool.run(call.args, ctx)
             outcome = (
@@ -655,6 +670,12 @@ class Dispatcher:
                 uncertain=True,
             )
             outcome = Outcome.UNCERTAIN
+        except ArgumentsRejected as exc:
+            result = ToolResult(
+                f"Blocked (invalid_arguments): {exc}. Nothing was changed.", is_error=True
+            )
+            outcome = Outcome.BLOCKED
+            block_kind = BlockKind.INVALID_ARGUMENTS
         except ToolError as exc:
             transient = isinstance(exc, TransientError)
             result = ToolResult(f"Error: {exc}", is_error=True)
@@ -669,7 +690,10 @@ class Dispatcher:
                 is_error=True,
             )
             outcome = Outcome.ERROR
-        if outcome is not Outcome.OK and call.declaration.replay is Replay.NEVER:
+        if (
+            outcome in (Outcome.ERROR, Outcome.UNCERTAIN)
+            and call.declaration.replay is Replay.NEVER
+        ):
             result.output += _NEVER_FAILED_NOTE
         bounded = bound_text(
             result.output,
@@ -678,8 +702,23 @@ class Dispatcher:
         )
         artifact = str(bounded.artifact or result.artifact or "") or None
         finished = time.time()
+        if block_kind is not None:
+            blocked_event = Event(
+                "dispatch.blocked",
+                session.session_id,
+                call.call_id,
+                {
+                    "index": call.index,
+                    "tool": call.tool.name,
+                    "block_kind": block_kind.value,
+                    "reason": result.output,
+                },
+                at=finished,
+            )
+            rt.events.emit(blocked_event)
         record.status = "finished"
         record.outcome = outcome.value
+        record.block_kind = block_kind.value if block_kind else None
         record.result = bounded.text
         record.is_error = result.is_error or outcome is not Outcome.OK
         record.finished_at = finished
@@ -706,6 +745,7 @@ class Dispatcher:
             outcome,
             bounded.text,
             call.declaration,
+            block_kind,
             attempt=attempt,
             is_error=record.is_error,
             data=result.data,

@@ -10,6 +10,8 @@ stored outcomes::
 
     ToolError            -> outcome "error"   (it ran and failed; the message goes to the model)
       TransientError     -> outcome "error"   (a Safe call may be attempted again after backoff)
+      ArgumentsRejected  -> outcome "blocked: invalid_arguments" (refused before any effect:
+                            a patch whose context is not in the file, an unknown todo id)
     UncertainOutcome     -> outcome "uncertain" (the effect may have happened: timeout, lost reply)
 
 Any other exception is an implementation failure, also stored as ``error``.
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from zuno.config import Config
 
 __all__ = [
+    "ArgumentsRejected",
     "PathOutsideWorkspace",
     "Tool",
     "ToolArgs",
@@ -54,6 +57,10 @@ A = TypeVar("A", bound=ToolArgs)
 
 class ToolError(Exception):
     """The call ran and failed in a way the model should read and act on."""
+
+
+class ArgumentsRejected(ToolError):
+    """The arguments do not fit the current state; the tool refused before changing anything."""
 
 
 class TransientError(ToolError):

@@ -174,7 +174,8 @@ async def test_unknown_todo_id_is_a_clear_error_and_changes_nothing(
         "todo_update",
         {"changes": [{"id": "1", "status": "completed"}, {"id": "9", "status": "completed"}]},
     )
-    assert result.outcome is Outcome.ERROR
+    assert result.outcome is Outcome.BLOCKED
+    assert result.block_kind is BlockKind.INVALID_ARGUMENTS
     assert "unknown todo id(s): 9. Known ids: 1." in result.output
     assert "todo_get" in result.output
     got = await rt.call(s, "todo_get", {})
@@ -186,7 +187,8 @@ async def test_changes_to_an_empty_list_say_so(workspace: Path, tmp_path: Path) 
     result = await rt.call(
         rt.open_session(), "todo_update", {"changes": [{"id": "1", "status": "completed"}]}
     )
-    assert result.outcome is Outcome.ERROR
+    assert result.outcome is Outcome.BLOCKED
+    assert result.block_kind is BlockKind.INVALID_ARGUMENTS
     assert "none (the list is empty)" in result.output
 
 
@@ -216,7 +218,8 @@ async def test_two_in_progress_are_refused(workspace: Path, tmp_path: Path) -> N
             ]
         },
     )
-    assert result.outcome is Outcome.ERROR
+    assert result.outcome is Outcome.BLOCKED
+    assert result.block_kind is BlockKind.INVALID_ARGUMENTS
     assert "at most one todo may be in_progress; these would be: 1, 2" in result.output
     got = await rt.call(s, "todo_get", {})
     assert "empty" in got.output
@@ -249,7 +252,8 @@ async def test_repeated_ids_are_refused(workspace: Path, tmp_path: Path) -> None
         "todo_update",
         {"todos": [{"id": "x", "content": "a"}, {"id": "x", "content": "b"}]},
     )
-    assert result.outcome is Outcome.ERROR
+    assert result.outcome is Outcome.BLOCKED
+    assert result.block_kind is BlockKind.INVALID_ARGUMENTS
     assert "repeated: x" in result.output
 
 
@@ -269,11 +273,9 @@ async def test_goal_fields_update_independently(workspace: Path, tmp_path: Path)
     rt = make_runtime(workspace, tmp_path)
     s = rt.open_session()
     first = await rt.call(s, "goal_update", {"status": "achieved"})
-    assert first.outcome is Outcome.ERROR
+    assert first.outcome is Outcome.BLOCKED and first.block_kind is BlockKind.INVALID_ARGUMENTS
     assert "no goal yet: give an objective" in first.output
-    # A failed update must be followed by an inspection before the next change.
-    blocked = await rt.call(s, "goal_update", {"objective": "fix #12"})
-    assert blocked.block_kind is BlockKind.DENIED
+    # A refusal changed nothing, so no inspection is required before the next change.
     assert "No goal set" in (await rt.call(s, "goal_get", {})).output
     set_ = await rt.call(s, "goal_update", {"objective": "fix #12", "criteria": [" tests pass "]})
     assert set_.outcome is Outcome.OK, set_.output
@@ -336,9 +338,8 @@ def test_whole_list_updates_round_trip(tmp_path: Path, lists: list[list[dict[str
                 result = await rt.call(s, "todo_update", {"todos": todos})
                 busy = sum(t.get("status") == "in_progress" for t in todos)
                 if busy > 1:
-                    assert result.outcome is Outcome.ERROR
-                    # A failed update asks for an inspection before the next one.
-                    await rt.call(s, "todo_get", {})
+                    assert result.outcome is Outcome.BLOCKED
+                    assert result.block_kind is BlockKind.INVALID_ARGUMENTS
                     continue
                 assert result.outcome is Outcome.OK, result.output
                 expected = [

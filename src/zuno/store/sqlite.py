@@ -87,6 +87,10 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
+            # Stores made before a column existed get it added, never rebuilt.
+            have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+            if "runner" not in have:
+                db.execute("ALTER TABLE calls ADD COLUMN runner TEXT")
 
     @property
     def artifacts_root(self) -> Path:
@@ -290,8 +294,18 @@ class SQLiteStore:
             self._defer(self._EVENT_SQL, self._event_params(event))
             self._defer(self._CALL_SQL, self._call_params(call))
 
-    def call_started(self, call: CallRecord, event: Event) -> None:
-        """Intent before effect: the ``started`` row is committed before the call runs."""
+    def call_started(self, call: CallRecord, event: Event, *, durable: bool = True) -> None:
+        """Intent before effect: the ``started`` row is committed before the call runs.
+
+        ``durable=False`` defers the row to the next transaction (the call's own
+        result, at the latest): for read-only calls, which have no effect to
+        precede, this saves a commit per call.
+        """
+        if not durable:
+            with self._lock:
+                self._defer(self._CALL_SQL, self._call_params(call))
+                self._defer(self._EVENT_SQL, self._event_params(event))
+            return
         with self._tx() as db:
             self._insert_call(db, call)
             self._insert_event(db, event)

@@ -28,7 +28,15 @@ from zuno.patch import (
     ascii_punctuation,
     commit_changes,
 )
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, UncertainOutcome
+from zuno.tool import (
+    ArgumentsRejected,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    UncertainOutcome,
+)
 
 __all__ = ["EditArgs", "EditTool"]
 
@@ -93,12 +101,14 @@ class EditTool(Tool[EditArgs]):
 def _plan_edit(path: Path, args: EditArgs) -> _Edit:
     """Compute the edited bytes, refusing anything ambiguous. Writes nothing."""
     if args.old_string == "":
-        raise ToolError(
+        raise ArgumentsRejected(
             "old_string is empty; give the exact text to replace "
             "(to create a file or replace it whole, use the write tool)"
         )
     if args.old_string == args.new_string:
-        raise ToolError("old_string and new_string are identical; there is nothing to change")
+        raise ArgumentsRejected(
+            "old_string and new_string are identical; there is nothing to change"
+        )
     data, mode = _read(path, args.path)
     file = TextFile.decode(data)
     if file.line_eols is None:
@@ -112,11 +122,11 @@ def _plan_edit(path: Path, args: EditArgs) -> _Edit:
         old, new = args.old_string, args.new_string
     starts = _occurrences(text, old)
     if not starts:
-        raise ToolError(_not_found(text, old, args.path))
+        raise ArgumentsRejected(_not_found(text, old, args.path))
     if len(starts) > 1 and not args.replace_all:
         lines = ", ".join(str(_line_of(text, s)) for s in starts[:_SHOWN_LINES])
         more = " and more" if len(starts) > _SHOWN_LINES else ""
-        raise ToolError(
+        raise ArgumentsRejected(
             f"old_string occurs {len(starts)} times in {args.path} (lines {lines}{more}); "
             "include more surrounding lines to make it unique, or set replace_all to true"
         )
@@ -140,19 +150,21 @@ def _read(path: Path, shown: str) -> tuple[bytes, int]:
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise ToolError(f"{shown}: no such file; to create a file use the write tool") from None
+        raise ArgumentsRejected(
+            f"{shown}: no such file; to create a file use the write tool"
+        ) from None
     except OSError as error:
-        raise ToolError(f"{shown}: cannot read: {error.strerror or error}") from error
+        raise ArgumentsRejected(f"{shown}: cannot read: {error.strerror or error}") from error
     if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{shown} is a folder; edit changes files")
+        raise ArgumentsRejected(f"{shown} is a folder; edit changes files")
     if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{shown} is not a regular file")
+        raise ArgumentsRejected(f"{shown} is not a regular file")
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise ToolError(f"{shown}: cannot read: {error.strerror or error}") from error
+        raise ArgumentsRejected(f"{shown}: cannot read: {error.strerror or error}") from error
     if b"\x00" in data:
-        raise ToolError(f"{shown} is a binary file; edit changes text files")
+        raise ArgumentsRejected(f"{shown} is a binary file; edit changes text files")
     return data, stat.S_IMODE(info.st_mode)
 
 

@@ -32,7 +32,15 @@ from zuno.patch import (
     parse_patch,
     plan_patch,
 )
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, UncertainOutcome
+from zuno.tool import (
+    ArgumentsRejected,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    UncertainOutcome,
+)
 
 __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
@@ -136,7 +144,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
                 raise UncertainOutcome(f"apply_patch: {error}") from error
             raise ToolError(f"apply_patch: {error}") from error
         except PatchError as error:
-            raise ToolError(f"apply_patch: {error}; no file was changed") from error
+            raise ArgumentsRejected(f"apply_patch: {error}; no file was changed") from error
         return ToolResult(plan.output, data={"changes": _changes(plan)})
 
 

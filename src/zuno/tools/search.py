@@ -26,6 +26,7 @@ from zuno.ripgrep import (
     SearchResult,
     count_matches,
     files_with_matches,
+    find_ripgrep,
     list_files,
     search_lines,
 )
@@ -158,6 +159,10 @@ class GlobTool(Tool[GlobArgs]):
         """The searched directory; the workspace (``.``) when no path was given."""
         return super().rule_subject(args, workspace) if args.path is not None else "."
 
+    def startup_check(self) -> None:
+        """A missing or too old rg is a startup error, never a slower fallback."""
+        find_ripgrep()
+
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         """List the files matching the pattern, bounded by ``limit``."""
         root = _existing(args.path, ctx)
@@ -208,6 +213,10 @@ class GrepTool(Tool[GrepArgs]):
     def rule_subject(self, args: GrepArgs, workspace: Path) -> str | None:
         """The searched path; the workspace (``.``) when no path was given."""
         return super().rule_subject(args, workspace) if args.path is not None else "."
+
+    def startup_check(self) -> None:
+        """A missing or too old rg is a startup error, never a slower fallback."""
+        find_ripgrep()
 
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         """Search, then render the answer in the requested output mode."""

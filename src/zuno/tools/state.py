@@ -26,7 +26,7 @@ from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.store import Store
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = [
     "MAX_CRITERIA",
@@ -101,7 +101,7 @@ STATE_SCHEMA = (
 """The tables of the work state (one row or list per session)."""
 
 
-class WorkStateError(ToolError):
+class WorkStateError(ArgumentsRejected):
     """An update that does not fit the stored state (an unknown todo id)."""
 
 
