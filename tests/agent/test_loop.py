@@ -304,3 +304,30 @@ def _request(tool: str, arguments: str, model_call_id: str) -> Any:
     from zuno.dispatch import CallRequest
 
     return CallRequest(tool, json.loads(arguments), model_call_id)
+
+
+async def test_a_continued_session_gets_the_recovery_notice_once(
+    workspace: Path, model_server: FakeModelServer
+) -> None:
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "write", '{"path": "../outside.txt", "content": "x"}')]),
+        Reply(text="That failed."),
+        Reply(text="Noted."),
+        Reply(text="Still noted."),
+    )
+    rt = make_runtime(workspace, model_server)
+    first = await run_turn(rt, "write outside")
+    (row,) = rt.store.calls(first.session_id)
+    assert (row.outcome, row.replay) == ("error", "never")
+    await run_turn(rt, "go on", session_id=first.session_id)
+    sent = model_server.requests[2].body["messages"]
+    notice = sent[-2]
+    assert notice["role"] == "user" and notice["content"].startswith("Recovery notice")
+    assert row.call_id in notice["content"]
+    assert sent[-1] == {"role": "user", "content": "go on"}
+    await run_turn(rt, "and again", session_id=first.session_id)
+    later = model_server.requests[3].body["messages"]
+    assert (
+        sum(m["content"].startswith("Recovery notice") for m in later if m["role"] == "user") == 1
+    )
+    rt.close()

@@ -17,6 +17,10 @@ between) is settled on load from the ``calls`` rows, never from prose: a
 finished row gives its stored result, a ``started`` row is an uncertain
 outcome, and no row means the call never reached the dispatcher.
 
+A continued session (one that already has a conversation) first receives the
+recovery notice of :mod:`zuno.recovery`, when there is one: the Never calls
+that failed or ended uncertain and were not yet reported, built from rows.
+
 A provider failure ends the turn with its message; nothing is lost and the
 session can be resumed. The loop itself never repeats a tool call.
 """
@@ -273,6 +277,8 @@ class AgentLoop:
         """
         history = self.history()
         previous_steps = sum(1 for m in history if isinstance(m, AssistantMessage))
+        if history:
+            self._recovery_notice(history)
         if prompt is not None:
             self._append(history, UserMessage(text=prompt))
         self._emit(
@@ -311,6 +317,16 @@ class AgentLoop:
             "was reached while the model was still calling tools"
         )
         return self._finish(TurnStatus.STEP_LIMIT, last_text, steps, message)
+
+    def _recovery_notice(self, history: list[Message]) -> None:
+        """A continued session first hears of its failed or uncertain Never calls, from SQL."""
+        from zuno.recovery import issue_notice, pending_notice
+
+        notice = pending_notice(self.runtime.store, self.session.session_id)
+        if notice is None:
+            return
+        self._append(history, UserMessage(text=notice.text), recovery_attempt=notice.attempt)
+        issue_notice(self.runtime.store, notice)
 
     def _emit_reply(self, number: int, reply: ModelReply) -> None:
         self._emit(
