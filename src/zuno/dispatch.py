@@ -32,7 +32,13 @@ from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outco
 from zuno.events import Event
 from zuno.hooks import HookCall
 from zuno.output import bound_text
-from zuno.permissions import ApprovalDecision, ApprovalRequest, evaluate, fingerprint
+from zuno.permissions import (
+    ApprovalDecision,
+    ApprovalRequest,
+    canonical_json,
+    evaluate,
+    fingerprint_of,
+)
 from zuno.recovery import inspection_block
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
@@ -280,7 +286,7 @@ class Dispatcher:
                 BlockKind.INVALID_ARGUMENTS, f"these arguments cannot be classified: {exc}"
             ) from exc
         normalized = args.model_dump(mode="json", exclude_none=True)
-        digest = fingerprint(tool.name, normalized)
+        canonical = canonical_json(normalized)
         admitted = _Admitted(
             index,
             call_id,
@@ -288,8 +294,8 @@ class Dispatcher:
             tool,
             args,
             declaration,
-            json.dumps(normalized, sort_keys=True, ensure_ascii=False),
-            digest,
+            canonical,
+            fingerprint_of(tool.name, canonical),
             normalized,
         )
         await self._check_session_rules(session, admitted)

@@ -40,10 +40,12 @@ __all__ = [
     "DenyAll",
     "TerminalApprover",
     "Verdict",
+    "canonical_json",
     "default_approver",
     "effective_permissions",
     "evaluate",
     "fingerprint",
+    "fingerprint_of",
     "rule_matches",
 ]
 
@@ -54,10 +56,19 @@ MatchKind = Literal["path", "prefix", "glob"]
 _SHELL_SPLIT = re.compile(r"\|\||&&|;|\||&|\n|`|\$\(|>|<")
 
 
+def canonical_json(arguments: dict[str, Any]) -> str:
+    """Normalized arguments as one canonical text (sorted keys, no spaces)."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint_of(tool: str, canonical: str) -> str:
+    """A digest of one exact call from its canonical arguments."""
+    return hashlib.sha256(f"{tool}\0{canonical}".encode()).hexdigest()
+
+
 def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
     """A digest of one exact call: the tool and its normalized arguments."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{tool}\0{canonical}".encode()).hexdigest()
+    return fingerprint_of(tool, canonical_json(arguments))
 
 
 @lru_cache(maxsize=512)
