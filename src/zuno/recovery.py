@@ -80,7 +80,9 @@ def _alive(identity: str | None) -> bool:
     pid, start = identity.split(":", 1)
     try:
         with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode() == start
+            fields = f.read().rsplit(b")", 1)[1].split()
+        # A zombie (killed, not yet reaped by its parent) still has its /proc entry: it is dead.
+        return fields[19].decode() == start and fields[0] not in (b"Z", b"X")
     except (OSError, IndexError, ValueError):
         return False
 
