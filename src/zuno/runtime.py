@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,6 +29,10 @@ from zuno.recovery import process_identity, settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.store import Store, open_store
 from zuno.tool import Tool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from zuno.agent.loop import ProviderFactory
+    from zuno.tools.question import Questioner
 
 __all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
 
@@ -112,6 +116,10 @@ class Runtime:
         self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
         """Bounds the child agents (task, council members) running at once."""
         self.jobs = JobLane(self.store, self.store.artifacts_root / "jobs")
+        self.questioner: Questioner | None = None
+        """Who answers the question tool (a terminal, a program); None: no one."""
+        self.provider_factory: ProviderFactory | None = None
+        """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
         self.identity = process_identity()
         """This process, written on every call row it runs (``pid:start``)."""
 

@@ -331,3 +331,20 @@ async def test_a_continued_session_gets_the_recovery_notice_once(
         sum(m["content"].startswith("Recovery notice") for m in later if m["role"] == "user") == 1
     )
     rt.close()
+
+
+async def test_accepted_memories_reach_the_system_prompt(
+    workspace: Path, model_server: FakeModelServer
+) -> None:
+    from zuno.memory import decide_memory, propose_memory
+
+    model_server.enqueue(Reply(text="Noted."))
+    rt = make_runtime(workspace, model_server, memory={"enabled": True})
+    accepted, _ = propose_memory(rt.store, "Tests run with make check.", "workspace", workspace)
+    decide_memory(rt.store, accepted.memory_id, "accepted")
+    rejected, _ = propose_memory(rt.store, "Use tabs.", "workspace", workspace)
+    decide_memory(rt.store, rejected.memory_id, "rejected")
+    await run_turn(rt, "hello")
+    system = model_server.requests[0].body["messages"][0]["content"]
+    assert "Tests run with make check." in system and "Use tabs." not in system
+    rt.close()

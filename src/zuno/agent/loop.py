@@ -47,6 +47,7 @@ from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, m
 from zuno.config import AgentSettings, Config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
+from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
 
@@ -215,6 +216,9 @@ class AgentLoop:
             tools=session.surface.names,
             depth=session.depth,
             body=system,
+            memories=accepted_memories_text(runtime.store, runtime.workspace)
+            if runtime.config.memory.enabled
+            else "",
         )
         self._specs = tool_specs(session.surface)
 

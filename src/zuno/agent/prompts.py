@@ -102,6 +102,7 @@ def system_prompt(
     tools: Sequence[str],
     depth: int = 0,
     body: str | None = None,
+    memories: str = "",
 ) -> str:
     """The whole system prompt of one agent in one session.
 
@@ -112,6 +113,7 @@ def system_prompt(
         tools: The names of the tools active in the session.
         depth: 0 for the agent the user runs, 1 and more for delegated agents.
         body: Replaces the agent's own body (council members, the synthesis).
+        memories: Accepted memories for this workspace and user (may be empty).
 
     Returns:
         The body followed by the facts of the session.
@@ -135,4 +137,7 @@ def system_prompt(
             "You were delegated this objective by another agent. Your final answer "
             "is handed back to it as the result: make it complete and self-contained."
         )
-    return body + "\n\n" + "\n".join(facts)
+    text = body + "\n\n" + "\n".join(facts)
+    if memories:
+        text += "\n\nMemories a person accepted for this workspace and user:\n" + memories
+    return text

@@ -280,6 +280,10 @@ def show(
         calls = store.calls(record.session_id)
         children = store.child_sessions(record.session_id)
         notice = pending_notice(store, record.session_id)
+        conversation = [
+            {"role": role, "text": body.get("text") or body.get("content") or ""}
+            for role, body in store.messages(record.session_id)
+        ]
         if json_:
             _print_json(
                 {
@@ -287,12 +291,17 @@ def show(
                     "calls": [c.as_dict() for c in calls],
                     "events": [e.as_dict() for e in store.events(record.session_id)],
                     "children": [c.session_id for c in children],
+                    "messages": conversation,
                     "recovery": notice.as_dict() if notice else None,
                     "last_recovery_notice": last_notice(store, record.session_id),
                 }
             )
         else:
             print_transcript(out, record, calls, children)
+            answers = [m["text"] for m in conversation if m["role"] == "assistant" and m["text"]]
+            if answers:
+                out.print("\n[bold]final answer:[/]", markup=True)
+                out.print(answers[-1], markup=False)
             if notice is not None:
                 out.print()
                 out.print(notice.text, markup=False, style="magenta")
