@@ -26,6 +26,7 @@ from typing import IO, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from zuno.owner import identity_alive, process_identity
 from zuno.store import Store
 
 __all__ = ["JobEnd", "JobIO", "JobLane", "JobRecord", "JobState", "JobsUnavailable"]
@@ -158,20 +159,6 @@ class JobIO:
 JobBody = Callable[[JobIO], Awaitable[JobEnd]]
 
 
-def _process_start(pid: int) -> str:
-    """The start time of a process, to tell it from a later one with the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return fields[19].decode()
-    except (OSError, IndexError):
-        return ""
-
-
-def _alive(pid: int, start: str) -> bool:
-    return bool(start) and _process_start(pid) == start
-
-
 class JobLane:
     """Starts, tracks, waits for and cancels background jobs."""
 
@@ -182,7 +169,7 @@ class JobLane:
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._done: dict[str, anyio.Event] = {}
         self._me = os.getpid()
-        self._my_start = _process_start(self._me)
+        self._my_start = process_identity().split(":", 1)[1]
         store.ensure_schema(_SCHEMA)
         self.mark_lost()
 
@@ -218,7 +205,7 @@ class JobLane:
         for job in self.list(state=JobState.RUNNING):
             if job.owner_pid == self._me and job.owner_start == self._my_start:
                 continue
-            if not _alive(job.owner_pid, job.owner_start):
+            if not identity_alive(f"{job.owner_pid}:{job.owner_start}"):
                 lost.append(job.job_id)
         if lost:
             with self.store.transaction() as db:

@@ -19,11 +19,11 @@ prose (invariant 9).
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from zuno.owner import identity_alive
 from zuno.store import Store
 from zuno.store.records import iso
 
@@ -33,7 +33,6 @@ __all__ = [
     "inspection_block",
     "issue_notice",
     "pending_notice",
-    "process_identity",
     "settle_interrupted",
 ]
 
@@ -63,30 +62,6 @@ INTERRUPTED_READ_ONLY = (
 )
 
 
-def process_identity() -> str:
-    """This process, told apart from a later one with the same pid."""
-    pid = os.getpid()
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            start = f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        start = "?"
-    return f"{pid}:{start}"
-
-
-def _alive(identity: str | None) -> bool:
-    if not identity or ":" not in identity:
-        return False
-    pid, start = identity.split(":", 1)
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        # A zombie (killed, not yet reaped by its parent) still has its /proc entry: it is dead.
-        return fields[19].decode() == start and fields[0] not in (b"Z", b"X")
-    except (OSError, IndexError, ValueError):
-        return False
-
-
 def ensure_schema(store: Store) -> None:
     """Create the recovery tables (idempotent; once per store)."""
     if not getattr(store, "_recovery_schema", False):
@@ -105,7 +80,7 @@ def settle_interrupted(store: Store, session_id: str) -> list[str]:
     now = time.time()
     with store.transaction() as db:
         for call_id, attempt, replay, effect, runner in rows:
-            if _alive(runner):
+            if identity_alive(runner):
                 continue  # another live process is running it right now
             harmless = replay == "safe" and effect == "read_only"
             db.execute(

@@ -24,8 +24,9 @@ from zuno.events import EventBus
 from zuno.hooks import Hooks, PythonHook
 from zuno.jobs import JobLane
 from zuno.output import ArtifactStore, OutputLimits
+from zuno.owner import process_identity
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
-from zuno.recovery import process_identity, settle_interrupted
+from zuno.recovery import settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.store import Store, open_store
 from zuno.tool import Tool, ToolContext, ToolResult
