@@ -71,8 +71,8 @@ class UncertainOutcome(Exception):
     """The call's effect may or may not have happened; it must never be re-run."""
 
 
-class PathOutsideWorkspace(ToolError):
-    """A path that resolves outside the workspace where that is not allowed."""
+class PathOutsideWorkspace(ArgumentsRejected):
+    """A path that resolves outside the workspace where that is not allowed (nothing ran)."""
 
 
 @dataclass(slots=True)

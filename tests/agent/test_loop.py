@@ -310,26 +310,26 @@ async def test_a_continued_session_gets_the_recovery_notice_once(
     workspace: Path, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue(
-        Reply(tool_calls=[("c1", "write", '{"path": "../outside.txt", "content": "x"}')]),
+        Reply(tool_calls=[("c1", "shell", '{"command": "exit 3"}')]),
         Reply(text="That failed."),
         Reply(text="Noted."),
-        Reply(text="Still noted."),
     )
     rt = make_runtime(workspace, model_server)
-    first = await run_turn(rt, "write outside")
+    first = await run_turn(rt, "run it")
     (row,) = rt.store.calls(first.session_id)
     assert (row.outcome, row.replay) == ("error", "never")
-    await run_turn(rt, "go on", session_id=first.session_id)
-    sent = model_server.requests[2].body["messages"]
-    notice = sent[-2]
+    # The step after the failure is the recovery turn: its notice comes from SQL.
+    sent = model_server.requests[1].body["messages"]
+    notice = sent[-1]
     assert notice["role"] == "user" and notice["content"].startswith("Recovery notice")
     assert row.call_id in notice["content"]
-    assert sent[-1] == {"role": "user", "content": "go on"}
-    await run_turn(rt, "and again", session_id=first.session_id)
-    later = model_server.requests[3].body["messages"]
+    # Continuing the session does not repeat a notice already given.
+    await run_turn(rt, "go on", session_id=first.session_id)
+    later = model_server.requests[2].body["messages"]
     assert (
         sum(m["content"].startswith("Recovery notice") for m in later if m["role"] == "user") == 1
     )
+    assert later[-1] == {"role": "user", "content": "go on"}
     rt.close()
 
 
@@ -347,4 +347,24 @@ async def test_accepted_memories_reach_the_system_prompt(
     await run_turn(rt, "hello")
     system = model_server.requests[0].body["messages"][0]["content"]
     assert "Tests run with make check." in system and "Use tabs." not in system
+    rt.close()
+
+
+async def test_a_failed_side_effect_makes_the_next_step_a_recovery_turn(
+    workspace: Path, model_server: FakeModelServer
+) -> None:
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "shell", '{"command": "echo hi >> log.txt; exit 3"}')]),
+        Reply(text="I will inspect first."),
+    )
+    rt = make_runtime(workspace, model_server)
+    outcome = await run_turn(rt, "do it")
+    (call,) = rt.store.calls(outcome.session_id)
+    assert call.outcome == "error"
+    second = json.dumps(model_server.requests[1].body)
+    assert "Recovery notice (recovery attempt 1" in second and call.call_id in second
+    # The notice was given once and recorded; resuming does not repeat it.
+    from zuno.recovery import pending_notice
+
+    assert pending_notice(rt.store, outcome.session_id) is None
     rt.close()

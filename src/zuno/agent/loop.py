@@ -315,6 +315,8 @@ class AgentLoop:
                 [CallRequest(c.name, c.arguments, c.id) for c in reply.tool_calls],
             )
             self._append_results(history, reply, results)
+            # A failed or uncertain Never call makes the next step a recovery turn.
+            self._recovery_notice(history)
         message = (
             f"stopped after {self.max_steps} model steps: the step limit of agent "
             f"{self.session.agent_name!r} (max_steps in zuno.json, default {DEFAULT_MAX_STEPS}) "
