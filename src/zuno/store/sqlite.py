@@ -71,6 +71,8 @@ class SQLiteStore:
         # call, which changed nothing): they ride in the next transaction, in order.
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
         self._last_step: dict[str, int] = {}
+        # Deferred started rows by (call_id, attempt): their index in _pending.
+        self._deferred_calls: dict[tuple[str, int], int] = {}
         self._db = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=30.0
         )
@@ -106,6 +108,7 @@ class SQLiteStore:
     def _tx(self) -> Generator[sqlite3.Connection]:
         with self._lock:
             pending, self._pending = self._pending, []
+            self._deferred_calls.clear()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for sql, params in pending:
@@ -303,6 +306,7 @@ class SQLiteStore:
         """
         if not durable:
             with self._lock:
+                self._deferred_calls[(call.call_id, call.attempt)] = len(self._pending)
                 self._defer(self._CALL_SQL, self._call_params(call))
                 self._defer(self._EVENT_SQL, self._event_params(event))
             return
@@ -312,6 +316,15 @@ class SQLiteStore:
 
     def call_finished(self, call: CallRecord, event: Event) -> None:
         """The result of an attempt, committed as soon as it is known."""
+        with self._lock:
+            slot = self._deferred_calls.pop((call.call_id, call.attempt), None)
+            if slot is not None and slot < len(self._pending):
+                # Its started row is still waiting: write the finished row in its
+                # place, one insert instead of an insert and an update.
+                self._pending[slot] = (self._CALL_SQL, self._call_params(call))
+                with self._tx() as db:
+                    self._insert_event(db, event)
+                return
         with self._tx() as db:
             db.execute(
                 "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?, result = ?,"
