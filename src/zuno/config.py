@@ -18,6 +18,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zuno.agent.providers import ProviderSettings
+from zuno.mcp.settings import McpSettings
 from zuno.sandbox.settings import SandboxSettings
 
 __all__ = [
@@ -158,6 +159,8 @@ class Config(_Section):
     council: CouncilSettings | None = None
     sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
     providers: dict[str, ProviderSettings] = Field(default_factory=lambda: {})
+    mcp: McpSettings = Field(default_factory=lambda: McpSettings())
+    """MCP servers whose tools join the registry (see :mod:`zuno.mcp.settings`)."""
     sources: list[str] = Field(default_factory=lambda: [], exclude=True)
     """The files this configuration was read from (not a key of the file)."""
 

@@ -1,0 +1,54 @@
+"""MCP in both directions.
+
+- :mod:`zuno.mcp.client`: the configured servers' tools join the registry as
+  ``mcp__<server>__<tool>``, failing closed (SideEffecting / Never / Exclusive)
+  unless declared in ``zuno.json`` or annotated read-only by a trusted server.
+- :mod:`zuno.mcp.server`: Zuno's active surface served over MCP (stdio or
+  streamable HTTP), every call through the dispatcher.
+
+Only the settings are imported eagerly: :mod:`zuno.config` needs them, and the
+client and server need :mod:`zuno.config`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from zuno.mcp.settings import McpServerSettings, McpSettings, McpToolDeclaration
+
+if TYPE_CHECKING:
+    from zuno.mcp.client import McpConnection, McpServerError, McpServers, connect_mcp_servers
+    from zuno.mcp.remote import DeclarationChoice, McpResourceTool, McpTool, choose_declaration
+
+__all__ = [
+    "DeclarationChoice",
+    "McpConnection",
+    "McpResourceTool",
+    "McpServerError",
+    "McpServerSettings",
+    "McpServers",
+    "McpSettings",
+    "McpTool",
+    "McpToolDeclaration",
+    "choose_declaration",
+    "connect_mcp_servers",
+]
+
+_LAZY = {
+    "McpConnection": "zuno.mcp.client",
+    "McpServerError": "zuno.mcp.client",
+    "McpServers": "zuno.mcp.client",
+    "connect_mcp_servers": "zuno.mcp.client",
+    "DeclarationChoice": "zuno.mcp.remote",
+    "McpResourceTool": "zuno.mcp.remote",
+    "McpTool": "zuno.mcp.remote",
+    "choose_declaration": "zuno.mcp.remote",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zuno.mcp' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
