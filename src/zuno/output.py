@@ -91,11 +91,37 @@ class BoundedOutput:
 
     Memory held is about twice ``max_bytes`` whatever the stream's size. Invalid
     UTF-8 is replaced, never fatal.
+
+    With ``artifact_max_bytes``, the artifact keeps only the first and the last
+    part of a longer stream (half the cap each), with a marker saying how much
+    of the middle was dropped, so a command printing without end cannot fill
+    the disk. Until the stream passes the cap the artifact grows as usual; past
+    it, the last part is kept in a ring inside the file's second half and put
+    back in order by :meth:`finish`.
     """
 
-    def __init__(self, limits: OutputLimits, artifact_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        limits: OutputLimits,
+        artifact_path: Path | None = None,
+        artifact_max_bytes: int | None = None,
+    ) -> None:
+        """Start an empty stream.
+
+        Args:
+            limits: What the model may see.
+            artifact_path: Where to save the stream; None keeps no artifact.
+            artifact_max_bytes: The most the artifact may hold (at least 2);
+                None for no cap.
+
+        Raises:
+            ValueError: artifact_max_bytes is under 2.
+        """
+        if artifact_max_bytes is not None and artifact_max_bytes < 2:
+            raise ValueError(f"artifact_max_bytes must be at least 2, got {artifact_max_bytes}")
         self._limits = limits
         self._artifact_path = artifact_path
+        self._artifact_max = artifact_max_bytes
         self._sink: IO[bytes] | None = None
         self._head = bytearray()
         self._head_full = False
@@ -118,7 +144,10 @@ class BoundedOutput:
         if not data:
             return
         if self._sink is not None:
-            self._sink.write(data)
+            if self._artifact_max is None or self._total_bytes + len(data) <= self._artifact_max:
+                self._sink.write(data)
+            else:
+                self._write_capped(self._sink, data, self._artifact_max)
         self._total_bytes += len(data)
         self._newlines += data.count(b"\n")
         self._last_byte_newline = data.endswith(b"\n")
@@ -140,11 +169,59 @@ class BoundedOutput:
         if len(self._tail) > 4 * keep:
             del self._tail[: len(self._tail) - keep]
 
+    def _write_capped(self, sink: IO[bytes], data: bytes, cap: int) -> None:
+        """Write a chunk reaching past the cap: what fits goes on, the rest into the ring.
+
+        Stream position p at or past ``head`` lives at file offset
+        ``head + (p - head) % tail``, which for p below the cap is p itself.
+        """
+        head, tail = cap - cap // 2, cap // 2
+        view = memoryview(data)
+        fitting = max(0, cap - self._total_bytes)
+        if fitting:
+            sink.write(view[:fitting])
+        sink.flush()
+        if not tail:
+            return
+        # Only the last `tail` bytes of the chunk can survive in the ring.
+        start = max(fitting, len(data) - tail)
+        position = self._total_bytes + start
+        fd = sink.fileno()
+        while start < len(data):
+            slot = (position - head) % tail
+            n = min(len(data) - start, tail - slot)
+            os.pwrite(fd, view[start : start + n], head + slot)
+            start += n
+            position += n
+
+    def _assemble_capped(self, label: str) -> None:
+        """Rewrite a capped artifact as first part, marker, last part in order."""
+        cap = self._artifact_max
+        path = self._artifact_path
+        if cap is None or path is None or self._total_bytes <= cap:
+            return
+        head, tail = cap - cap // 2, cap // 2
+        oldest = (self._total_bytes - head) % tail if tail else 0
+        dropped = self._total_bytes - cap
+        marker = (
+            f"\n[... {format_size(dropped)} ({dropped} bytes) dropped from the middle of this "
+            f"{label} by the artifact cap; the first {format_size(head)} and the last "
+            f"{format_size(tail)} are kept ...]\n"
+        )
+        part = path.with_name(path.name + ".part")
+        with open(path, "rb") as src, open(part, "wb") as dst:
+            _copy_range(src.fileno(), dst, 0, head)
+            dst.write(marker.encode())
+            _copy_range(src.fileno(), dst, head + oldest, tail - oldest)
+            _copy_range(src.fileno(), dst, head, oldest)
+        os.replace(part, path)
+
     def finish(self, label: str = "output") -> BoundedText:
         """Close the artifact and return the model-visible text."""
         if self._sink is not None:
             self._sink.close()
             self._sink = None
+            self._assemble_capped(label)
         total_lines = self._newlines + (0 if self._last_byte_newline else 1)
         fits = self._total_bytes <= self._limits.max_bytes and total_lines <= self._limits.max_lines
         if fits:
@@ -173,12 +250,21 @@ class BoundedOutput:
         omitted_bytes = max(0, self._total_bytes - len(head) - len(tail))
         shown_lines = head.count(b"\n") + _count_lines(tail, tail.endswith(b"\n"))
         omitted_lines = max(0, total_lines - shown_lines)
-        where = (
-            f"the full {label} ({format_size(self._total_bytes)}, {total_lines} lines) is saved at "
-            f"{self._artifact_path}; open it with the read tool (path, offset, limit)"
-            if self._artifact_path is not None
-            else "the full output was not kept"
-        )
+        size = f"{format_size(self._total_bytes)}, {total_lines} lines"
+        cap = self._artifact_max
+        if self._artifact_path is None:
+            where = "the full output was not kept"
+        elif cap is not None and self._total_bytes > cap:
+            where = (
+                f"the first {format_size(cap - cap // 2)} and the last {format_size(cap // 2)} of "
+                f"the {label} ({size}) are saved at {self._artifact_path}, the middle was dropped; "
+                "open it with the read tool (path, offset, limit)"
+            )
+        else:
+            where = (
+                f"the full {label} ({size}) is saved at {self._artifact_path}; "
+                "open it with the read tool (path, offset, limit)"
+            )
         marker = (
             f"\n[... {omitted_lines} lines ({format_size(omitted_bytes)}) omitted; {where} ...]\n"
         )
@@ -198,6 +284,17 @@ class BoundedOutput:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._artifact_path)
             self._artifact_path = None
+
+
+def _copy_range(src: int, dst: IO[bytes], offset: int, count: int) -> None:
+    """Copy count bytes of file descriptor src from offset to dst, 1 MiB at a time."""
+    while count > 0:
+        chunk = os.pread(src, min(count, 1 << 20), offset)
+        if not chunk:
+            return
+        dst.write(chunk)
+        offset += len(chunk)
+        count -= len(chunk)
 
 
 def _nth_newline(data: bytes, n: int) -> int | None:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import random
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
 
 from zuno.declarations import Concurrency, Effect, Replay
-from zuno.output import ArtifactStore, OutputLimits
+from zuno.output import ArtifactStore, BoundedOutput, OutputLimits
 from zuno.sandbox import SandboxPolicy, SandboxSettings
 from zuno.tool import PathOutsideWorkspace, ToolContext, ToolError, ToolResult
 from zuno.tools.shell import ExecuteArgs, ExecuteTool, ShellArgs, ShellTool
@@ -40,7 +42,10 @@ def _ctx(
     settings: SandboxSettings | None = None,
     limits: OutputLimits | None = None,
     services: Any = None,
+    config: Any = None,
 ) -> ToolContext:
+    if config is None and settings is not None:
+        config = _Config(settings)
     return ToolContext(
         workspace=workspace,
         session_id="s1",
@@ -48,7 +53,7 @@ def _ctx(
         attempt=1,
         limits=limits or OutputLimits(),
         artifacts=ArtifactStore(workspace.parent / "artifacts"),
-        config=None if settings is None else _Config(settings),  # type: ignore[arg-type]
+        config=config,  # type: ignore[arg-type]
         services=services,
     )
 
@@ -210,6 +215,53 @@ async def test_large_output_is_bounded_with_the_full_text_in_an_artifact(
     assert _read(stdout_artifact) == expected
     assert len(_read(Path(result.data["stderr_artifact"]))) == 300000 + 1 + 16
     assert str(stdout_artifact) in result.output
+
+
+@pytest.mark.anyio
+async def test_a_capped_artifact_keeps_the_first_and_last_parts(workspace: Path) -> None:
+    cap = 64 * 1024
+    config = SimpleNamespace(tool_output=SimpleNamespace(artifact_max_bytes=cap))
+    command = "seq 1 300000; seq 1 100000 >&2; echo LAST-ERROR-LINE >&2"
+    result = await _shell(workspace, command, config=config)
+    assert "the middle was dropped" in result.output
+    assert result.output.endswith("LAST-ERROR-LINE\n[exit code 0]")
+    assert result.data is not None
+    expected = b"".join(f"{i}\n".encode() for i in range(1, 300001))
+    assert result.data["stdout_bytes"] == len(expected)
+    saved = _read(Path(result.data["stdout_artifact"]))
+    first, marker, last = saved[: cap // 2], saved[cap // 2 : -cap // 2], saved[-cap // 2 :]
+    assert first == expected[: cap // 2]
+    assert last == expected[-cap // 2 :]
+    dropped = len(expected) - cap
+    assert f"({dropped} bytes) dropped from the middle of this stdout".encode() in marker
+    assert _read(Path(result.data["stderr_artifact"])).endswith(b"\n100000\nLAST-ERROR-LINE\n")
+
+
+@pytest.mark.parametrize("cap", [2, 3, 1000, 4097])
+def test_a_capped_artifact_is_exact_whatever_the_chunking(tmp_path: Path, cap: int) -> None:
+    rng = random.Random(cap)
+    path = tmp_path / "out.txt"
+    for total in (cap, cap + 1, 7 * cap + 5, 40 * cap):
+        stream = rng.randbytes(total)
+        bounded = BoundedOutput(OutputLimits(max_bytes=1, max_lines=1), path, cap)
+        fed = 0
+        while fed < total:
+            step = rng.randint(1, 3 * cap)
+            bounded.feed(stream[fed : fed + step])
+            fed += step
+        bounded.finish()
+        saved = path.read_bytes()
+        if total <= cap:
+            assert saved == stream
+        else:
+            assert saved[: cap - cap // 2] == stream[: cap - cap // 2]
+            assert saved[len(saved) - cap // 2 :] == stream[total - cap // 2 :]
+            assert f"({total - cap} bytes) dropped".encode() in saved
+
+
+def test_an_artifact_cap_under_two_bytes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        BoundedOutput(OutputLimits(), tmp_path / "out.txt", 1)
 
 
 @pytest.mark.anyio

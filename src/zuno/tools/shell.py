@@ -67,6 +67,17 @@ def sandbox_settings(ctx: ToolContext, fallback: SandboxSettings | None = None) 
     return fallback or SandboxSettings()
 
 
+def _artifact_cap(ctx: ToolContext) -> int | None:
+    """The most one stream's artifact may hold (``tool_output.artifact_max_bytes``), or None.
+
+    Without a cap a command printing without end fills the disk until its deadline;
+    with one, the artifact keeps the stream's first and last parts.
+    """
+    section: Any = getattr(ctx.config, "tool_output", None)
+    cap: Any = getattr(section, "artifact_max_bytes", None)
+    return cap if isinstance(cap, int) else None
+
+
 def _shell_argv(command: str) -> list[str]:
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
     return [shell, "-c", command]
@@ -155,8 +166,9 @@ async def run_sandboxed(
     policy: SandboxPolicy = policy_for(settings, ctx.workspace)
     env = command_environment(settings.env_remove)
     out_limits, err_limits = _split_limits(ctx.limits)
-    stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"))
-    stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"))
+    cap = _artifact_cap(ctx)
+    stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
+    stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"), cap)
     try:
         with prepared_launch(sandbox, argv, policy, cwd=cwd, env=env) as launch:
             try:
