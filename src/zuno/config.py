@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from zuno.agent.providers import ProviderSettings
 from zuno.mcp.settings import McpSettings
 from zuno.sandbox.settings import SandboxSettings
+from zuno.web_settings import WebSettings
 
 __all__ = [
     "AgentSettings",
@@ -159,6 +160,7 @@ class Config(_Section):
     council: CouncilSettings | None = None
     sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
     providers: dict[str, ProviderSettings] = Field(default_factory=lambda: {})
+    web: WebSettings = Field(default_factory=lambda: WebSettings())
     mcp: McpSettings = Field(default_factory=lambda: McpSettings())
     """MCP servers whose tools join the registry (see :mod:`zuno.mcp.settings`)."""
     sources: list[str] = Field(default_factory=lambda: [], exclude=True)
