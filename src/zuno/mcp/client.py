@@ -1,0 +1,314 @@
+"""Connections to the configured MCP servers, and their tools for the registry.
+
+A program embedding Zuno connects the servers for as long as its runtime
+lives, and passes their tools to the runtime beside the built-in ones::
+
+    async with connect_mcp_servers(config, workspace) as servers:
+        runtime = Runtime(workspace, tools=[*builtin_tools(config), *servers.tools()])
+        async with runtime:
+            ...
+
+Every request to a server goes through one :class:`anyio.CapacityLimiter`
+(``concurrency.mcp_connections``), shared by all the servers of one
+:class:`McpServers`.
+
+How a call can fail, and what the dispatcher makes of it::
+
+    server disconnected before the request was sent  -> ToolError        (error: nothing was sent)
+    server answered with a JSON-RPC error            -> ToolError        (error: the server refused)
+    transport failed or timed out after sending      -> UncertainOutcome (Never: it may have run)
+                                                     -> TransientError   (Safe: may be tried again)
+    the result says is_error                         -> an error result with the server's text
+
+A server that cannot be started, connected or listed is a startup error
+(:class:`McpServerError`) naming the server and its command.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import IO, Any, cast
+
+import anyio
+import mcp
+import mcp_types as types
+from mcp import StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from zuno.config import Config
+from zuno.declarations import Replay
+from zuno.mcp.settings import McpServerSettings
+from zuno.tool import Tool, ToolError, TransientError, UncertainOutcome
+
+__all__ = ["McpConnection", "McpServerError", "McpServers", "connect_mcp_servers"]
+
+_STDERR_TAIL = 2000
+"""How much of a failed server's stderr an error message quotes."""
+
+
+class McpServerError(Exception):
+    """An MCP server could not be started, connected or listed (a startup error)."""
+
+
+def _flatten(exc: BaseException) -> BaseException:
+    """The first real error inside exception groups (task groups wrap transport errors)."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = cast(BaseExceptionGroup[BaseException], exc).exceptions
+        if inner:
+            return _flatten(inner[0])
+    return cast(BaseException, exc)
+
+
+class McpConnection:
+    """One connected MCP server: its listing and a way to call it.
+
+    Built and entered by :class:`McpServers`; tools hold a reference and call
+    :meth:`call_tool` and :meth:`read_resource`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        settings: McpServerSettings,
+        workspace: Path,
+        limiter: anyio.CapacityLimiter,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.workspace = workspace
+        self.tools: list[types.Tool] = []
+        """The server's tools, as it listed them at connection."""
+        self.resources: list[types.Resource] = []
+        """The server's resources (empty when it has none or does not offer any)."""
+        self.server_info: types.Implementation | None = None
+        self._limiter = limiter
+        self._client: mcp.Client | None = None
+        self._lost: str | None = None
+        """Why the connection is known to be gone (set by the first failure seen)."""
+        self._stderr: IO[str] | None = None
+
+    # Connecting ---------------------------------------------------------------
+
+    def _transport(self) -> Any:
+        settings = self.settings
+        if settings.url is not None:
+            return settings.url
+        assert settings.command is not None
+        # The server's stderr goes to a file: it must not scribble over the terminal
+        # (or over stdout when Zuno itself is an MCP server), and its tail explains
+        # a failure to start.
+        self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
+            "w+", encoding="utf-8", errors="replace"
+        )
+        params = StdioServerParameters(
+            command=settings.command,
+            args=list(settings.args),
+            env=dict(settings.env) or None,
+            cwd=str(self.workspace / settings.cwd) if settings.cwd else str(self.workspace),
+        )
+        return stdio_client(params, errlog=self._stderr)
+
+    def stderr_tail(self) -> str:
+        """The end of what a stdio server wrote to stderr (empty for HTTP servers)."""
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            text = self._stderr.read()
+        except (OSError, ValueError):
+            return ""
+        return text[-_STDERR_TAIL:].strip()
+
+    def _startup_error(self, what: str, exc: BaseException) -> McpServerError:
+        exc = _flatten(exc)
+        detail = str(exc) or type(exc).__name__
+        if isinstance(exc, MCPError):
+            detail = f"{exc.message} (code {exc.code})"
+        elif isinstance(exc, TimeoutError):
+            detail = f"no answer within {self.settings.startup_timeout:g}s (startup_timeout)"
+        elif isinstance(exc, FileNotFoundError):
+            detail = f"{self.settings.command!r} was not found; check the command and PATH"
+        stderr = self.stderr_tail()
+        where = "url" if self.settings.url else "command"
+        return McpServerError(
+            f"MCP server {self.name!r} ({where}: {self.settings.describe()}) {what}: {detail}"
+            + (f"\nits stderr ends with:\n{stderr}" if stderr else "")
+            + f'\nFix mcp.servers.{self.name} in zuno.json, or set its "enabled" to false.'
+        )
+
+    async def connect(self, stack: AsyncExitStack) -> None:
+        """Start or reach the server, then list its tools and resources.
+
+        The client is entered on ``stack`` so that it is closed by the task
+        that opened it (anyio's cancel scopes require it).
+        """
+        try:
+            # No fail_after around entering: the client opens task groups that must
+            # outlive this block. Its own read timeout bounds the handshake instead.
+            client = mcp.Client(
+                self._transport(), mode="auto", read_timeout_seconds=self.settings.startup_timeout
+            )
+            self._client = await stack.enter_async_context(client)
+        except Exception as exc:
+            raise self._startup_error("failed to start", exc) from exc
+        try:
+            with anyio.fail_after(self.settings.startup_timeout):
+                self.server_info = client.server_info
+                self.tools = await self._list_tools(client)
+                if client.server_capabilities.resources is not None:
+                    self.resources = await self._list_resources(client)
+        except Exception as exc:
+            raise self._startup_error("started but could not be listed", exc) from exc
+
+    @staticmethod
+    async def _list_tools(client: mcp.Client) -> list[types.Tool]:
+        listing: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server that paginates forever cannot hang startup
+            page = await client.list_tools(cursor=cursor)
+            listing.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return listing
+
+    @staticmethod
+    async def _list_resources(client: mcp.Client) -> list[types.Resource]:
+        listing: list[types.Resource] = []
+        cursor: str | None = None
+        for _ in range(100):
+            page = await client.list_resources(cursor=cursor)
+            listing.extend(page.resources)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return listing
+
+    # Calling ------------------------------------------------------------------
+
+    def _usable(self) -> mcp.Client:
+        if self._lost is not None or self._client is None:
+            why = self._lost or "it is not connected"
+            stderr = self.stderr_tail()
+            raise ToolError(
+                f"the MCP server {self.name!r} is unavailable ({why}); the call was not sent. "
+                "Restart Zuno to reconnect it"
+                + (f". Its stderr ends with:\n{stderr[-500:]}" if stderr else "")
+            )
+        return self._client
+
+    def _after_send_failure(self, why: str, replay: Replay, what: str) -> Exception:
+        if replay is Replay.NEVER:
+            return UncertainOutcome(
+                f"{what} was sent to the MCP server {self.name!r}, then {why}; "
+                "the server may or may not have carried it out"
+            )
+        return TransientError(f"{what}: the MCP server {self.name!r} {why}")
+
+    async def call_tool(
+        self, remote_name: str, arguments: dict[str, Any], *, replay: Replay
+    ) -> types.CallToolResult:
+        """Call one of the server's tools (see the module docstring for the failures)."""
+        async with self._limiter:
+            client = self._usable()  # checked after the wait: it may have died meanwhile
+            what = f"the call to {remote_name}"
+            try:
+                return await client.call_tool(
+                    remote_name, arguments, read_timeout_seconds=self.settings.call_timeout
+                )
+            except MCPError as exc:
+                raise self._failure(exc, replay, what) from exc
+            except TimeoutError as exc:
+                raise self._after_send_failure(
+                    f"gave no answer within {self.settings.call_timeout:g}s", replay, what
+                ) from exc
+            except Exception as exc:  # transport or protocol failure after the request left
+                raise self._transport_failure(exc, replay, what) from exc
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """Read one resource (an inspection: a lost answer is a transient error)."""
+        async with self._limiter:
+            client = self._usable()
+            what = f"reading {uri}"
+            try:
+                return await client.read_resource(uri, cache_mode="bypass")
+            except MCPError as exc:
+                raise self._failure(exc, Replay.SAFE, what) from exc
+            except TimeoutError as exc:
+                raise self._after_send_failure("gave no answer", Replay.SAFE, what) from exc
+            except Exception as exc:
+                raise self._transport_failure(exc, Replay.SAFE, what) from exc
+
+    def _failure(self, exc: MCPError, replay: Replay, what: str) -> Exception:
+        if exc.code == CONNECTION_CLOSED:
+            self._lost = "its connection closed"
+            return self._after_send_failure("the connection closed", replay, what)
+        if exc.code == REQUEST_TIMEOUT:
+            return self._after_send_failure(
+                f"gave no answer within {self.settings.call_timeout:g}s", replay, what
+            )
+        # The server answered: it refused the request (unknown tool, bad params, ...).
+        return ToolError(
+            f"the MCP server {self.name!r} refused {what}: {exc.message} (code {exc.code})"
+        )
+
+    def _transport_failure(self, exc: Exception, replay: Replay, what: str) -> Exception:
+        cause = _flatten(exc)
+        detail = f"{type(cause).__name__}: {cause}"
+        if isinstance(cause, OSError | anyio.BrokenResourceError | anyio.ClosedResourceError):
+            self._lost = f"its transport failed ({detail})"
+        return self._after_send_failure(f"the exchange failed ({detail})", replay, what)
+
+    def close(self) -> None:
+        """Forget the client and drop the captured stderr (after the client was exited)."""
+        self._client = None
+        self._lost = self._lost or "it was disconnected"
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+class McpServers:
+    """The connected MCP servers of one configuration, and their Zuno tools."""
+
+    def __init__(self, connections: Sequence[McpConnection]) -> None:
+        self.connections = list(connections)
+
+    def tools(self) -> list[Tool[Any]]:
+        """Fresh Zuno tools for every connected server, in configuration order."""
+        from zuno.mcp.remote import remote_tools
+
+        return [tool for connection in self.connections for tool in remote_tools(connection)]
+
+    def get(self, name: str) -> McpConnection | None:
+        """The connection of the named server."""
+        return next((c for c in self.connections if c.name == name), None)
+
+
+@asynccontextmanager
+async def connect_mcp_servers(
+    config: Config, workspace: Path, *, only: Sequence[str] | None = None
+) -> AsyncGenerator[McpServers]:
+    """Connect the enabled servers of ``config.mcp`` (or just ``only``) for the block.
+
+    Raises:
+        McpServerError: a server could not be started, connected or listed.
+    """
+    limiter = anyio.CapacityLimiter(config.concurrency.mcp_connections)
+    root = await anyio.Path(workspace).resolve()
+    connections: list[McpConnection] = []
+    async with AsyncExitStack() as stack:
+        for name, settings in config.mcp.servers.items():
+            if (only is not None and name not in only) or (only is None and not settings.enabled):
+                continue
+            connection = McpConnection(name, settings, Path(root), limiter)
+            stack.callback(connection.close)
+            await connection.connect(stack)
+            connections.append(connection)
+        yield McpServers(connections)
