@@ -27,8 +27,9 @@ from zuno.agent.messages import (
     Usage,
     UserMessage,
 )
-from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors, request_with_retries
+from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import anthropic_tool
+from zuno.agent.providers.streaming import StreamingProvider
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages"]
 
@@ -183,7 +184,7 @@ class _Assembly:
         )
 
 
-class AnthropicMessagesProvider:
+class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
     """A :class:`~zuno.agent.providers.Provider` for the Messages API.
 
     Args:
@@ -194,6 +195,8 @@ class AnthropicMessagesProvider:
         max_tokens: The output token limit the API requires.
     """
 
+    sdk_errors = _SDK_ERRORS
+
     def __init__(
         self,
         client: anthropic.AsyncAnthropic,
@@ -203,38 +206,13 @@ class AnthropicMessagesProvider:
         retry: RetryPolicy | None = None,
         max_tokens: int | None = None,
     ) -> None:
+        super().__init__(model, endpoint, retry)
         self._client = client
-        self._model = model
-        self._endpoint = endpoint
-        self._retry = retry or RetryPolicy()
         self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
 
-    @property
-    def label(self) -> str:
-        """``provider:model``, as named on the command line."""
-        return self._endpoint.label
-
-    async def complete(
-        self,
-        system: str,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        on_text: Callable[[str], None] | None = None,
-    ) -> ModelReply:
-        """Send the conversation and stream back one reply.
-
-        Args:
-            system: The system prompt ("" for none).
-            messages: The conversation so far.
-            tools: The active surface's tools.
-            on_text: Called with each text delta as it arrives.
-
-        Returns:
-            The whole reply; its tool calls are one dispatch batch.
-
-        Raises:
-            ProviderError: The request failed after any retries.
-        """
+    def _request(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,
@@ -245,32 +223,16 @@ class AnthropicMessagesProvider:
             request["system"] = system
         if tools:
             request["tools"] = [anthropic_tool(spec) for spec in tools]
-        shown = False
+        return request
 
-        def show(piece: str) -> None:
-            nonlocal shown
-            shown = True
-            if on_text is not None:
-                on_text(piece)
+    async def _open(self, request: dict[str, Any]) -> anthropic.AsyncStream[RawMessageStreamEvent]:
+        # Parameters are plain dicts; the SDK's TypedDict overloads cannot
+        # be selected from a dict, hence the cast.
+        create = cast(Any, self._client.messages.create)
+        return await create(**request)
 
-        async def attempt() -> ModelReply:
-            assembly = _Assembly(on_text=show)
-            # Parameters are plain dicts; the SDK's TypedDict overloads cannot
-            # be selected from a dict, hence the cast.
-            create = cast(Any, self._client.messages.create)
-            stream: anthropic.AsyncStream[RawMessageStreamEvent] = await create(**request)
-            async with stream:
-                async for event in stream:
-                    assembly.add(event)
-            return assembly.reply()
-
-        return await request_with_retries(
-            attempt,
-            where=self._endpoint,
-            sdk=_SDK_ERRORS,
-            policy=self._retry,
-            streamed=lambda: shown,
-        )
+    def _assembly(self, on_text: Callable[[str], None]) -> _Assembly:
+        return _Assembly(on_text=on_text)
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""

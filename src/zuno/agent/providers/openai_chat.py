@@ -26,8 +26,9 @@ from zuno.agent.messages import (
     Usage,
     UserMessage,
 )
-from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors, request_with_retries
+from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import openai_tool
+from zuno.agent.providers.streaming import StreamingProvider
 
 __all__ = ["OpenAIChatProvider", "openai_messages"]
 
@@ -151,7 +152,7 @@ class _Assembly:
         )
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
     """A :class:`~zuno.agent.providers.Provider` for Chat Completions.
 
     Args:
@@ -163,6 +164,8 @@ class OpenAIChatProvider:
         max_tokens: An output token limit, or None for the server's default.
     """
 
+    sdk_errors = _SDK_ERRORS
+
     def __init__(
         self,
         client: openai.AsyncOpenAI,
@@ -173,39 +176,14 @@ class OpenAIChatProvider:
         strict_tools: bool = True,
         max_tokens: int | None = None,
     ) -> None:
+        super().__init__(model, endpoint, retry)
         self._client = client
-        self._model = model
-        self._endpoint = endpoint
-        self._retry = retry or RetryPolicy()
         self._strict_tools = strict_tools
         self._max_tokens = max_tokens
 
-    @property
-    def label(self) -> str:
-        """``provider:model``, as named on the command line."""
-        return self._endpoint.label
-
-    async def complete(
-        self,
-        system: str,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        on_text: Callable[[str], None] | None = None,
-    ) -> ModelReply:
-        """Send the conversation and stream back one reply.
-
-        Args:
-            system: The system prompt ("" for none).
-            messages: The conversation so far.
-            tools: The active surface's tools.
-            on_text: Called with each text delta as it arrives.
-
-        Returns:
-            The whole reply; its tool calls are one dispatch batch.
-
-        Raises:
-            ProviderError: The request failed after any retries.
-        """
+    def _request(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self._model,
             "messages": openai_messages(system, messages),
@@ -216,32 +194,16 @@ class OpenAIChatProvider:
             request["tools"] = [openai_tool(spec, self._strict_tools) for spec in tools]
         if self._max_tokens is not None:
             request["max_completion_tokens"] = self._max_tokens
-        shown = False
+        return request
 
-        def show(piece: str) -> None:
-            nonlocal shown
-            shown = True
-            if on_text is not None:
-                on_text(piece)
+    async def _open(self, request: dict[str, Any]) -> openai.AsyncStream[ChatCompletionChunk]:
+        # Parameters are built as plain dicts; the SDK's TypedDict overloads
+        # cannot be selected from a dict, hence the cast.
+        create = cast(Any, self._client.chat.completions.create)
+        return await create(**request)
 
-        async def attempt() -> ModelReply:
-            assembly = _Assembly(on_text=show)
-            # Parameters are built as plain dicts; the SDK's TypedDict overloads
-            # cannot be selected from a dict, hence the cast.
-            create = cast(Any, self._client.chat.completions.create)
-            stream: openai.AsyncStream[ChatCompletionChunk] = await create(**request)
-            async with stream:
-                async for chunk in stream:
-                    assembly.add(chunk)
-            return assembly.reply()
-
-        return await request_with_retries(
-            attempt,
-            where=self._endpoint,
-            sdk=_SDK_ERRORS,
-            policy=self._retry,
-            streamed=lambda: shown,
-        )
+    def _assembly(self, on_text: Callable[[str], None]) -> _Assembly:
+        return _Assembly(on_text=on_text)
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
