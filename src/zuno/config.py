@@ -62,6 +62,9 @@ class ToolOutputSettings(_Section):
 
     max_bytes: int = Field(default=51200, ge=1024, le=10 * 1024 * 1024)
     max_lines: int = Field(default=2000, ge=10, le=100_000)
+    artifact_max_bytes: int | None = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    """Largest full-output artifact kept per stream; past it the middle is dropped
+    (with a marker) and the first and last halves kept. null keeps everything."""
 
 
 class PermissionRule(_Section):
