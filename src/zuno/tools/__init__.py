@@ -24,6 +24,8 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     from zuno.tools.skill import SkillTool
     from zuno.tools.state import state_tools
     from zuno.tools.task import TaskTool
+    from zuno.tools.web import WebFetchTool
+    from zuno.tools.web_search import WebSearchTool
     from zuno.tools.write import WriteTool
 
     sandbox = config.sandbox if config is not None else None
@@ -37,6 +39,8 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         BgTool(),
         JobTool(),
         TaskTool(config),
+        WebFetchTool(),
+        WebSearchTool(),
         QuestionTool(),
         CouncilTool(),
         EditTool(),
