@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import anyio
-import mcp
 import mcp_types as types
-from mcp import StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -87,7 +86,7 @@ class McpConnection:
         """The server's resources (empty when it has none or does not offer any)."""
         self.server_info: types.Implementation | None = None
         self._limiter = limiter
-        self._client: mcp.Client | None = None
+        self._client: Client | None = None
         self._lost: str | None = None
         """Why the connection is known to be gone (set by the first failure seen)."""
         self._stderr: IO[str] | None = None
@@ -128,7 +127,9 @@ class McpConnection:
     def _startup_error(self, what: str, exc: BaseException) -> McpServerError:
         exc = _flatten(exc)
         detail = str(exc) or type(exc).__name__
-        if isinstance(exc, MCPError):
+        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+            detail = "it closed the connection before answering (did it exit?)"
+        elif isinstance(exc, MCPError):
             detail = f"{exc.message} (code {exc.code})"
         elif isinstance(exc, TimeoutError):
             detail = f"no answer within {self.settings.startup_timeout:g}s (startup_timeout)"
@@ -151,7 +152,7 @@ class McpConnection:
         try:
             # No fail_after around entering: the client opens task groups that must
             # outlive this block. Its own read timeout bounds the handshake instead.
-            client = mcp.Client(
+            client = Client(
                 self._transport(), mode="auto", read_timeout_seconds=self.settings.startup_timeout
             )
             self._client = await stack.enter_async_context(client)
@@ -167,7 +168,7 @@ class McpConnection:
             raise self._startup_error("started but could not be listed", exc) from exc
 
     @staticmethod
-    async def _list_tools(client: mcp.Client) -> list[types.Tool]:
+    async def _list_tools(client: Client) -> list[types.Tool]:
         listing: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(100):  # a server that paginates forever cannot hang startup
@@ -179,7 +180,7 @@ class McpConnection:
         return listing
 
     @staticmethod
-    async def _list_resources(client: mcp.Client) -> list[types.Resource]:
+    async def _list_resources(client: Client) -> list[types.Resource]:
         listing: list[types.Resource] = []
         cursor: str | None = None
         for _ in range(100):
@@ -192,7 +193,7 @@ class McpConnection:
 
     # Calling ------------------------------------------------------------------
 
-    def _usable(self) -> mcp.Client:
+    def _usable(self) -> Client:
         if self._lost is not None or self._client is None:
             why = self._lost or "it is not connected"
             stderr = self.stderr_tail()
