@@ -36,6 +36,12 @@ def explode(target: str) -> str:
     return f"exploded {target}"
 
 
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def spam(lines: int) -> str:
+    """Print many lines."""
+    return "\n".join(f"line {i}" for i in range(lines))
+
+
 @app.resource("memo://notes", description="The demo notes")
 def notes() -> str:
     return "first note\nsecond note"

@@ -278,8 +278,12 @@ class McpConnection:
 class McpServers:
     """The connected MCP servers of one configuration, and their Zuno tools."""
 
-    def __init__(self, connections: Sequence[McpConnection]) -> None:
+    def __init__(
+        self, connections: Sequence[McpConnection], limiter: anyio.CapacityLimiter
+    ) -> None:
         self.connections = list(connections)
+        self.limiter = limiter
+        """Bounds the requests in flight to all these servers (``concurrency.mcp_connections``)."""
 
     def tools(self) -> list[Tool[Any]]:
         """Fresh Zuno tools for every connected server, in configuration order."""
@@ -312,4 +316,4 @@ async def connect_mcp_servers(
             stack.callback(connection.close)
             await connection.connect(stack)
             connections.append(connection)
-        yield McpServers(connections)
+        yield McpServers(connections, limiter)
