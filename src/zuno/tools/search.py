@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -36,6 +36,8 @@ __all__ = ["GlobArgs", "GlobTool", "GrepArgs", "GrepTool"]
 
 _MAX_LINE_CHARS = 500
 """Matching lines are cut here: one minified line must not fill the model window."""
+
+_NARROW_GREP = "the search: a more specific pattern, a path or an include glob"
 
 
 def _plain_text(value: str | None) -> str | None:
@@ -140,7 +142,26 @@ class GrepArgs(ToolArgs):
         return _plain_text(value)
 
 
-class GlobTool(Tool[GlobArgs]):
+_SearchArgs = TypeVar("_SearchArgs", GlobArgs, GrepArgs)
+
+
+class _RipgrepTool(Tool[_SearchArgs]):
+    """What glob and grep share: read-only, ruled by the searched path, rg needed."""
+
+    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    rule_argument: ClassVar[str | None] = "path"
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "path"
+
+    def rule_subject(self, args: _SearchArgs, workspace: Path) -> str | None:
+        """The searched path; the workspace (``.``) when no path was given."""
+        return super().rule_subject(args, workspace) if args.path is not None else "."
+
+    def startup_check(self) -> None:
+        """A missing or too old rg is a startup error, never a slower fallback."""
+        find_ripgrep()
+
+
+class GlobTool(_RipgrepTool[GlobArgs]):
     """Find files by glob pattern, through ``rg --files``."""
 
     name: ClassVar[str] = "glob"
@@ -151,17 +172,6 @@ class GlobTool(Tool[GlobArgs]):
         "Lists files only, not directories."
     )
     args_model = GlobArgs
-    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
-    rule_argument: ClassVar[str | None] = "path"
-    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "path"
-
-    def rule_subject(self, args: GlobArgs, workspace: Path) -> str | None:
-        """The searched directory; the workspace (``.``) when no path was given."""
-        return super().rule_subject(args, workspace) if args.path is not None else "."
-
-    def startup_check(self) -> None:
-        """A missing or too old rg is a startup error, never a slower fallback."""
-        find_ripgrep()
 
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         """List the files matching the pattern, bounded by ``limit``."""
@@ -181,10 +191,7 @@ class GlobTool(Tool[GlobArgs]):
         if not paths:
             lines.append(f"No files match {args.pattern!r} in {_shown_root(root, ctx)}.")
         if found.truncated:
-            lines.append(
-                f"[{found.total - found.shown} more files not shown ({found.total} in all); "
-                "narrow the pattern or path]"
-            )
+            lines.append(_more_files(found, "the pattern or path"))
         data: dict[str, Any] = {
             "files": found.shown,
             "total": found.total,
@@ -194,7 +201,7 @@ class GlobTool(Tool[GlobArgs]):
         return _bounded(lines, data, ctx, "glob")
 
 
-class GrepTool(Tool[GrepArgs]):
+class GrepTool(_RipgrepTool[GrepArgs]):
     """Search file contents with a regex, through ripgrep."""
 
     name: ClassVar[str] = "grep"
@@ -206,17 +213,6 @@ class GrepTool(Tool[GrepArgs]):
         "before reading lines."
     )
     args_model = GrepArgs
-    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
-    rule_argument: ClassVar[str | None] = "path"
-    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "path"
-
-    def rule_subject(self, args: GrepArgs, workspace: Path) -> str | None:
-        """The searched path; the workspace (``.``) when no path was given."""
-        return super().rule_subject(args, workspace) if args.path is not None else "."
-
-    def startup_check(self) -> None:
-        """A missing or too old rg is a startup error, never a slower fallback."""
-        find_ripgrep()
 
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         """Search, then render the answer in the requested output mode."""
@@ -282,8 +278,7 @@ def _render_lines(
     if found.truncated:
         out.append(
             f"[{found.total - found.shown} more matching lines not shown "
-            f"({found.total} in {found.files} files); narrow the search: a more specific "
-            "pattern, a path or an include glob]"
+            f"({found.total} in {found.files} files); narrow {_NARROW_GREP}]"
         )
     data: dict[str, Any] = {
         "matches": found.shown,
@@ -308,7 +303,7 @@ def _render_files(found: SearchResult[str], prefix: str) -> tuple[list[str], dic
     paths = [prefix + p for p in found.items]
     out = list(paths)
     if found.truncated:
-        out.append(_more_files(found))
+        out.append(_more_files(found, _NARROW_GREP))
     data: dict[str, Any] = {
         "files": found.shown,
         "total": found.total,
@@ -322,7 +317,7 @@ def _render_files(found: SearchResult[str], prefix: str) -> tuple[list[str], dic
 def _render_counts(found: SearchResult[FileCount], prefix: str) -> tuple[list[str], dict[str, Any]]:
     out = [f"{prefix}{item.path}:{item.count}" for item in found.items]
     if found.truncated:
-        out.append(_more_files(found))
+        out.append(_more_files(found, _NARROW_GREP))
     data: dict[str, Any] = {
         "files": found.shown,
         "total": found.total,
@@ -333,10 +328,10 @@ def _render_counts(found: SearchResult[FileCount], prefix: str) -> tuple[list[st
     return out, data
 
 
-def _more_files(found: SearchResult[Any]) -> str:
+def _more_files(found: SearchResult[Any], narrow: str) -> str:
     return (
         f"[{found.total - found.shown} more files not shown ({found.total} in all); "
-        "narrow the search: a more specific pattern, a path or an include glob]"
+        f"narrow {narrow}]"
     )
 
 
