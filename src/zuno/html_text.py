@@ -55,6 +55,7 @@ _VOID = frozenset(
 _SKIP = frozenset(
     [
         "head",
+        "title",
         "script",
         "style",
         "noscript",

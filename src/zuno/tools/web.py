@@ -43,7 +43,7 @@ from pydantic import Field
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.html_text import html_to_text, looks_like_html
-from zuno.output import bound_text, format_size
+from zuno.output import OutputLimits, bound_text, format_size
 from zuno.tool import (
     ArgumentsRejected,
     Tool,
@@ -60,6 +60,7 @@ __all__ = [
     "WebFetchArgs",
     "WebFetchTool",
     "http_failure",
+    "room_for_marker",
     "status_failure",
 ]
 
@@ -226,7 +227,9 @@ class WebFetchTool(Tool[WebFetchArgs]):
         text, title = await anyio.to_thread.run_sync(
             _render, page, args.format, abandon_on_cancel=True
         )
-        bounded = bound_text(text, ctx.limits, lambda: ctx.artifact_path("webfetch"))
+        bounded = bound_text(
+            text, room_for_marker(ctx.limits), lambda: ctx.artifact_path("webfetch")
+        )
         return ToolResult(
             output=bounded.text,
             data={
@@ -623,6 +626,18 @@ def _describe_binary(page: _Page, asked: str) -> ToolResult:
             "length": page.length,
         },
     )
+
+
+def room_for_marker(limits: OutputLimits) -> OutputLimits:
+    """Limits that leave room for the truncation marker :func:`bound_text` adds.
+
+    A cut text is the head, a marker naming the artifact and the tail; sized to
+    the full limits it would exceed them by the marker, and the dispatcher's
+    own bound would cut it again and point at a copy of the cut text instead
+    of the whole page.
+    """
+    reserve = min(1024, limits.max_bytes // 4)
+    return OutputLimits(limits.max_bytes - reserve, max(1, limits.max_lines - 4))
 
 
 # --- failures ----------------------------------------------------------------------

@@ -36,7 +36,7 @@ from pydantic import Field, StringConstraints
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.output import bound_text
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
-from zuno.tools.web import USER_AGENT, http_failure, status_failure
+from zuno.tools.web import USER_AGENT, http_failure, room_for_marker, status_failure
 from zuno.web_settings import SearchSettings
 
 __all__ = [
@@ -152,7 +152,9 @@ class WebSearchTool(Tool[WebSearchArgs]):
             error = TransientError if transient else ToolError
             raise error(f"every query failed ({backend.kind} at {backend.url}): {detail}")
         text = _render(answers, backend.kind)
-        bounded = bound_text(text, ctx.limits, lambda: ctx.artifact_path("web_search"))
+        bounded = bound_text(
+            text, room_for_marker(ctx.limits), lambda: ctx.artifact_path("web_search")
+        )
         return ToolResult(
             output=bounded.text,
             data={

@@ -1,0 +1,172 @@
+"""The HTML to markdown/text conversion behind ``webfetch``."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zuno.html_text import MAX_DEPTH, html_to_text, looks_like_html
+
+
+def md(html: str, base: str = "https://site.test/dir/page.html") -> str:
+    return html_to_text(html, base).text
+
+
+def text(html: str) -> str:
+    return html_to_text(html, "https://site.test/", markdown=False).text
+
+
+def test_headings_paragraphs_and_line_breaks() -> None:
+    out = md("<h2>Title</h2><p>one<br>two</p><p>three   \n  four</p>")
+    assert out == "## Title\n\none\ntwo\n\nthree four"
+    assert text("<h2>Title</h2><p>x</p>") == "Title\n\nx"
+
+
+def test_links_are_numbered_resolved_and_shared() -> None:
+    html = (
+        '<p><a href="a.html">A</a> and <a href="/b">B</a> and <a href="a.html">A again</a>'
+        ' and <a href="#frag">local</a> and <a href="javascript:x()">js</a></p>'
+    )
+    out = md(html)
+    assert out.startswith("[A][1] and [B][2] and [A again][1] and local and js")
+    assert out.endswith("Links:\n[1]: https://site.test/dir/a.html\n[2]: https://site.test/b")
+    assert text('<a href="/x">X</a>') == "X [1]\n\nLinks:\n[1] https://site.test/x"
+
+
+def test_base_href_is_honoured() -> None:
+    out = md('<head><base href="https://cdn.test/root/"></head><a href="x">X</a>')
+    assert "[1]: https://cdn.test/root/x" in out
+
+
+def test_spaces_around_inline_elements_are_kept() -> None:
+    assert md("<p>a<a href='/x'> link </a>b</p>").startswith("a [link][1] b")
+    assert md("<p>call <code>f()</code>, then <b>stop</b>.</p>") == "call `f()`, then stop."
+
+
+def test_dropped_elements() -> None:
+    html = (
+        "<script>S1</script><style>S2</style><noscript>S3</noscript><nav>S4</nav>"
+        "<svg><text>S5</text></svg><div hidden>S6</div><p aria-hidden=true>S7</p>"
+        "<div style='display: none'>S8</div><div role=navigation>S9</div>"
+        "<form><button>S10</button><select><option>S11</select><label>kept</label></form>"
+    )
+    assert md(html) == "kept"
+
+
+def test_pre_keeps_whitespace_and_language() -> None:
+    html = '<pre class="lang-rust">\nfn main() {\n\tlet x = 1;  \n}\n</pre>'
+    assert md(html) == "```rust\nfn main() {\n\tlet x = 1;  \n}\n```"
+    assert text(html) == "fn main() {\n\tlet x = 1;  \n}"
+    tricky = md("<pre>uses ``` inside</pre>")
+    assert tricky.startswith("````\n") and tricky.endswith("\n````")
+
+
+def test_lists_nest_and_number() -> None:
+    html = "<ol start=3><li>three<li>four<ul><li>sub a<li>sub b</ul></li><li>five</ol>"
+    assert md(html) == "3. three\n4. four\n   - sub a\n   - sub b\n5. five"
+
+
+def test_tables() -> None:
+    html = "<table><tr><th>Name</th><th>Kind</th></tr><tr><td>a|b</td><td>x</td></tr></table>"
+    assert md(html) == "| Name | Kind |\n| --- | --- |\n| a\\|b | x |"
+    assert text(html) == "Name | Kind\na|b | x"
+
+
+def test_layout_tables_read_as_blocks() -> None:
+    html = "<table><tr><td><p>Left column</p></td></tr><tr><td>Right</td></tr></table>"
+    assert md(html) == "Left column\n\nRight"
+
+
+def test_blockquote_and_definitions() -> None:
+    assert md("<blockquote><p>a</p><p>b</p></blockquote>") == "> a\n>\n> b"
+    assert md("<dl><dt>term</dt><dd>meaning</dd></dl><p>after</p>") == (
+        "term\n    meaning\n\nafter"
+    )
+
+
+def test_main_content_is_preferred_when_it_has_text() -> None:
+    body = "word " * 60
+    html = f"<header>Site header</header><main><h1>Doc</h1><p>{body}</p></main><footer>F</footer>"
+    doc = html_to_text(html)
+    assert doc.main_only and doc.text.startswith("# Doc") and "Site header" not in doc.text
+    skeleton = html_to_text("<header>Header text</header><main><div id=app></div></main>")
+    assert not skeleton.main_only and skeleton.text == "Header text"
+
+
+def test_title_and_entities() -> None:
+    doc = html_to_text("<title> A &amp; B </title><p>caf&eacute; &lt;tag&gt; &#x2603;</p>")
+    assert doc.title == "A & B"
+    assert doc.text == "café <tag> ☃"
+
+
+def test_deep_nesting_is_flattened_not_fatal() -> None:
+    html = "<div>" * 5000 + "deep text" + "</div>" * 5000
+    assert md(html) == "deep text"
+    html = "<ul><li>" * (MAX_DEPTH * 2) + "x"
+    assert "x" in md(html)
+
+
+def test_looks_like_html() -> None:
+    assert looks_like_html("  <!DOCTYPE html><html>")
+    assert looks_like_html("<html lang=en>")
+    assert not looks_like_html('{"a": "<html>"}')
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "<p>",
+                    "</p>",
+                    "<div>",
+                    "</div>",
+                    "<ul>",
+                    "<li>",
+                    "</ul>",
+                    "<ol>",
+                    "<table>",
+                    "<tr>",
+                    "<td>",
+                    "</table>",
+                    "<pre>",
+                    "</pre>",
+                    "<a href='/x'>",
+                    "</a>",
+                    "<code>",
+                    "</code>",
+                    "<br>",
+                    "<h1>",
+                    "</h1>",
+                    "<script>",
+                    "</script>",
+                    "<blockquote>",
+                    "<dl><dt>",
+                    "<dd>",
+                    "<main>",
+                    "</main>",
+                    "<img alt='i'>",
+                    "&amp;",
+                    "&#0;",
+                    "<!--",
+                    "-->",
+                    "<",
+                    ">",
+                    "`",
+                    "|",
+                    "[",
+                    "]",
+                ]
+            ),
+            st.text(max_size=12),
+        ),
+        max_size=40,
+    )
+)
+def test_any_markup_renders_without_error(parts: list[str]) -> None:
+    html = "".join(parts)
+    for markdown in (True, False):
+        doc = html_to_text(html, "https://site.test/", markdown=markdown)
+        assert doc.text == doc.text.strip()
+        assert "\n\n\n" not in doc.text
