@@ -322,7 +322,7 @@ def remote(name: str, **hints: bool) -> types.Tool:
     return types.Tool(
         name=name,
         input_schema={"type": "object"},
-        annotations=types.ToolAnnotations(**hints) if hints else None,
+        annotations=types.ToolAnnotations.model_validate(hints) if hints else None,
     )
 
 

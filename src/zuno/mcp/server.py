@@ -129,6 +129,9 @@ class ZunoMcpServer:
         """Dispatch one call (the one door) and shape its result for MCP."""
         session = self.session_for(connection)
         (result,) = await self.runtime.dispatch(session, [CallRequest(name, arguments or {})])
+        # The store defers blocked rows and step closes to its next write; this
+        # process lives on, so commit them now for other readers (`zuno show`).
+        self.runtime.store.flush()
         text = result.output
         failed = result.outcome is not Outcome.OK or result.is_error
         if result.outcome is not Outcome.OK:
