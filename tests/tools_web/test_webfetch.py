@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from web_test_server import HUGE_SIZE, LocalServer
+from web_test_server import HUGE_SIZE, LocalServer, running_server
 
 from conftest import RuntimeFactory
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
@@ -366,3 +370,43 @@ async def test_non_utf8_charsets_are_decoded(
     assert result.outcome is Outcome.OK
     assert text in result.output
     assert "\ufffd" not in result.output
+
+
+# --- TLS ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, list[str]]]:
+    """An HTTPS server with a self-signed certificate for localhost; it records SNI names."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"),
+            *("-addext", "subjectAltName=DNS:localhost"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    names: list[str] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda _sock, name, _ctx: names.append(name or "")  # type: ignore[assignment]
+    with running_server() as srv:
+        srv.socket = context.wrap_socket(srv.socket, server_side=True)
+        yield srv.port, names
+
+
+async def test_tls_uses_the_host_name_and_an_untrusted_certificate_is_not_retried(
+    make_runtime: RuntimeFactory, tls_server: tuple[int, list[str]]
+) -> None:
+    port, names = tls_server
+    result = await fetch(make_runtime(), url=f"https://localhost:{port}/page.html")
+    # The connection went to a checked address, yet the TLS server name (and so
+    # the certificate check) is the URL's host name.
+    assert names and set(names) == {"localhost"}
+    assert result.outcome is Outcome.ERROR and result.attempt == 1
+    assert "TLS failure" in result.output and "CERTIFICATE_VERIFY_FAILED" in result.output

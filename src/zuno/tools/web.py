@@ -347,9 +347,9 @@ async def _open(
         try:
             return await client.send(request, stream=True)
         except httpx.ConnectError as exc:
+            failure = exc
             if _tls_failure(exc):
-                break
-            failure = exc  # another address of the host may answer
+                break  # the same certificate would come from every address
         except httpx.HTTPError as exc:
             failure = exc
             break
@@ -655,7 +655,12 @@ def http_failure(exc: httpx.HTTPError, what: str) -> ToolError:
         return TransientError(f"{what}: timed out ({type(exc).__name__})")
     if isinstance(exc, httpx.ConnectError):
         if _tls_failure(exc):
-            return ToolError(f"{what}: TLS failure ({detail}); the certificate is not trusted")
+            trust = (
+                "; the server's certificate is not trusted for this name"
+                if "CERTIFICATE_VERIFY_FAILED" in detail
+                else ""
+            )
+            return ToolError(f"{what}: TLS failure ({detail}){trust}")
         return TransientError(f"{what}: cannot connect ({detail})")
     if isinstance(exc, httpx.DecodingError):
         return ToolError(f"{what}: the response could not be decoded ({detail})")
