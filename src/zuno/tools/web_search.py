@@ -31,7 +31,7 @@ from typing import Annotated, Any, cast
 
 import anyio
 import httpx
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.output import bound_text
@@ -67,7 +67,15 @@ NO_BACKEND = (
     "Until then, use webfetch on a URL you know."
 )
 
-Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)]
+
+def _stripped(value: str) -> str:
+    text = " ".join(value.split())  # Python's notion of whitespace, control separators included
+    if not text:
+        raise ValueError("a query must contain text, not only whitespace")
+    return text
+
+
+Query = Annotated[str, StringConstraints(min_length=1, max_length=400), AfterValidator(_stripped)]
 
 
 class WebSearchArgs(ToolArgs):
