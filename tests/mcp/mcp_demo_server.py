@@ -42,6 +42,12 @@ def spam(lines: int) -> str:
     return "\n".join(f"line {i}" for i in range(lines))
 
 
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def pid() -> int:
+    """The server's process id (tests kill it to see a silent death)."""
+    return os.getpid()
+
+
 @app.resource("memo://notes", description="The demo notes")
 def notes() -> str:
     return "first note\nsecond note"

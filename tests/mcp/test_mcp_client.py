@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -398,3 +400,23 @@ def test_a_server_needs_exactly_one_transport() -> None:
         McpServerSettings.model_validate({"command": "x", "url": "http://127.0.0.1/mcp"})
     with pytest.raises(ValueError, match="must be 1-40 letters"):
         Config.model_validate({"mcp": {"servers": {"a b": {"command": "x"}}}})
+
+
+async def test_a_server_that_died_between_calls_is_an_error_nothing_sent(
+    workspace: Path, tmp_path: Path
+) -> None:
+    config = demo_config(tmp_path, trusted=True)
+    async with demo_runtime(workspace, tmp_path, config) as (rt, servers):
+        session = rt.open_session()
+        pid = await rt.call(session, "mcp__demo__pid", {})
+        assert pid.outcome is Outcome.OK
+        connection = servers.get("demo")
+        assert connection is not None and connection.connected
+        os.kill(int(pid.output), signal.SIGKILL)
+        with anyio.fail_after(60):  # a bound on the wait, not a timing assertion
+            while connection.connected:  # noqa: ASYNC110 - the SDK signals no event
+                await anyio.sleep(0.02)
+        after = await rt.call(session, "mcp__demo__explode", {"target": "after-death"})
+    assert after.outcome is Outcome.ERROR
+    assert "was not sent" in after.output
+    assert exploded(tmp_path) == []

@@ -14,7 +14,8 @@ Every request to a server goes through one :class:`anyio.CapacityLimiter`
 
 How a call can fail, and what the dispatcher makes of it::
 
-    server disconnected before the request was sent  -> ToolError        (error: nothing was sent)
+    server disconnected before the request was sent  -> ToolError        (error: nothing was sent;
+                                                        known when the SDK saw it close)
     server answered with a JSON-RPC error            -> ToolError        (error: the server refused)
     transport failed or timed out after sending      -> UncertainOutcome (Never: it may have run)
                                                      -> TransientError   (Safe: may be tried again)
@@ -61,6 +62,18 @@ def _flatten(exc: BaseException) -> BaseException:
         if inner:
             return _flatten(inner[0])
     return cast(BaseException, exc)
+
+
+def _seen_closed(client: Client) -> bool:
+    """Whether the SDK has already seen this connection end, so nothing can be sent.
+
+    The SDK raises the same "connection closed" error whether a request was
+    never written or its answer was lost; only this state tells them apart.
+    It is not public API, so it is read defensively: when it cannot be read,
+    a failure stays uncertain (the safe side for a Never call).
+    """
+    dispatcher: object = getattr(client.session, "_dispatcher", None)
+    return getattr(dispatcher, "_closed", False) is True
 
 
 class McpConnection:
@@ -191,6 +204,11 @@ class McpConnection:
                 break
         return listing
 
+    @property
+    def connected(self) -> bool:
+        """Whether the server is connected as far as Zuno knows."""
+        return self._client is not None and self._lost is None and not _seen_closed(self._client)
+
     # Calling ------------------------------------------------------------------
 
     def _usable(self) -> Client:
@@ -219,6 +237,9 @@ class McpConnection:
         async with self._limiter:
             client = self._usable()  # checked after the wait: it may have died meanwhile
             what = f"the call to {remote_name}"
+            if _seen_closed(client):
+                self._lost = "its connection closed"
+                self._usable()  # raises: nothing was sent
             try:
                 return await client.call_tool(
                     remote_name, arguments, read_timeout_seconds=self.settings.call_timeout
