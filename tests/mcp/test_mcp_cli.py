@@ -1,0 +1,83 @@
+"""``zuno mcp tools``: the configured servers' tools, as a user sees them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+DEMO = Path(__file__).with_name("mcp_demo_server.py")
+
+
+def zuno(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *args],
+        cwd=workspace,
+        env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def configure(workspace: Path, **servers: Any) -> None:
+    (workspace / "zuno.json").write_text(json.dumps({"mcp": {"servers": servers}}))
+
+
+def demo(**extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(DEMO)], **extra}
+
+
+def test_tools_shows_declarations_and_the_hints_not_believed(workspace: Path) -> None:
+    configure(
+        workspace,
+        plain=demo(),
+        trusty=demo(trusted=True, tools={"ghost": {"effect": "read_only"}}),
+        off={"command": "no-such-server", "enabled": False},
+    )
+    proc = zuno(workspace, "mcp", "tools")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "off: disabled" in text
+    lines = text.splitlines()
+    plain_lookup = lines.index(next(line for line in lines if "mcp__plain__lookup " in line))
+    assert "side_effecting / never / exclusive" in lines[plain_lookup]
+    assert "hint ignored (server not trusted)" in lines[plain_lookup + 1]
+    trusty_lookup = next(line for line in lines if "mcp__trusty__lookup " in line)
+    assert "read_only / safe / parallel_safe" in trusty_lookup
+    assert "configured tool 'ghost' is not offered by the server" in text
+
+
+def test_tools_json_rows(workspace: Path) -> None:
+    configure(workspace, plain=demo(tools={"explode": {"concurrency": "parallel_safe"}}))
+    proc = zuno(workspace, "mcp", "tools", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["name"]: row for row in json.loads(proc.stdout)}
+    explode = rows["mcp__plain__explode"]
+    assert (explode["effect"], explode["replay"], explode["concurrency"]) == (
+        "side_effecting",
+        "never",
+        "parallel_safe",
+    )
+    assert explode["declared_by"] == "configured"
+    assert explode["hints"] == {"destructive_hint": True}
+    assert rows["mcp__plain__lookup"]["parameters"]["required"] == ["key"]
+    assert rows["mcp__plain__read_resource"]["effect"] == "read_only"
+
+
+def test_a_server_that_fails_to_start_is_one_clear_line(workspace: Path) -> None:
+    configure(workspace, broken={"command": "no-such-mcp-server"})
+    proc = zuno(workspace, "mcp", "tools")
+    assert proc.returncode == 2
+    assert "MCP server 'broken' (command: no-such-mcp-server)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_unknown_server_name_is_refused(workspace: Path) -> None:
+    configure(workspace, plain=demo())
+    proc = zuno(workspace, "mcp", "tools", "--server", "nope")
+    assert proc.returncode == 2
+    assert "no MCP server named nope" in proc.stderr and "plain" in proc.stderr
