@@ -48,6 +48,15 @@ def pid() -> int:
     return os.getpid()
 
 
+@app.tool()
+async def stall(seconds: float) -> str:
+    """Take a long time to answer."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "done"
+
+
 @app.resource("memo://notes", description="The demo notes")
 def notes() -> str:
     return "first note\nsecond note"

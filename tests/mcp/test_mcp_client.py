@@ -420,3 +420,18 @@ async def test_a_server_that_died_between_calls_is_an_error_nothing_sent(
     assert after.outcome is Outcome.ERROR
     assert "was not sent" in after.output
     assert exploded(tmp_path) == []
+
+
+async def test_no_answer_within_the_call_timeout_is_uncertain(
+    workspace: Path, tmp_path: Path
+) -> None:
+    config = demo_config(tmp_path, call_timeout=0.5)
+    async with demo_runtime(workspace, tmp_path, config) as (rt, servers):
+        session = rt.open_session()
+        stalled = await rt.call(session, "mcp__demo__stall", {"seconds": 60})
+        connection = servers.get("demo")
+        assert connection is not None
+        still_connected = connection.connected
+    assert stalled.outcome is Outcome.UNCERTAIN
+    assert "no answer within 0.5s" in stalled.output
+    assert still_connected  # a slow server is not a dead one
