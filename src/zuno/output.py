@@ -231,8 +231,10 @@ class BoundedOutput:
         return self._truncated(total_lines, label)
 
     def _truncated(self, total_lines: int, label: str) -> BoundedText:
-        half_bytes = self._limits.max_bytes // 2
-        half_lines = max(1, self._limits.max_lines // 2)
+        # Head, marker and tail together stay within the limits, so a bounded text
+        # is never cut a second time by the dispatcher's last guard.
+        half_bytes = max(1, (self._limits.max_bytes - _MARKER_RESERVE) // 2)
+        half_lines = max(1, (self._limits.max_lines - 3) // 2)
         head = bytes(self._head[:half_bytes])
         cut = _nth_newline(head, half_lines)
         if cut is not None:
@@ -295,6 +297,10 @@ def _copy_range(src: int, dst: IO[bytes], offset: int, count: int) -> None:
         dst.write(chunk)
         offset += len(chunk)
         count -= len(chunk)
+
+
+_MARKER_RESERVE = 640
+"""Bytes kept free for the truncation marker (it names the artifact's path)."""
 
 
 def _nth_newline(data: bytes, n: int) -> int | None:

@@ -28,7 +28,9 @@ def test_too_many_lines_keeps_head_and_tail_and_says_where(tmp_path: Path) -> No
     assert result.text.startswith("line 0\nline 1\n")
     assert result.text.rstrip().endswith("line 999")
     assert f"{result.omitted_lines} lines" in result.text and str(tmp_path / "a.txt") in result.text
-    assert result.omitted_lines == 1000 - 10
+    shown = [line for line in result.text.splitlines() if line.startswith("line ")]
+    assert result.omitted_lines == 1000 - len(shown)
+    assert result.text.count("\n") <= 10
     assert (tmp_path / "a.txt").read_text().count("\n") == 1000
 
 
@@ -83,3 +85,13 @@ def test_bounded_text_never_exceeds_limits_by_more_than_the_marker(
         body = result.text.split("\n[... ")[0]
         assert len(body.encode()) <= max_bytes * 2
         assert result.text.count("\n") <= max_lines + 4
+
+
+def test_a_cut_text_fits_the_limits_with_its_marker(tmp_path: Path) -> None:
+    limits = OutputLimits(4096, 50)
+    result = bound_text("z" * 10 + "\n" + "y" * 100_000, limits, tmp_path / "r.txt")
+    assert result.truncated
+    again = bound_text(result.text, limits, tmp_path / "again.txt")
+    assert not again.truncated and len(result.text.encode()) <= 4096
+    many = bound_text("line\n" * 10_000, limits, tmp_path / "l.txt")
+    assert many.text.count("\n") <= 50
