@@ -95,10 +95,4 @@ class BubblewrapSandbox:
     ) -> Launch:
         """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp``."""
         wrapped = [self.executable, *self.flags(policy, private_tmp, cwd), "--", *argv]
-        return Launch(
-            argv=wrapped,
-            env={**env, "TMPDIR": _TMP},
-            cwd=cwd,
-            private_tmp=private_tmp,
-            tmp_inside=_TMP,
-        )
+        return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp, tmp_inside=_TMP)

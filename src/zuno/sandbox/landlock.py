@@ -66,11 +66,4 @@ class LandlockSandbox:
             "network": policy.network,
         }
         wrapped = [self._python, "-I", "-S", str(HELPER), json.dumps(rules), "--", *argv]
-        tmp = str(private_tmp)
-        return Launch(
-            argv=wrapped,
-            env={**env, "TMPDIR": tmp},
-            cwd=cwd,
-            private_tmp=private_tmp,
-            tmp_inside=tmp,
-        )
+        return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp)

@@ -33,11 +33,4 @@ class NoSandbox:
         private_tmp: Path,
     ) -> Launch:
         """argv unchanged, with ``TMPDIR`` pointing at the private folder."""
-        tmp = str(private_tmp)
-        return Launch(
-            argv=list(argv),
-            env={**env, "TMPDIR": tmp},
-            cwd=cwd,
-            private_tmp=private_tmp,
-            tmp_inside=tmp,
-        )
+        return Launch.with_tmpdir(argv, env, cwd=cwd, private_tmp=private_tmp)

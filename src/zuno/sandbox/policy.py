@@ -80,6 +80,35 @@ class Launch:
     private_tmp: Path
     tmp_inside: str = field(default="")
 
+    @classmethod
+    def with_tmpdir(
+        cls,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        cwd: Path,
+        private_tmp: Path,
+        tmp_inside: str | None = None,
+    ) -> Launch:
+        """A launch whose ``TMPDIR`` is the private folder as the command sees it.
+
+        Args:
+            argv: The argv to execute.
+            env: The environment, to which ``TMPDIR`` is added.
+            cwd: The working directory.
+            private_tmp: The private temporary folder on the host.
+            tmp_inside: Its path inside the sandbox; the host path when omitted
+                (a sandbox without its own mount namespace).
+        """
+        inside = str(private_tmp) if tmp_inside is None else tmp_inside
+        return cls(
+            argv=list(argv),
+            env={**env, "TMPDIR": inside},
+            cwd=cwd,
+            private_tmp=private_tmp,
+            tmp_inside=inside,
+        )
+
 
 class Sandbox(Protocol):
     """A way of running commands under a :class:`SandboxPolicy`."""
