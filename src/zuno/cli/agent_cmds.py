@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import anyio
 import typer
@@ -249,12 +249,17 @@ def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     return rt
 
 
+def _close_and_fail(rt: Runtime, message: str) -> NoReturn:
+    """Close the runtime (its store) before exiting with ``message``."""
+    rt.close()
+    fail(message)
+
+
 def _provider(model: str, rt: Runtime) -> Provider:
     try:
         return make_provider(model, rt.config.providers)
     except ProviderError as exc:
-        rt.close()
-        fail(str(exc))
+        _close_and_fail(rt, str(exc))
 
 
 async def _drive(
@@ -345,8 +350,7 @@ def run(
         settings = rt.agent_settings(agent)
         chosen = resolve_model(model, settings, rt.config)
     except (UnknownAgent, ProviderError) as exc:
-        rt.close()
-        fail(str(exc).strip("\"'"))
+        _close_and_fail(rt, str(exc).strip("\"'"))
     provider = _provider(chosen, rt)
     title = _first_line(prompt, 80)
     state = rt.open_session(agent=agent, model=chosen, title=title)
@@ -373,17 +377,16 @@ def resume(
         stored_model = record.model if record is not None else None
         chosen = resolve_model(model or stored_model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError) as exc:
-        rt.close()
-        fail(str(exc).strip("\"'"))
+        _close_and_fail(rt, str(exc).strip("\"'"))
     history = load_history(rt.store, state.session_id)
     if prompt is None:
         last = history[-1] if history else None
         if last is None or (isinstance(last, AssistantMessage) and not last.tool_calls):
-            rt.close()
             why = "has no conversation" if last is None else "ended with an answer"
-            fail(
+            _close_and_fail(
+                rt,
                 f"session {state.session_id} {why}; say what to do next: "
-                f'zuno resume {state.session_id} "PROMPT"'
+                f'zuno resume {state.session_id} "PROMPT"',
             )
     provider = _provider(chosen, rt)
     _finish(rt, state, provider, prompt, max_steps)
