@@ -18,6 +18,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zuno.agent.providers import ProviderSettings
+from zuno.lsp.settings import LspSettings
 from zuno.mcp.settings import McpSettings
 from zuno.sandbox.settings import SandboxSettings
 from zuno.web_settings import WebSettings
@@ -166,6 +167,8 @@ class Config(_Section):
     web: WebSettings = Field(default_factory=lambda: WebSettings())
     mcp: McpSettings = Field(default_factory=lambda: McpSettings())
     """MCP servers whose tools join the registry (see :mod:`zuno.mcp.settings`)."""
+    lsp: LspSettings = Field(default_factory=lambda: LspSettings())
+    """Language servers of the ``lsp`` tool, by file extension (see :mod:`zuno.lsp.settings`)."""
     sources: list[str] = Field(default_factory=lambda: [], exclude=True)
     """The files this configuration was read from (not a key of the file)."""
 

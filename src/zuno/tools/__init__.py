@@ -15,6 +15,7 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     from zuno.tools.background import BgTool, JobTool
     from zuno.tools.council import CouncilTool
     from zuno.tools.edit import EditTool
+    from zuno.tools.lsp import LspTool
     from zuno.tools.memory import MemoryProposeTool
     from zuno.tools.patch import ApplyPatchTool
     from zuno.tools.question import QuestionTool
@@ -45,6 +46,7 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         CouncilTool(),
         EditTool(),
         ExecuteTool(sandbox),
+        LspTool(),
         SkillTool(),
         *state_tools(),
         MemoryProposeTool(),
