@@ -123,7 +123,7 @@ def test_path_is_searched_after_the_environment(
     real = find_ripgrep().path
     monkeypatch.delenv("ZUNO_RG", raising=False)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-venv" / "python"))
-    monkeypatch.setattr(ripgrep.sysconfig, "get_path", lambda name: str(tmp_path / "no-scripts"))
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: str(tmp_path / "no-scripts"))
     on_path = tmp_path / "bin"
     on_path.mkdir()
     (on_path / "rg").symlink_to(real)

@@ -1,103 +1,38 @@
-"""Driving the official ``rg`` executable: locating it, invoking it, decoding it.
+"""The searches: files listed, files with matches, counts and lines, in path order.
 
-Zuno never walks a tree or matches a regex itself. ``glob`` and ``grep`` run
-ripgrep 14 or newer; this module contributes only what rg does not give us:
-
-- locating it (:func:`find_ripgrep`): ``$ZUNO_RG`` if set, else the ``rg`` of
-  the running environment (the ``ripgrep`` wheel installs it beside the
-  interpreter), else ``PATH``. A missing or too-old rg raises
-  :class:`RipgrepUnavailable`; there is no slower fallback walker, on purpose.
-- typed, cancellable invocation (:meth:`Ripgrep.stream`): output is decoded
-  record by record as it arrives and rg is killed as soon as the caller has
-  enough, or when the surrounding task is cancelled.
-- stable ordering: every answer is sorted by path (component by component, as
-  ``rg --sort path`` orders them) and then by line, whatever order rg's threads
-  finished in, and the first *limit* results are the same on every run.
-
-Why not ``rg --sort path``: it makes rg single-threaded (about 2x slower on the
-Python stdlib). Instead rg runs multi-threaded and the results are sorted here,
-keeping only the smallest *limit* keys in memory. For line searches that means
-two passes: a cheap ``--count`` pass over the whole tree picks the files that
-hold the first *limit* matches in path order, then a ``--json`` pass reads
-lines from those files only, and is killed once every file has given its
-share. The second pass is small unless the limit is. Should files change
-between the passes, a file still gives no more lines than the first pass
-counted, so the answer stays within the limit.
-
-Exceptions::
-
-    RipgrepUnavailable  rg is missing or older than 14 (a startup error)
-    RipgrepError        rg refused the search: an invalid regex or glob
+Every answer is sorted by path (component by component, as ``rg --sort path``
+orders them) and then by line, whatever order rg's threads finished in, and
+the first *limit* results are the same on every run. Line searches take two
+passes (see :func:`search_lines`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
-import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
-import sysconfig
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
-import anyio
-import anyio.to_thread
-from anyio.abc import ByteReceiveStream
+from zuno.ripgrep._locate import find_ripgrep_async
+from zuno.ripgrep._run import Ripgrep, StreamExit
 
 __all__ = [
-    "INSTALL_HINT",
-    "MINIMUM_VERSION",
     "FileCount",
     "Line",
     "Query",
-    "Ripgrep",
     "RipgrepError",
-    "RipgrepUnavailable",
     "SearchResult",
-    "StreamExit",
     "count_matches",
     "files_with_matches",
-    "find_ripgrep",
     "list_files",
-    "parse_version",
     "search_lines",
 ]
 
-MINIMUM_VERSION: tuple[int, int, int] = (14, 0, 0)
-"""The oldest rg accepted. 13 lacks behaviour the tools rely on (and Debian ships it)."""
-
-INSTALL_HINT = (
-    "install ripgrep 14 with `pip install ripgrep==14.1.0` "
-    "(or `pip install --only-binary=ripgrep ripgrep`), put an rg >= 14 on PATH, "
-    "or set ZUNO_RG to the path of one"
-)
-
-_ENV_VAR = "ZUNO_RG"
-_SMALL_READ = 16384
-_SMALL_READ_PAUSE = 0.001  # seconds; also the most it adds to a run's wall time
-_VERSION_RE = re.compile(r"ripgrep\s+(\d+)\.(\d+)\.(\d+)")
-
-# Options every invocation gets: ignore the user's RIPGREP_CONFIG_PATH (it could
-# change the output format under us), and no per-file "permission denied" noise
-# on stderr, so that anything on stderr is a real refusal (bad regex or glob).
-_BASE_ARGS = ("--no-config", "--no-messages", "--color=never")
-
 T = TypeVar("T")
 _K = TypeVar("_K", bytes, tuple[bytes, int])
-
-
-class RipgrepUnavailable(RuntimeError):
-    """No usable rg: it is missing, cannot run, or is older than 14."""
 
 
 class RipgrepError(Exception):
@@ -110,283 +45,6 @@ class RipgrepError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-# --------------------------------------------------------------------------- locating
-
-
-def parse_version(text: str) -> tuple[int, int, int] | None:
-    """The version in the output of ``rg --version``, or None when there is none.
-
-    Args:
-        text: What ``rg --version`` printed, e.g. ``"ripgrep 14.1.0 (rev ...)"``.
-
-    Returns:
-        ``(major, minor, patch)``, or None if the text names no ripgrep version.
-    """
-    found = _VERSION_RE.search(text)
-    if found is None:
-        return None
-    return (int(found.group(1)), int(found.group(2)), int(found.group(3)))
-
-
-@dataclass(frozen=True, slots=True)
-class StreamExit:
-    """How one rg run ended.
-
-    Attributes:
-        returncode: rg's exit status (0 found, 1 nothing found, 2 error); None if killed.
-        stopped: True when the consumer had enough and rg was killed early.
-        stderr: What rg wrote to stderr (the first few KiB).
-    """
-
-    returncode: int | None
-    stopped: bool
-    stderr: str
-
-    @property
-    def unreadable(self) -> bool:
-        """Whether rg skipped files it could not read (status 2 with nothing on stderr)."""
-        return self.returncode == 2 and not self.stderr
-
-
-@dataclass(frozen=True, slots=True)
-class Ripgrep:
-    """A probed rg executable of a supported version.
-
-    Attributes:
-        path: The executable.
-        version: Its version, at least :data:`MINIMUM_VERSION`.
-    """
-
-    path: Path
-    version: tuple[int, int, int]
-
-    async def stream(
-        self,
-        args: Sequence[str | bytes],
-        *,
-        cwd: Path,
-        consume: Callable[[list[bytes]], bool],
-        separator: bytes = b"\n",
-    ) -> StreamExit:
-        """Run rg and hand its stdout to ``consume``, a batch of records at a time.
-
-        Output is never held whole: records are cut out of each chunk as it
-        arrives. rg is killed as soon as ``consume`` returns False, and also if
-        the calling task is cancelled (the cancellation then propagates).
-
-        Args:
-            args: Arguments after ``rg`` (the base options are added here).
-            cwd: The directory rg runs in; relative paths and globs are taken from it.
-            consume: Called with the complete records of each chunk read, without
-                their separators; return False to stop rg. It runs in a worker
-                thread, one call at a time, and must not touch the event loop.
-            separator: What ends a record: ``b"\\n"`` for ``--json``, ``b"\\0"``
-                for ``--null`` file lists.
-
-        Returns:
-            How rg ended.
-        """
-        command: list[str | bytes] = [str(self.path), *_BASE_ARGS, *args]
-        # stdout is a pipe of our own, read by blocking reads in a worker thread:
-        # rg writes one small piece per file, and an event-loop wakeup per piece
-        # cost about twice the Python CPU (measured on the stdlib), which competes
-        # with rg's own threads for the cores. The process itself is anyio's.
-        read_fd, write_fd = os.pipe()
-        try:
-            process = await anyio.open_process(
-                command,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=subprocess.PIPE,
-            )
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            # Only rg holds the write end now, so its exit is our end of file.
-            os.close(write_fd)
-        reader = _Reader(read_fd, separator, consume)
-        stderr = bytearray()
-        stopped = False
-        try:
-            assert process.stderr is not None
-            async with anyio.create_task_group() as tg:
-                # stderr is drained beside stdout so a chatty rg can never block on it.
-                tg.start_soon(_drain, process.stderr, stderr)
-                # Abandoned on cancellation: the finally below kills rg, which ends the read.
-                stopped = await anyio.to_thread.run_sync(reader.run, abandon_on_cancel=True)
-                if stopped:
-                    _kill(process)
-            returncode = await process.wait()
-        finally:
-            # Also reached on cancellation: rg must not outlive the call.
-            with anyio.CancelScope(shield=True):
-                _kill(process)
-                await process.wait()
-                await anyio.to_thread.run_sync(reader.settle)
-                os.close(read_fd)
-                await process.aclose()
-        return StreamExit(
-            None if stopped else returncode,
-            stopped,
-            stderr.decode("utf-8", errors="replace").strip(),
-        )
-
-
-def _kill(process: anyio.abc.Process) -> None:
-    # Not process.kill(): subprocess polls (reaps) the child before signalling it,
-    # racing asyncio's child watcher, which then logs "Unknown child process" and
-    # loses the status. A child not yet reaped keeps its pid, so this is safe.
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-
-
-async def _drain(stream: ByteReceiveStream, into: bytearray, keep: int = 8192) -> None:
-    async for chunk in stream:
-        if len(into) < keep:
-            into += chunk[: keep - len(into)]
-
-
-class _Reader:
-    """Blocking reads of rg's stdout, cut into records, run in a worker thread."""
-
-    def __init__(self, fd: int, separator: bytes, consume: Callable[[list[bytes]], bool]) -> None:
-        self._fd = fd
-        self._separator = separator
-        self._consume = consume
-        self._lock = threading.Lock()
-        self._state: Literal["pending", "running", "done", "abandoned"] = "pending"
-        self._finished = threading.Event()
-
-    def run(self) -> bool:
-        """Feed the consumer until end of file; True when it asked to stop."""
-        with self._lock:
-            if self._state == "abandoned":
-                return False
-            self._state = "running"
-        try:
-            pending = b""
-            while chunk := os.read(self._fd, 1 << 16):
-                records = (pending + chunk).split(self._separator)
-                pending = records.pop()
-                if records and not self._consume(records):
-                    return True
-                if len(chunk) < _SMALL_READ:
-                    # rg writes once per file in some modes (--count: 16k writes on
-                    # the stdlib). Waking for each costs more CPU than rg's search;
-                    # a short pause lets the pipe gather many into one read.
-                    time.sleep(_SMALL_READ_PAUSE)
-            return bool(pending) and not self._consume([pending])
-        finally:
-            with self._lock:
-                self._state = "done"
-            self._finished.set()
-
-    def settle(self) -> None:
-        """Block until no thread reads the pipe any more (call once rg is dead)."""
-        with self._lock:
-            if self._state == "pending":
-                # A cancelled job may never be started by the worker thread at all.
-                self._state = "abandoned"
-                return
-        self._finished.wait()
-
-
-_cache: dict[str | None, Ripgrep | RipgrepUnavailable] = {}
-_cache_lock = threading.Lock()
-
-
-def find_ripgrep(*, refresh: bool = False) -> Ripgrep:
-    """Locate and probe rg >= 14, once per process.
-
-    The order is: ``$ZUNO_RG`` (a path or a command name; when set it is the
-    only candidate), then ``rg`` beside the running interpreter and in the
-    environment's scripts folder (where the ``ripgrep`` wheel puts it), then
-    ``rg`` on ``PATH``. The answer, a failure included, is cached; pass
-    ``refresh=True`` after installing rg.
-
-    Returns:
-        The probed executable.
-
-    Raises:
-        RipgrepUnavailable: No candidate exists, runs, or is new enough. The
-            message says what was found and how to install a suitable rg.
-    """
-    key = os.environ.get(_ENV_VAR) or None
-    with _cache_lock:
-        cached = None if refresh else _cache.get(key)
-        if cached is None:
-            cached = _probe_candidates(key)
-            _cache[key] = cached
-    if isinstance(cached, RipgrepUnavailable):
-        raise cached
-    return cached
-
-
-async def _find_ripgrep_async() -> Ripgrep:
-    # The first probe runs a subprocess synchronously; keep it off the event loop.
-    return await anyio.to_thread.run_sync(find_ripgrep)
-
-
-def _candidates(override: str | None) -> list[Path]:
-    if override is not None:
-        resolved = shutil.which(override) if os.sep not in override else override
-        return [Path(resolved or override)]
-    found: list[Path] = []
-    # Not resolved: in a venv sys.executable is a symlink and rg sits beside the link.
-    for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
-        found.append(folder / "rg")
-    on_path = shutil.which("rg")
-    if on_path is not None:
-        found.append(Path(on_path))
-    unique: list[Path] = []
-    for path in found:
-        if path not in unique:
-            unique.append(path)
-    return unique
-
-
-def _probe_candidates(override: str | None) -> Ripgrep | RipgrepUnavailable:
-    problems: list[str] = []
-    for path in _candidates(override):
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            if override is not None:
-                problems.append(f"{_ENV_VAR}={override} is not an executable file")
-            continue
-        probed = _probe(path)
-        if isinstance(probed, Ripgrep):
-            return probed
-        problems.append(probed)
-    if not problems:
-        problems.append("no rg was found beside the Python interpreter or on PATH")
-    return RipgrepUnavailable(f"ripgrep >= 14 is required: {'; '.join(problems)}; {INSTALL_HINT}")
-
-
-def _probe(path: Path) -> Ripgrep | str:
-    """The probed rg at ``path``, or why it cannot be used."""
-    try:
-        done = subprocess.run(
-            [str(path), "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{path} could not be run ({exc})"
-    version = parse_version(done.stdout.decode("utf-8", errors="replace"))
-    if done.returncode != 0 or version is None:
-        return f"{path} did not report a ripgrep version"
-    if version < MINIMUM_VERSION:
-        return f"{path} is ripgrep {'.'.join(map(str, version))}, too old"
-    return Ripgrep(path, version)
-
-
-# --------------------------------------------------------------------------- queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,6 +163,11 @@ class _Target:
         return cls(root.parent, root.name)
 
 
+def _search_args(mode: Sequence[str], query: Query, target: _Target) -> list[str]:
+    """rg's arguments: the output ``mode``, then the query's options, then the target."""
+    return [*mode, *query.selection_args(), *query.matcher_args(), "--", target.arg]
+
+
 def _path_key(raw: bytes) -> bytes:
     # NUL sorts below every byte a file name can hold, so comparing with "/" made
     # NUL orders paths component by component, like `rg --sort path` does.
@@ -572,7 +235,7 @@ async def list_files(
     Raises:
         RipgrepError: rg refused the glob.
     """
-    rg = rg or await _find_ripgrep_async()
+    rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
     args = ["--files", "--null", *_selection_args(glob, hidden), "--", target.arg]
     return await _paths(rg, target, args, limit)
@@ -595,16 +258,9 @@ async def files_with_matches(
     Raises:
         RipgrepError: rg refused the pattern or glob.
     """
-    rg = rg or await _find_ripgrep_async()
+    rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
-    args = [
-        "--files-with-matches",
-        "--null",
-        *query.selection_args(),
-        *query.matcher_args(),
-        "--",
-        target.arg,
-    ]
+    args = _search_args(["--files-with-matches", "--null"], query, target)
     return await _paths(rg, target, args, limit)
 
 
@@ -648,15 +304,7 @@ async def _counts(
         smallest.extend(found)
         return True
 
-    args = [
-        "--count",
-        "--with-filename",
-        "--null",
-        *query.selection_args(),
-        *query.matcher_args(),
-        "--",
-        target.arg,
-    ]
+    args = _search_args(["--count", "--with-filename", "--null"], query, target)
     status = await rg.stream(args, cwd=target.cwd, consume=consume)
     _check(status)
     found = [(key.replace(b"\0", b"/"), n) for key, n in smallest.result()]
@@ -681,7 +329,7 @@ async def count_matches(
     Raises:
         RipgrepError: rg refused the pattern or glob.
     """
-    rg = rg or await _find_ripgrep_async()
+    rg = rg or await find_ripgrep_async()
     found, _lines, files, status = await _counts(rg, _Target.of(root), query, limit)
     items = [FileCount(_display(raw), n) for raw, n in found]
     return SearchResult(items, len(items), files, files, status.unreadable)
@@ -717,7 +365,7 @@ async def search_lines(
     Raises:
         RipgrepError: rg refused the pattern or glob.
     """
-    rg = rg or await _find_ripgrep_async()
+    rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
     found, total, files, first = await _counts(rg, target, query, limit)
     if not found:
