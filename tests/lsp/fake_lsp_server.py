@@ -2,7 +2,7 @@
 
 Run as ``python fake_lsp_server.py MODE``. Every received method is appended
 to the file named by ``$FAKE_LSP_LOG`` (one per line); the process id is
-written to ``$FAKE_LSP_PID``. Modes change how ``textDocument/hover`` is met:
+appended to ``$FAKE_LSP_PID``. Modes change how ``textDocument/hover`` is met:
 
 - ``ok``: answered with ``fake hover``;
 - ``hang``: never answered;
@@ -79,8 +79,8 @@ def main() -> None:
     mode = sys.argv[1]
     pid_file = os.environ.get("FAKE_LSP_PID")
     if pid_file:
-        with open(pid_file, "w") as f:
-            f.write(str(os.getpid()))
+        with open(pid_file, "a") as f:
+            f.write(f"{os.getpid()}\n")
     if mode == "fail-start":
         sys.stderr.write("fake: cannot start without a license\n")
         sys.exit(3)

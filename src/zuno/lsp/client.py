@@ -376,10 +376,11 @@ class LspClient:
                                 continue
                             data = data[written:]
                 except TimeoutError:
-                    self.kill()
-                    raise self._fail(
+                    error = self._fail(
                         f"read none of its input for {_WRITE_TIMEOUT:g}s and was stopped"
-                    ) from None
+                    )
+                    self.kill()
+                    raise error from None
                 except OSError as exc:  # BrokenPipeError: it exited
                     raise self._fail(f"stopped reading its input ({exc.strerror or exc})") from None
 
@@ -424,8 +425,9 @@ class LspClient:
         try:
             messages = self._decoder.feed(data)
         except FramingError as exc:
+            error = self._fail(f"broke the protocol: {exc}")
             self.kill()
-            raise self._fail(f"broke the protocol: {exc}") from None
+            raise error from None
         replies = [reply for m in messages if (reply := self._handle(m)) is not None]
         if messages:
             self._wake()
