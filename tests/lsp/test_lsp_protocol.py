@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from zuno.config import Config, ConfigError, validate_config
 from zuno.lsp.documents import path_to_uri, to_character, to_utf16, uri_to_path
 from zuno.lsp.framing import FrameDecoder, FramingError, encode_message
 from zuno.lsp.settings import LspSettings, find_program
+from zuno.lsp.watch import CHANGED, CREATED, DELETED, WorkspaceScan
 
 
 def test_a_message_round_trips_whatever_the_chunking() -> None:
@@ -22,7 +24,7 @@ def test_a_message_round_trips_whatever_the_chunking() -> None:
     data = b"".join(encode_message(m) for m in messages)
     for size in (1, 2, 7, 64, len(data)):
         decoder = FrameDecoder()
-        got = []
+        got: list[dict[str, Any]] = []
         for i in range(0, len(data), size):
             got += decoder.feed(data[i : i + size])
         assert got == messages, size
@@ -118,3 +120,29 @@ def test_programs_are_found_beside_python_first(tmp_path: Path) -> None:
     beside = Path(sys.executable).parent / "python"
     if beside.exists():
         assert find_program("python") == str(beside)
+
+
+def test_a_scan_reports_what_changed_since_the_last(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "kept.py").write_text("a = 1\n")
+    (tmp_path / "pkg" / "edited.py").write_text("b = 1\n")
+    (tmp_path / "gone.py").write_text("c = 1\n")
+    (tmp_path / "notes.txt").write_text("not watched\n")
+    for skipped in (".git", "node_modules", "__pycache__"):
+        (tmp_path / skipped).mkdir()
+    scan = WorkspaceScan(tmp_path, [".py"])
+    assert scan.changes() == []  # the first scan is the baseline
+    (tmp_path / "pkg" / "edited.py").write_text("b = 22\n")
+    (tmp_path / "gone.py").unlink()
+    (tmp_path / "new.py").write_text("d = 1\n")
+    (tmp_path / "notes.txt").write_text("changed, but not watched\n")
+    for skipped in (".git", "node_modules", "__pycache__"):
+        (tmp_path / skipped / "hidden.py").write_text("e = 1\n")
+    assert scan.changes() == sorted(
+        [
+            (tmp_path / "gone.py", DELETED),
+            (tmp_path / "new.py", CREATED),
+            (tmp_path / "pkg" / "edited.py", CHANGED),
+        ]
+    )
+    assert scan.changes() == []

@@ -285,3 +285,38 @@ async def test_requests_in_flight_respect_the_bound(
     assert all(r.outcome is Outcome.OK for r in results), [r.output for r in results]
     assert all("def greet" in r.output for r in results)
     assert peak == bound
+
+
+async def test_files_created_after_the_server_started_are_seen(
+    py_workspace: Path, make_runtime: Any
+) -> None:
+    rt = make_runtime(py_workspace, **GENEROUS)
+    ok(await lsp(rt, action="references", path="a.py", line=1, column=5))  # server running
+    late = py_workspace / "late.py"
+    late.write_text("from a import greet\n\ngreet('late')\n")
+    try:
+        out = ok(await lsp(rt, action="references", path="a.py", line=1, column=5))
+        assert "late.py:3:1  greet('late')" in out.splitlines()
+    finally:
+        late.unlink()
+    after = ok(await lsp(rt, action="references", path="a.py", line=1, column=5))
+    assert "late.py" not in after
+
+
+async def test_diagnostics_follow_a_change_in_an_imported_file(
+    py_workspace: Path, make_runtime: Any
+) -> None:
+    rt = make_runtime(py_workspace, **GENEROUS)
+    lib, user = py_workspace / "lib2.py", py_workspace / "user2.py"
+    lib.write_text("def f() -> int:\n    return 1\n")
+    user.write_text("from lib2 import f\n\nv: int = f()\n")
+    try:
+        assert ok(await lsp(rt, action="diagnostics", path="user2.py")) == (
+            "No diagnostics for user2.py."
+        )
+        lib.write_text("def f() -> str:\n    return 'now a string'\n")
+        out = ok(await lsp(rt, action="diagnostics", path="user2.py"))
+        assert out.splitlines()[1].startswith('user2.py:3:10 error Type "str" is not assignable')
+    finally:
+        lib.unlink()
+        user.unlink()

@@ -30,11 +30,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +46,7 @@ import anyio.to_thread
 from zuno.lsp.documents import OpenDocument, path_to_uri, read_source, uri_to_path
 from zuno.lsp.framing import FrameDecoder, FramingError, encode_message, json_array, json_object
 from zuno.lsp.settings import LspServerSettings
+from zuno.lsp.watch import CHANGED, WorkspaceScan
 
 __all__ = [
     "CLIENT_CAPABILITIES",
@@ -58,7 +60,12 @@ __all__ = [
 
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "general": {"positionEncodings": ["utf-16"]},
-    "workspace": {"configuration": True, "workspaceFolders": True, "symbol": {}},
+    "workspace": {
+        "configuration": True,
+        "workspaceFolders": True,
+        "symbol": {},
+        "didChangeWatchedFiles": {"dynamicRegistration": True},
+    },
     "textDocument": {
         "synchronization": {"didSave": False, "dynamicRegistration": False},
         "hover": {"contentFormat": ["markdown", "plaintext"]},
@@ -78,6 +85,11 @@ _WRITE_TIMEOUT = 10.0
 """A server that reads none of a message for this long is treated as hung."""
 _SHUTDOWN_TIMEOUT = 5.0
 _STDERR_TAIL = 2000
+_RELIST_WAIT = 5.0
+"""After files were created or deleted, how long to wait for the server's ready message."""
+_FRESH_DIAGNOSTICS_WAIT = 3.0
+"""After other files changed, how long to wait for an open file's diagnostics to be redone
+(a server republishes only the files the change affects; the others keep theirs)."""
 _METHOD_NOT_FOUND = -32601
 
 
@@ -138,7 +150,18 @@ def _notify_closing(fd: int) -> None:
 class LspClient:
     """One running language server for one workspace."""
 
-    def __init__(self, argv: Sequence[str], workspace: Path, server: LspServerSettings) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        server: LspServerSettings,
+        extensions: Iterable[str] = (),
+    ) -> None:
+        """A client of the server ``argv`` for ``workspace``, not started yet.
+
+        ``extensions`` are the file types it serves: changes to such files on
+        disk are reported to it (see :mod:`zuno.lsp.watch`).
+        """
         self.argv = tuple(argv)
         self.workspace = workspace
         self.server = server
@@ -161,6 +184,9 @@ class LspClient:
         self._diagnostics: dict[str, _Published] = {}
         self._published = 0
         self._failure: str | None = None
+        self._files = WorkspaceScan(workspace, extensions)
+        self._ready_pattern = re.compile(server.ready_message) if server.ready_message else None
+        self._ready = self._ready_pattern is None
 
     # Lifetime -------------------------------------------------------------------
 
@@ -175,7 +201,13 @@ class LspClient:
         return self._proc.pid if self._proc is not None else None
 
     async def start(self, *, timeout: float) -> None:  # noqa: ASYNC109 - the handshake's deadline
-        """Start the server and complete ``initialize``/``initialized`` within ``timeout``."""
+        """Start the server and complete ``initialize``/``initialized`` within ``timeout``.
+
+        When the server has a ``ready_message``, also wait for it, within the same
+        deadline; a server that never says it is ready is used anyway.
+        """
+        deadline = anyio.current_time() + timeout
+        await anyio.to_thread.run_sync(self._files.changes)  # the baseline
         self._spawn()
         try:
             with anyio.fail_after(timeout):
@@ -197,6 +229,9 @@ class LspClient:
         if isinstance(name, str) and name:
             self.server_name = name
         await self.notify("initialized", {})
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            # Reading meanwhile also answers the server's configuration requests.
+            await self._wait_until(lambda: self._ready)
 
     def _spawn(self) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
@@ -445,6 +480,10 @@ class LspClient:
                 return self._answer(message["id"], method, message.get("params"))
             if method == "textDocument/publishDiagnostics":
                 self._take_diagnostics(message.get("params"))
+            elif method == "window/logMessage" and self._ready_pattern is not None:
+                text = json_object(message.get("params")).get("message")
+                if isinstance(text, str) and self._ready_pattern.search(text):
+                    self._ready = True
             return None
         request_id = message.get("id")
         pending = self._pending.get(request_id) if isinstance(request_id, int) else None
@@ -510,8 +549,14 @@ class LspClient:
             return await self._sync(path, language_id)
 
     async def refresh_documents(self) -> None:
-        """Send the new text of every opened file that changed on disk; close deleted ones."""
+        """Report files changed on disk: new text of opened ones, watched-file events of all.
+
+        Opened files that were deleted are closed.
+        """
         async with self._sync_lock:
+            changes = await anyio.to_thread.run_sync(self._files.changes)
+            if changes:
+                await self._report(changes)
             for uri, doc in list(self._documents.items()):
                 path = uri_to_path(uri)
                 try:
@@ -522,6 +567,20 @@ class LspClient:
                     del self._documents[uri]
                     self._diagnostics.pop(uri, None)
                     await self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    async def _report(self, changes: list[tuple[Path, int]]) -> None:
+        events = [{"uri": path_to_uri(p), "type": kind} for p, kind in changes]
+        for doc in self._documents.values():
+            doc.others_changed_at = self._published
+        relisted = self._ready_pattern is not None and any(k != CHANGED for _, k in changes)
+        if relisted:
+            self._ready = False
+        await self.notify("workspace/didChangeWatchedFiles", {"changes": events})
+        if relisted:
+            # The server lists the workspace's files again; questions asked before it
+            # is done would miss the new files.
+            with anyio.move_on_after(_RELIST_WAIT):
+                await self._wait_until(lambda: self._ready)
 
     async def _sync(self, path: Path, language_id: str, uri: str | None = None) -> OpenDocument:
         uri = uri or path_to_uri(path)
@@ -567,6 +626,10 @@ class LspClient:
                 return entry.version >= doc.version
             return entry.serial > doc.published_before
 
+        def fresh() -> bool:
+            changed_at = doc.others_changed_at
+            return changed_at is None or self._diagnostics[doc.uri].serial > changed_at
+
         try:
             with anyio.fail_after(timeout):
                 await self._wait_until(ready)
@@ -574,6 +637,9 @@ class LspClient:
             raise RequestTimeout(
                 f"no diagnostics were published for {doc.uri} within {timeout:g}s"
             ) from None
+        with anyio.move_on_after(min(timeout, _FRESH_DIAGNOSTICS_WAIT)):
+            await self._wait_until(fresh)
+        doc.others_changed_at = None
         return list(self._diagnostics[doc.uri].diagnostics)
 
     def supports(self, capability: str) -> bool:

@@ -36,6 +36,9 @@ class OpenDocument:
     """(mtime in ns, size) of the file when it was last read."""
     published_before: int
     """The diagnostics counter when this version was sent (see ``LspClient``)."""
+    others_changed_at: int | None = None
+    """The diagnostics counter when changes to other files were last reported, which
+    may change this file's diagnostics without a new version."""
 
 
 def path_to_uri(path: Path) -> str:

@@ -15,7 +15,7 @@ weak dictionary keyed by the runtime so it lives exactly as long as it.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import anyio
@@ -46,8 +46,11 @@ class ServerPool:
         server: LspServerSettings,
         *,
         startup_timeout: float,
+        extensions: Iterable[str] = (),
     ) -> LspClient:
         """The running client for ``argv`` in ``workspace``, started (or restarted) if need be.
+
+        ``extensions`` are the file types the server serves (their changes are reported).
 
         Raises:
             ServerUnavailable: the server could not be started.
@@ -62,7 +65,7 @@ class ServerPool:
                 # It died or broke the protocol: a fresh one replaces it.
                 client.kill()
                 del self._clients[key]
-            client = LspClient(argv, workspace, server)
+            client = LspClient(argv, workspace, server, extensions)
             await client.start(timeout=startup_timeout)
             self._clients[key] = client
             return client

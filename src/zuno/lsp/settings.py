@@ -23,6 +23,7 @@ environment's ``bin``), then on ``PATH``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -56,6 +57,10 @@ class LspServerSettings(_Section):
     """Sent as ``initializationOptions`` in ``initialize``."""
     settings: dict[str, Any] = Field(default_factory=lambda: {})
     """Answers to the server's ``workspace/configuration`` requests, by dotted section."""
+    ready_message: str | None = None
+    """A regular expression: at startup, wait (within ``startup_timeout``) for a
+    ``window/logMessage`` matching it, the server's sign that it knows the workspace's
+    files. Without it, questions are asked as soon as ``initialize`` is answered."""
 
     @field_validator("command")
     @classmethod
@@ -64,12 +69,25 @@ class LspServerSettings(_Section):
             raise ValueError("the first element of command must name a program")
         return value
 
+    @field_validator("ready_message")
+    @classmethod
+    def _a_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
 
 DEFAULT_SERVERS: dict[str, LspServerSettings] = {
     ext: LspServerSettings(
         command=["pyright-langserver", "--stdio"],
         language_id="python",
         install="pip install pyright (it needs node on PATH)",
+        # pyright answers before it has listed the workspace's files; until then
+        # references and workspace symbols only see the files already opened.
+        ready_message=r"^(Found \d+ source files?|No source files found)",
     )
     for ext in (".py", ".pyi")
 }

@@ -201,9 +201,14 @@ async def _client(
     server: LspServerSettings, what: str, ctx: ToolContext, settings: LspSettings
 ) -> LspClient:
     argv = _argv(server, what)
+    extensions = [e for e, s in settings.all_servers().items() if s.command == server.command]
     try:
         return await LSP_SERVERS.client(
-            argv, ctx.workspace, server, startup_timeout=settings.startup_timeout
+            argv,
+            ctx.workspace,
+            server,
+            startup_timeout=settings.startup_timeout,
+            extensions=extensions,
         )
     except ServerUnavailable as exc:
         how = server.install or "check lsp.servers in zuno.json"
