@@ -10,7 +10,10 @@ model steps::
 
 from __future__ import annotations
 
+import sys
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -65,7 +68,7 @@ class UnknownAgent(LookupError):
     """No agent has that name."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True, eq=False)
 class SessionState:
     """A session as the dispatcher sees it: who is acting and with which tools."""
 
@@ -75,6 +78,8 @@ class SessionState:
     surface: Surface
     permissions: PermissionSettings
     depth: int = 0
+    narrowed_to: frozenset[str] | None = None
+    """The tool names a delegation narrowed this session to, if any."""
 
 
 class Runtime:
@@ -102,6 +107,7 @@ class Runtime:
             self.config.tool_output.max_bytes, self.config.tool_output.max_lines
         )
         self.approver: Approver = approver if approver is not None else default_approver()
+        self._connect_mcp = tools is None
         if tools is None:
             from zuno.tools import builtin_tools
 
@@ -122,6 +128,8 @@ class Runtime:
         self.provider_factory: ProviderFactory | None = None
         """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
         self.identity = process_identity()
+        self._sessions: weakref.WeakSet[SessionState] = weakref.WeakSet()
+        self._stack: AsyncExitStack | None = None
         """This process, written on every call row it runs (``pid:start``)."""
 
     # Agents and surfaces ------------------------------------------------------
@@ -146,6 +154,20 @@ class Runtime:
             "memory_propose": self.config.memory.enabled,
             "council_run": council is not None and agent_name in council.agents,
         }
+
+    def _surface_for(self, agent: str, narrowed: frozenset[str] | None) -> Surface:
+        surface = self.surface(agent)
+        if narrowed is None:
+            return surface
+        return Surface(tuple(t for t in surface.tools if t.name in narrowed))
+
+    def add_tools(self, tools: Iterable[Tool[Any]]) -> None:
+        """Register more tools (an MCP server's); open sessions see them at once."""
+        for tool in tools:
+            tool.startup_check()
+            self.registry.register(tool)
+        for state in list(self._sessions):
+            state.surface = self._surface_for(state.agent_name, state.narrowed_to)
 
     def surface(self, agent: str = "build") -> Surface:
         """The tools active for the named agent."""
@@ -187,22 +209,23 @@ class Runtime:
         else:
             record = None
         settings = self.agent_settings(agent)
-        surface = self.surface(agent)
-        if tools is not None:
-            allowed = set(tools)
-            surface = Surface(tuple(t for t in surface.tools if t.name in allowed))
+        narrowed = frozenset(tools) if tools is not None else None
+        surface = self._surface_for(agent, narrowed)
         if record is None:
             record = self.store.create_session(
                 new_id("ses"), agent, str(self.workspace), parent_call_id, model, title
             )
-        return SessionState(
+        state = SessionState(
             record.session_id,
             agent,
             settings,
             surface,
             effective_permissions(self.config.permission, settings),
             depth,
+            narrowed,
         )
+        self._sessions.add(state)
+        return state
 
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
@@ -218,8 +241,31 @@ class Runtime:
         return result
 
     async def __aenter__(self) -> Runtime:
-        """Start the background lane: background jobs run while the runtime is entered."""
-        await self.jobs.__aenter__()
+        """Start the background lane and connect the configured MCP servers.
+
+        MCP servers are connected here only for a runtime that uses the
+        built-in tools (``tools`` not given); a program that passes its own
+        tools connects its servers itself (see :mod:`zuno.mcp`).
+        """
+        stack = AsyncExitStack()
+        try:
+            await stack.__aenter__()
+            # Servers first: a server that cannot start fails before any job runs.
+            if self._connect_mcp and self.config.mcp.servers:
+                from zuno.mcp import connect_mcp_servers
+
+                servers = await stack.enter_async_context(
+                    connect_mcp_servers(self.config, self.workspace)
+                )
+                self.add_tools(servers.tools())
+            await stack.enter_async_context(self.jobs)
+        except BaseException as exc:
+            try:
+                await stack.__aexit__(*sys.exc_info())
+            finally:
+                _raise_mcp_error_from(exc)
+            raise
+        self._stack = stack
         return self
 
     async def __aexit__(
@@ -228,8 +274,10 @@ class Runtime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Cancel the jobs still running and stop the lane."""
-        await self.jobs.__aexit__(exc_type, exc, tb)
+        """Disconnect MCP servers, cancel the jobs still running and stop the lane."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.__aexit__(exc_type, exc, tb)
 
     async def start_background_job(
         self,
@@ -260,3 +308,22 @@ class Runtime:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _raise_mcp_error_from(exc: BaseException) -> None:
+    """Raise the MCP server error inside a task group's exception group, if there is one.
+
+    A server that fails inside the SDK's task group arrives wrapped; the person
+    needs the one error that says which server failed and why.
+    """
+    from zuno.mcp.client import McpServerError
+
+    if not isinstance(exc, BaseExceptionGroup):
+        return
+    found = exc.subgroup(McpServerError)
+    if found is None:
+        return
+    leaf: BaseException = found
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]  # pyright: ignore[reportUnknownMemberType]
+    raise leaf from exc

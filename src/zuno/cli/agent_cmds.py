@@ -317,8 +317,12 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
 def _finish(
     rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
 ) -> None:
+    from zuno.mcp.client import McpServerError
+
     try:
         outcome = anyio.run(_drive, rt, state, provider, prompt, steps)
+    except McpServerError as exc:
+        _close_and_fail(rt, str(exc))
     except KeyboardInterrupt:
         err.print(
             f"\n[yellow]interrupted[/]. Session [bold cyan]{state.session_id}[/] is saved; "

@@ -62,6 +62,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 @contextmanager
 def _errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
+    from zuno.mcp.client import McpServerError
     from zuno.ripgrep import RipgrepUnavailable
     from zuno.sandbox import SandboxError
 
@@ -74,6 +75,7 @@ def _errors() -> Generator[None]:
         _UsageError,
         RipgrepUnavailable,
         SandboxError,
+        McpServerError,
     ) as exc:
         fail(str(exc).strip("'\""))
 
