@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import anyio
@@ -57,6 +58,18 @@ def raw_rg(args: list[str], cwd: Path) -> bytes:
     )
     assert done.returncode in (0, 1), done.stderr
     return done.stdout
+
+
+def rg_children_after_exit() -> list[int]:
+    """rg children still alive once killed ones have had time to finish dying.
+
+    A killed process can stay runnable for a moment under load before it
+    becomes a zombie; only one still there after that is left behind.
+    """
+    deadline = time.monotonic() + 10
+    while (left := rg_children()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 def rg_children() -> list[int]:
@@ -334,7 +347,7 @@ async def test_consumer_stop_kills_rg() -> None:
     status = await rg.stream(["--files", "."], cwd=STDLIB, consume=consume)
     assert status.stopped and status.returncode is None
     assert len(batches) == 2 and all(batches)
-    assert rg_children() == []
+    assert rg_children_after_exit() == []
 
 
 @pytest.mark.anyio
@@ -355,7 +368,7 @@ async def test_cancellation_kills_rg() -> None:
             assert rg_children() != []
             tg.cancel_scope.cancel()
     assert not scope.cancelled_caught
-    assert rg_children() == []
+    assert rg_children_after_exit() == []
 
 
 @pytest.mark.anyio
@@ -366,7 +379,7 @@ async def test_cancellation_at_any_point_leaves_nothing_behind(delay: float) -> 
             await search_lines(STDLIB, Query("import"), limit=10, context=2)
         with anyio.move_on_after(delay):
             await list_files(STDLIB, limit=10)
-    assert rg_children() == []
+    assert rg_children_after_exit() == []
 
 
 # ----------------------------------------------------------------------- against raw rg
