@@ -21,13 +21,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from zuno.owner import identity_alive, process_identity
 from zuno.store import Store
+
+if TYPE_CHECKING:
+    from zuno.tool import ToolContext
 
 __all__ = ["JobEnd", "JobIO", "JobLane", "JobRecord", "JobState", "JobsUnavailable"]
 
@@ -284,6 +287,30 @@ class JobLane:
         self._done[job_id] = anyio.Event()
         self._tg.start_soon(self._run, record, body, time_limit, scope)
         return record
+
+    async def start_for_call(
+        self,
+        ctx: ToolContext,
+        *,
+        kind: str,
+        description: str,
+        body: JobBody,
+        time_limit: float | None = None,
+    ) -> JobRecord:
+        """:meth:`start` for the call of ``ctx``; a lane that is not running is a tool error."""
+        from zuno.tool import ToolError
+
+        try:
+            return await self.start(
+                kind=kind,
+                description=description,
+                session_id=ctx.session_id,
+                call_id=ctx.call_id,
+                body=body,
+                time_limit=time_limit,
+            )
+        except JobsUnavailable as exc:
+            raise ToolError(str(exc)) from exc
 
     async def _run(
         self, record: JobRecord, body: JobBody, time_limit: float | None, scope: anyio.CancelScope

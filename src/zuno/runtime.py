@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,7 @@ from zuno.permissions import Approver, PermissionSettings, default_approver, eff
 from zuno.recovery import settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.store import Store, open_store
-from zuno.tool import Tool, ToolContext, ToolResult
+from zuno.tool import Tool
 
 if TYPE_CHECKING:
     from zuno.agent.loop import ProviderFactory
@@ -278,33 +278,6 @@ class Runtime:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
-
-    async def start_background_job(
-        self,
-        *,
-        command: str,
-        argv: Sequence[str],
-        workdir: Path,
-        sandbox: Any,
-        policy: Any,
-        env: Mapping[str, str],
-        timeout: float | None,  # noqa: ASYNC109 - the job's own deadline, not the caller's
-        ctx: ToolContext,
-    ) -> ToolResult:
-        """Start a sandboxed command as a background job (``shell`` with ``background``)."""
-        from zuno.tools.background import start_command_job
-
-        return await start_command_job(
-            self,
-            command=command,
-            argv=argv,
-            workdir=workdir,
-            sandbox=sandbox,
-            policy=policy,
-            env=env,
-            timeout=timeout,
-            ctx=ctx,
-        )
 
     def close(self) -> None:
         self.store.close()

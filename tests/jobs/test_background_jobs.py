@@ -137,3 +137,28 @@ async def test_cli_call_waits_for_its_background_job(workspace: Path, tmp_path: 
     body: dict[str, Any] = json.loads(proc.stdout)
     assert body["outcome"] == "ok" and body["concurrency"] == "isolated_background"
     assert (workspace / "marker.txt").read_text() == "done\n"
+
+
+async def test_a_background_command_runs_sandboxed_in_its_workdir(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "sub").mkdir()
+    outside = tmp_path / "outside.txt"
+    rt = make_runtime(workspace, tmp_path / "z.db")
+    async with rt:
+        s = rt.open_session()
+        started = await rt.call(
+            s,
+            "shell",
+            {
+                "command": f"pwd > where.txt; echo escape > {outside}",
+                "background": True,
+                "workdir": "sub",
+            },
+        )
+        job_id = started.data["job_id"] if started.data else ""
+        await rt.call(s, "bg", {"action": "wait", "job_id": job_id, "timeout": 60})
+    assert (workspace / "sub" / "where.txt").read_text().strip().endswith("/sub")
+    assert not outside.exists()  # the sandbox applies to background jobs too
+    job = rt.jobs.get(job_id)
+    assert job is not None and job.state is JobState.FAILED

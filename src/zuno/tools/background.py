@@ -9,27 +9,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Self
 
 import anyio
 from pydantic import Field, model_validator
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
-from zuno.jobs import JobEnd, JobIO, JobLane, JobRecord, JobState, JobsUnavailable
+from zuno.jobs import JobEnd, JobIO, JobLane, JobRecord, JobState
 from zuno.output import format_size
+from zuno.sandbox import Sandbox, SandboxPolicy, prepared_launch
 from zuno.store.records import iso
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime
+    pass
 
-__all__ = ["BgTool", "JobTool", "start_command_job"]
+__all__ = ["BgTool", "JobTool", "job_lane", "start_command_job"]
 
 _WAIT_DEFAULT = 30
 _WAIT_MAX = 600
 
 
-def _lane(ctx: ToolContext) -> JobLane:
+def job_lane(ctx: ToolContext) -> JobLane:
+    """The runtime's background lane, or a tool error when there is none."""
     lane = getattr(ctx.services, "jobs", None)
     if not isinstance(lane, JobLane):
         raise ToolError("background jobs are not available in this runtime")
@@ -48,20 +50,19 @@ def _summary(job: JobRecord) -> str:
 
 
 async def start_command_job(
-    runtime: Runtime,
+    lane: JobLane,
+    ctx: ToolContext,
     *,
     command: str,
     argv: Sequence[str],
     workdir: Path,
-    sandbox: Any,
-    policy: Any,
+    sandbox: Sandbox,
+    policy: SandboxPolicy,
     env: Mapping[str, str],
-    timeout: float | None,  # noqa: ASYNC109 - the job's own deadline, not the caller's
-    ctx: ToolContext,
+    time_limit: float | None,
 ) -> ToolResult:
     """Run a sandboxed command in the background lane; its stdout and stderr go to one log."""
     from zuno.process import run_process
-    from zuno.sandbox import prepared_launch
 
     async def body(io: JobIO) -> JobEnd:
         with prepared_launch(sandbox, list(argv), policy, cwd=workdir, env=env) as launch:
@@ -69,26 +70,17 @@ async def start_command_job(
                 launch.argv,
                 cwd=launch.cwd,
                 env=launch.env,
-                time_limit=timeout,
+                time_limit=time_limit,
                 on_stdout=io.write,
                 on_stderr=io.write,
             )
         if result.timed_out:
-            return JobEnd(result.exit_code, JobState.TIMED_OUT, f"killed after {timeout}s")
+            return JobEnd(result.exit_code, JobState.TIMED_OUT, f"killed after {time_limit}s")
         if result.signal is not None:
             return JobEnd(None, JobState.FAILED, f"killed by signal {result.signal_name}")
         return JobEnd(result.exit_code)
 
-    try:
-        job = await runtime.jobs.start(
-            kind="shell",
-            description=command,
-            session_id=ctx.session_id,
-            call_id=ctx.call_id,
-            body=body,
-        )
-    except JobsUnavailable as exc:
-        raise ToolError(str(exc)) from exc
+    job = await lane.start_for_call(ctx, kind="shell", description=command, body=body)
     return ToolResult(
         f"Started background job {job.job_id}: {command[:200]}\n"
         f'Follow it with bg {{"action": "output", "job_id": "{job.job_id}"}}, '
@@ -151,7 +143,7 @@ class BgTool(Tool[BgArgs]):
         return _CANCEL if args.action == "cancel" else READ_ONLY_SAFE_PARALLEL
 
     async def run(self, args: BgArgs, ctx: ToolContext) -> ToolResult:
-        lane = _lane(ctx)
+        lane = job_lane(ctx)
         if args.action == "list":
             jobs: list[JobRecord] = lane.list(session_id=ctx.session_id)
             if not jobs:
@@ -227,7 +219,7 @@ class JobTool(Tool[JobArgs]):
     declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
 
     async def run(self, args: JobArgs, ctx: ToolContext) -> ToolResult:
-        lane = _lane(ctx)
+        lane = job_lane(ctx)
         if args.job_id is not None:
             job: JobRecord | None = lane.get(args.job_id)
             if job is None:

@@ -273,25 +273,22 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
         )
 
     async def _start_job(self, args: ShellArgs, argv: list[str], ctx: ToolContext) -> ToolResult:
-        start: Any = getattr(ctx.services, "start_background_job", None)
-        if start is None:
-            raise ToolError("background commands are not available in this runtime")
+        from zuno.tools.background import job_lane, start_command_job
+
+        lane = job_lane(ctx)
         settings = self.settings_for(ctx)
-        cwd = _resolve_workdir(ctx, args.workdir)
         timeout = None if args.timeout is None else _resolve_timeout(args.timeout, settings)
-        result: Any = await start(
+        return await start_command_job(
+            lane,
+            ctx,
             command=args.command,
             argv=argv,
-            workdir=cwd,
+            workdir=_resolve_workdir(ctx, args.workdir),
             sandbox=_selected(settings),
             policy=policy_for(settings, ctx.workspace),
             env=command_environment(settings.env_remove),
-            timeout=timeout,
-            ctx=ctx,
+            time_limit=timeout,
         )
-        if isinstance(result, ToolResult):
-            return result
-        return ToolResult(output=f"started background job {result}", data={"job": str(result)})
 
 
 class ExecuteArgs(ToolArgs):

@@ -24,7 +24,7 @@ from zuno.agent.delegation import ChildRun, child_tools, run_child
 from zuno.agent.loop import TurnStatus
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.jobs import JobEnd, JobIO, JobState, JobsUnavailable
+from zuno.jobs import JobEnd, JobIO, JobState
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 if TYPE_CHECKING:
@@ -167,16 +167,9 @@ class TaskTool(Tool[TaskArgs]):
                 return JobEnd(1, JobState.FAILED, f"the agent did not finish ({status})")
             return JobEnd(0)
 
-        try:
-            job = await runtime.jobs.start(
-                kind="task",
-                description=f"{args.agent}: {title}",
-                session_id=ctx.session_id,
-                call_id=ctx.call_id,
-                body=body,
-            )
-        except JobsUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+        job = await runtime.jobs.start_for_call(
+            ctx, kind="task", description=f"{args.agent}: {title}", body=body
+        )
         return ToolResult(
             f"Started background task {job.job_id} (agent {args.agent}). Its answer becomes "
             f'the job\'s output: bg {{"action": "wait", "job_id": "{job.job_id}"}} waits for '
