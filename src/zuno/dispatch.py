@@ -17,17 +17,17 @@ written, in the model's order whatever the completion order.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from zuno.arguments import ArgumentsError, parse_arguments, raw_arguments, validation_message
+from zuno.calls import CallRequest, CallResult, new_id
 from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
 from zuno.events import Event
 from zuno.hooks import HookCall
@@ -65,64 +65,6 @@ _NEVER_FAILED_NOTE = (
 )
 
 
-def new_id(prefix: str) -> str:
-    """A sortable unique id: time in microseconds, then randomness."""
-    return f"{prefix}_{time.time_ns() // 1000:013x}{os.urandom(4).hex()}"
-
-
-@dataclass(frozen=True, slots=True)
-class CallRequest:
-    """A tool call as the model (or a person) asked for it.
-
-    ``arguments`` may be the model's raw JSON text, an object, or None.
-    """
-
-    tool: str
-    arguments: str | Mapping[str, Any] | None = None
-    model_call_id: str | None = None
-
-
-@dataclass(slots=True)
-class CallResult:
-    """The settled result of one call, as handed back to the model."""
-
-    call_id: str
-    session_id: str
-    index: int
-    tool: str
-    outcome: Outcome
-    output: str
-    declaration: Declaration | None = None
-    block_kind: BlockKind | None = None
-    attempt: int = 1
-    is_error: bool = False
-    data: dict[str, Any] | None = None
-    model_call_id: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    artifact: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The shape printed by ``zuno call --json``."""
-        decl = self.declaration.as_dict() if self.declaration else {}
-        return {
-            "call_id": self.call_id,
-            "session_id": self.session_id,
-            "index": self.index,
-            "tool": self.tool,
-            "outcome": self.outcome.value,
-            "block_kind": self.block_kind.value if self.block_kind else None,
-            "effect": decl.get("effect"),
-            "replay": decl.get("replay"),
-            "concurrency": decl.get("concurrency"),
-            "attempt": self.attempt,
-            "result": self.output,
-            "is_error": self.is_error,
-            "data": self.data,
-            "artifact": self.artifact,
-        }
-
-
 @dataclass(slots=True)
 class _Admitted:
     index: int
@@ -150,70 +92,6 @@ class _Blocked(Exception):
         self.kind = kind
         self.message = message
         self.declaration = declaration
-
-
-def _raw_arguments(arguments: str | Mapping[str, Any] | None) -> str:
-    if arguments is None:
-        return "{}"
-    if isinstance(arguments, str):
-        return arguments
-    try:
-        return json.dumps(dict(arguments), sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(arguments)
-
-
-def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    if arguments is None:
-        return {}
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
-    text = arguments.strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _Blocked(
-            BlockKind.INVALID_ARGUMENTS,
-            f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno}, "
-            f"column {exc.colno}); send a JSON object",
-        ) from exc
-    if not isinstance(value, dict):
-        raise _Blocked(
-            BlockKind.INVALID_ARGUMENTS,
-            f"the arguments must be a JSON object, got {type(value).__name__}",
-        )
-    return value  # type: ignore[return-value]
-
-
-def _expected(tool: Tool[Any]) -> str:
-    schema = tool.schema()
-    required = set(schema.get("required", []))
-    parts: list[str] = []
-    for name, prop in schema.get("properties", {}).items():
-        kind = prop.get("type") or "/".join(
-            str(p.get("type", "?")) for p in prop.get("anyOf", []) if p.get("type") != "null"
-        )
-        parts.append(f"{name}: {kind}{'' if name in required else '?'}")
-    return "{" + ", ".join(parts) + "}"
-
-
-def _validation_message(tool: Tool[Any], exc: ValidationError) -> str:
-    problems: list[str] = []
-    for error in exc.errors():
-        field_name = ".".join(str(p) for p in error["loc"]) or "(arguments)"
-        if error["type"] == "extra_forbidden":
-            problems.append(f"`{field_name}` is not an argument of {tool.name}")
-            continue
-        if error["type"] == "missing":
-            problems.append(f"`{field_name}` is required")
-            continue
-        got = json.dumps(error.get("input"), default=str)
-        if len(got) > 60:
-            got = got[:57] + "..."
-        problems.append(f"`{field_name}`: {error['msg']} (got {got})")
-    return "; ".join(problems) + f". Expected arguments: {_expected(tool)}"
 
 
 class Dispatcher:
@@ -274,11 +152,14 @@ class Dispatcher:
         tool = session.surface.get(request.tool)
         if tool is None:
             raise _Blocked(BlockKind.UNAVAILABLE, self._unavailable_message(session, request.tool))
-        raw = _parse_arguments(request.arguments)
+        try:
+            raw = parse_arguments(request.arguments)
+        except ArgumentsError as exc:
+            raise _Blocked(BlockKind.INVALID_ARGUMENTS, str(exc)) from exc
         try:
             args = tool.args_model.model_validate(raw)
         except ValidationError as exc:
-            raise _Blocked(BlockKind.INVALID_ARGUMENTS, _validation_message(tool, exc)) from exc
+            raise _Blocked(BlockKind.INVALID_ARGUMENTS, validation_message(tool, exc)) from exc
         try:
             declaration = tool.declare(args)
         except Exception as exc:  # a tool that cannot classify is treated as the strictest
@@ -430,7 +311,7 @@ class Dispatcher:
         blocked: _Blocked,
     ) -> CallResult:
         now = time.time()
-        raw = _raw_arguments(request.arguments)
+        raw = raw_arguments(request.arguments)
         decl = blocked.declaration
         text = f"Blocked ({blocked.kind.value}): {blocked.message}. Nothing was run."
         record = CallRecord(
