@@ -112,13 +112,13 @@ class Dispatcher:
         rt.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
         admitted: list[_Admitted] = []
-        for index, request in enumerate(requests):
-            call_id = new_id("call")
-            try:
-                admitted.append(await self._preflight(session, index, call_id, request))
-            except _Blocked as blocked:
-                results[index] = self._block(session, step, index, call_id, request, blocked)
         try:
+            for index, request in enumerate(requests):
+                call_id = new_id("call")
+                try:
+                    admitted.append(await self._preflight(session, index, call_id, request))
+                except _Blocked as blocked:
+                    results[index] = self._block(session, step, index, call_id, request, blocked)
             await self._execute_all(session, step, admitted, results)
         finally:
             # Plain synchronous code: a cancellation cannot interrupt it.
