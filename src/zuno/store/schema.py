@@ -51,8 +51,10 @@ SCHEMA = [
     # Unfinished calls are found through calls_by_session; an index on status
     # would cost a page write on every start and finish.
     """DROP INDEX IF EXISTS calls_started""",
+    # No AUTOINCREMENT: events are never deleted, so rowids only grow anyway,
+    # and AUTOINCREMENT would write its sqlite_sequence page on every commit.
     """CREATE TABLE IF NOT EXISTS events (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq INTEGER PRIMARY KEY,
         session_id TEXT NOT NULL,
         call_id TEXT,
         kind TEXT NOT NULL,
