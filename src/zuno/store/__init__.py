@@ -2,12 +2,14 @@
 
 The store is the source of truth for every transcript. SQLite (one file, WAL)
 is the default; its location is ``ZUNO_DB`` or ``--db``, else the platform's
-data folder.
+data folder. A ``postgresql://`` (or ``postgres://``) connection string there
+selects PostgreSQL, for several workers sharing one history.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import platformdirs
@@ -36,6 +38,31 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("zuno")) / "zuno.db"
 
 
-def open_store(path: Path | None = None) -> Store:
+_POSTGRES = re.compile(r"^(postgres(?:ql)?):/+", re.IGNORECASE)
+
+
+def _postgres_dsn(location: str) -> str | None:
+    """The connection string when ``location`` names PostgreSQL, else None.
+
+    ``Path("postgresql://u@h/db")`` collapses ``//`` into ``/``, so the
+    ``--db`` option arrives as ``postgresql:/u@h/db``: the slashes are put
+    back (a DSN with an empty host, ``postgresql:///db``, survives only
+    through ``ZUNO_DB``).
+    """
+    match = _POSTGRES.match(location)
+    if match is None:
+        return None
+    if location.startswith("://", len(match.group(1))):
+        return location
+    return f"{match.group(1)}://{location[match.end() :]}"
+
+
+def open_store(path: Path | str | None = None) -> Store:
     """Open (creating when needed) the store at ``path`` or the default location."""
-    return SQLiteStore(path or default_db_path())
+    location = str(path) if path is not None else os.environ.get("ZUNO_DB") or ""
+    dsn = _postgres_dsn(location)
+    if dsn is not None:
+        from zuno.store.postgres import PostgresStore
+
+        return PostgresStore(dsn)
+    return SQLiteStore(Path(path) if path is not None else default_db_path())

@@ -1,0 +1,42 @@
+"""PostgreSQL fixtures: each test gets its own schema in the ``$ZUNO_TEST_POSTGRES`` database.
+
+Without ``ZUNO_TEST_POSTGRES`` (a ``postgresql://`` connection string) the
+tests that need a server are skipped; ``scripts/start_postgres.sh`` starts a
+local one and prints such a string.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SKIP_REASON = (
+    "ZUNO_TEST_POSTGRES is not set (a postgresql:// connection string; "
+    "scripts/start_postgres.sh starts a server and prints one)"
+)
+
+
+@pytest.fixture
+def pg_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A connection string whose ``search_path`` is a new, empty schema."""
+    base = os.environ.get("ZUNO_TEST_POSTGRES")
+    if not base:
+        pytest.skip(SKIP_REASON)
+    if not base.startswith(("postgresql://", "postgres://")):
+        pytest.fail(f"ZUNO_TEST_POSTGRES must be a postgresql:// URL, got {base!r}")
+    import psycopg
+
+    schema = f"zuno_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")  # pyright: ignore[reportArgumentType]
+    monkeypatch.setenv("ZUNO_ARTIFACTS", str(tmp_path / "artifacts"))
+    sep = "&" if "?" in base else "?"
+    try:
+        yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # pyright: ignore[reportArgumentType]
