@@ -17,4 +17,18 @@ python3 -m venv .venv
 # ripgrep is pinned in pyproject: the newest wheel needs a newer glibc than Debian 12's.
 .venv/bin/pip install -q --only-binary=ripgrep -e '.[dev,postgres]'
 .venv/bin/rg --version | head -n 1
+
+# PostgreSQL for the store tests that need a server (they skip without one).
+if [ "$(id -u)" = 0 ]; then
+  if [ ! -d /etc/postgresql ]; then
+    apt-get update -qq && apt-get install -y -qq postgresql >/dev/null || true
+  fi
+  if dsn=$(sh scripts/start_postgres.sh 2>/dev/null); then
+    echo "$dsn" > .venv/zuno-test-postgres
+    echo "setup: PostgreSQL running for the store tests ($dsn)"
+  else
+    rm -f .venv/zuno-test-postgres
+    echo "setup: PostgreSQL could not be started; its store tests will be skipped" >&2
+  fi
+fi
 echo "setup: done. Run the tests with: .venv/bin/python -m pytest"

@@ -1,8 +1,9 @@
 """PostgreSQL fixtures: each test gets its own schema in the ``$ZUNO_TEST_POSTGRES`` database.
 
-Without ``ZUNO_TEST_POSTGRES`` (a ``postgresql://`` connection string) the
-tests that need a server are skipped; ``scripts/start_postgres.sh`` starts a
-local one and prints such a string.
+The server is ``$ZUNO_TEST_POSTGRES`` (a ``postgresql://`` connection
+string), else the one ``scripts/setup.sh`` started and wrote to
+``.venv/zuno-test-postgres``. Without either, the tests that need a server are
+skipped; ``scripts/start_postgres.sh`` starts a local one and prints its string.
 """
 
 from __future__ import annotations
@@ -20,10 +21,18 @@ SKIP_REASON = (
 )
 
 
+def _from_setup() -> str | None:
+    saved = Path(__file__).resolve().parents[2] / ".venv" / "zuno-test-postgres"
+    try:
+        return saved.read_text().strip() or None
+    except OSError:
+        return None
+
+
 @pytest.fixture
 def pg_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A connection string whose ``search_path`` is a new, empty schema."""
-    base = os.environ.get("ZUNO_TEST_POSTGRES")
+    base = os.environ.get("ZUNO_TEST_POSTGRES") or _from_setup()
     if not base:
         pytest.skip(SKIP_REASON)
     if not base.startswith(("postgresql://", "postgres://")):

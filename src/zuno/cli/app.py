@@ -40,7 +40,11 @@ Workspace = Annotated[
 ]
 Db = Annotated[
     Path | None,
-    typer.Option("--db", help="The store file (default: $ZUNO_DB, else the data folder)."),
+    typer.Option(
+        "--db",
+        help="The store: a SQLite file, or postgresql://USER@HOST/DB "
+        "(default: $ZUNO_DB, else zuno.db in the data folder).",
+    ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Approve what strict mode would ask.")]
