@@ -7,7 +7,6 @@ has its own tables, created on first use (see :class:`WorkState`).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import weakref
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from zuno.store import Store
+from zuno.store.connection import StoreConnection
 from zuno.tool import ArgumentsRejected
 
 if TYPE_CHECKING:
@@ -210,18 +210,18 @@ class WorkState:
         return todos
 
     @staticmethod
-    def _read(db: sqlite3.Connection, session_id: str) -> list[Todo]:
+    def _read(db: StoreConnection, session_id: str) -> list[Todo]:
         return _todos(db.execute(_SELECT_TODOS, (session_id,)).fetchall())
 
     @staticmethod
-    def _next_id(db: sqlite3.Connection, session_id: str) -> int:
+    def _next_id(db: StoreConnection, session_id: str) -> int:
         row = db.execute(
             "SELECT next_id FROM work_todo_lists WHERE session_id = ?", (session_id,)
         ).fetchone()
         return int(row[0]) if row else 1
 
     @staticmethod
-    def _write(db: sqlite3.Connection, session_id: str, todos: list[Todo], next_id: int) -> None:
+    def _write(db: StoreConnection, session_id: str, todos: list[Todo], next_id: int) -> None:
         now = time.time()
         db.execute("DELETE FROM work_todos WHERE session_id = ?", (session_id,))
         db.executemany(

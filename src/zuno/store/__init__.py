@@ -14,6 +14,7 @@ from pathlib import Path
 
 import platformdirs
 
+from zuno.store.connection import StoreConnection, StoreCursor
 from zuno.store.records import CallRecord, EventRecord, SessionRecord
 from zuno.store.sqlite import SQLiteStore
 
@@ -23,6 +24,8 @@ __all__ = [
     "SQLiteStore",
     "SessionRecord",
     "Store",
+    "StoreConnection",
+    "StoreCursor",
     "default_db_path",
     "open_store",
 ]

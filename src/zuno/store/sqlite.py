@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zuno.store.connection import StoreConnection
 from zuno.store.records import CallRecord, EventRecord, SessionRecord
 from zuno.store.schema import SCHEMA, SCHEMA_VERSION
 
@@ -120,7 +121,7 @@ class SQLiteStore:
                 raise
             self._db.execute("COMMIT")
 
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+    def transaction(self) -> AbstractContextManager[StoreConnection]:
         """A committed write transaction, for modules that keep their own tables."""
         return self._tx()
 
