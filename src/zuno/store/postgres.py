@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-from collections.abc import Generator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 
@@ -28,7 +26,6 @@ import platformdirs
 import psycopg
 
 from zuno.store.dialect import to_postgres
-from zuno.store.schema import SCHEMA, SCHEMA_VERSION
 from zuno.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -86,25 +83,25 @@ class PostgresStore(SQLiteStore):
     def __init__(self, dsn: str) -> None:
         # Not SQLiteStore.__init__: there is no file to open.
         self.dsn = dsn
-        self._lock = threading.RLock()
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
-        self._last_step: dict[str, int] = {}
-        self._deferred_calls: dict[tuple[str, int], int] = {}
+        self._init_state()
         self._conn = _Connection(psycopg.connect(dsn, autocommit=True))
         # The store's code calls sqlite3.Connection methods; _Connection has
         # the ones it calls, translated.
         self._db = cast(sqlite3.Connection, self._conn)
-        with self._tx() as db:
-            for statement in SCHEMA:
-                db.execute(statement)
-            db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            db.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS runner TEXT")
-            # SQLite's implicit rowid: sessions created in the same instant
-            # are listed newest first by insertion order.
-            db.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS rowid BIGSERIAL")
+        self._create_schema()
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        db.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS runner TEXT")
+        # SQLite's implicit rowid: sessions created in the same instant
+        # are listed newest first by insertion order.
+        db.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS rowid BIGSERIAL")
+
+    def _begin(self) -> None:
+        # One database-wide write lock, like SQLite's BEGIN IMMEDIATE: code that
+        # reads then writes (next message number, next todo id) stays correct
+        # with several workers.
+        self._db.execute("BEGIN")
+        self._db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
 
     @property
     def artifacts_root(self) -> Path:
@@ -113,28 +110,6 @@ class PostgresStore(SQLiteStore):
         if env:
             return Path(env)
         return Path(platformdirs.user_data_dir("zuno")) / "artifacts"
-
-    def close(self) -> None:
-        with self._lock:
-            self.flush()
-            self._conn.close()
-
-    @contextmanager
-    def _tx(self) -> Generator[sqlite3.Connection]:
-        with self._lock:
-            pending, self._pending = self._pending, []
-            self._deferred_calls.clear()
-            self._db.execute("BEGIN")
-            try:
-                self._db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
-                for sql, params in pending:
-                    self._db.execute(sql, params)
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                self._pending = pending + self._pending
-                raise
-            self._db.execute("COMMIT")
 
     def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
         row = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event)).fetchone()

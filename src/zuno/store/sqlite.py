@@ -67,13 +67,7 @@ class SQLiteStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        # Writes that need no commit of their own (a step's opening, a blocked
-        # call, which changed nothing): they ride in the next transaction, in order.
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
-        self._last_step: dict[str, int] = {}
-        # Deferred started rows by (call_id, attempt): their index in _pending.
-        self._deferred_calls: dict[tuple[str, int], int] = {}
+        self._init_state()
         self._db = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=30.0
         )
@@ -83,6 +77,19 @@ class SQLiteStore:
         # Checkpoints are where WAL mode pays its fsyncs; doing them less often
         # keeps per-call commits cheap (the WAL is folded back on close).
         self._db.execute("PRAGMA wal_autocheckpoint=16384")
+        self._create_schema()
+
+    def _init_state(self) -> None:
+        """The in-process state every store keeps beside its connection."""
+        self._lock = threading.RLock()
+        # Writes that need no commit of their own (a step's opening, a blocked
+        # call, which changed nothing): they ride in the next transaction, in order.
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        self._last_step: dict[str, int] = {}
+        # Deferred started rows by (call_id, attempt): their index in _pending.
+        self._deferred_calls: dict[tuple[str, int], int] = {}
+
+    def _create_schema(self) -> None:
         with self._tx() as db:
             for statement in SCHEMA:
                 db.execute(statement)
@@ -90,10 +97,17 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
-            # Stores made before a column existed get it added, never rebuilt.
-            have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
-            if "runner" not in have:
-                db.execute("ALTER TABLE calls ADD COLUMN runner TEXT")
+            self._migrate(db)
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Stores made before a column existed get it added, never rebuilt."""
+        have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+        if "runner" not in have:
+            db.execute("ALTER TABLE calls ADD COLUMN runner TEXT")
+
+    def _begin(self) -> None:
+        """Start a write transaction holding the write lock."""
+        self._db.execute("BEGIN IMMEDIATE")
 
     @property
     def artifacts_root(self) -> Path:
@@ -110,7 +124,7 @@ class SQLiteStore:
         with self._lock:
             pending, self._pending = self._pending, []
             self._deferred_calls.clear()
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 for sql, params in pending:
                     self._db.execute(sql, params)
