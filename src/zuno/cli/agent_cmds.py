@@ -23,7 +23,7 @@ from rich.text import Text
 from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, load_history, resolve_model
 from zuno.agent.messages import AssistantMessage
 from zuno.agent.providers import Provider, ProviderError, make_provider
-from zuno.cli.app import AgentOpt, Db, Workspace, Yes, app, fail
+from zuno.cli.app import AgentOpt, Db, Workspace, Yes, app, fail, wait_for_own_jobs
 from zuno.cli.render import outcome_style
 from zuno.config import ConfigError
 from zuno.events import Event
@@ -275,14 +275,7 @@ async def _drive(
             finally:
                 with anyio.CancelScope(shield=True):
                     await provider.aclose()
-            running = rt.jobs.mine_running()
-            if running:
-                err.print(
-                    f"[dim]waiting for background job(s) {', '.join(running)}; "
-                    "Ctrl-C cancels them[/]"
-                )
-                for job_id in running:
-                    await rt.jobs.wait(job_id)
+            await wait_for_own_jobs(rt)
     finally:
         stop()
         if view._mid_line:  # pyright: ignore[reportPrivateUsage]

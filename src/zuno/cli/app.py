@@ -129,15 +129,20 @@ async def _dispatch_and_settle(
     """Dispatch, then let background jobs this command started finish (Ctrl-C cancels them)."""
     async with rt:
         results = await rt.dispatch(state, requests)
-        running = rt.jobs.mine_running()
-        if running:
-            err.print(
-                f"[dim]waiting for background job(s) {', '.join(running)} started by this "
-                "command; Ctrl-C cancels them[/]"
-            )
-            for job_id in running:
-                await rt.jobs.wait(job_id)
+        await wait_for_own_jobs(rt)
     return results
+
+
+async def wait_for_own_jobs(rt: Runtime) -> None:
+    """Before exiting, let the background jobs this process started finish."""
+    running = rt.jobs.mine_running()
+    if running:
+        err.print(
+            f"[dim]waiting for background job(s) {', '.join(running)} started by this "
+            "command; Ctrl-C cancels them[/]"
+        )
+        for job_id in running:
+            await rt.jobs.wait(job_id)
 
 
 @app.command()
