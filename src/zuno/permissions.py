@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -291,8 +291,3 @@ def default_approver(interactive: bool | None = None) -> Approver:
     if interactive is None:
         interactive = sys.stdin.isatty() and sys.stderr.isatty()
     return TerminalApprover() if interactive else DenyAll()
-
-
-def rules_summary(rules: Sequence[PermissionRule]) -> list[str]:
-    """Rules as short lines for ``zuno doctor``."""
-    return [f"{r.action} {r.tool} {r.pattern}" for r in rules]

@@ -312,9 +312,11 @@ async def test_agent_allowlist_replaces_the_surface(workspace: Path, tmp_path: P
     assert result.block_kind is BlockKind.UNAVAILABLE
 
 
-async def test_permission_rules_need_unused_types() -> None:
+async def test_rules_written_in_code_apply(workspace: Path, tmp_path: Path) -> None:
     # PermissionRule and PermissionSettings are the public way to write rules in code.
-    settings = PermissionSettings(
-        rules=[PermissionRule(tool="shell", pattern="git", action="allow")]
-    )
-    assert settings.mode == "strict"
+    settings = PermissionSettings(rules=[PermissionRule(tool="probe", pattern="x*", action="deny")])
+    rt = make_runtime(workspace, tmp_path, permission=settings.model_dump())
+    session = rt.open_session()
+    denied = await rt.call(session, "probe", {"tag": "x1"})
+    allowed = await rt.call(session, "probe", {"tag": "y1"})
+    assert denied.block_kind is BlockKind.DENIED and allowed.outcome is Outcome.OK
