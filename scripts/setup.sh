@@ -23,7 +23,7 @@ if [ "$(id -u)" = 0 ]; then
   if [ ! -d /etc/postgresql ]; then
     apt-get update -qq && apt-get install -y -qq postgresql >/dev/null || true
   fi
-  if dsn=$(sh scripts/start_postgres.sh 2>/dev/null); then
+  if dsn=$(sh scripts/start_postgres.sh 2>/dev/null | tail -n 1) && [ -n "$dsn" ]; then
     echo "$dsn" > .venv/zuno-test-postgres
     echo "setup: PostgreSQL running for the store tests ($dsn)"
   else
