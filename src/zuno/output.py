@@ -86,6 +86,27 @@ def _count_lines(data: bytes | str, ends_with_newline: bool) -> int:
     return n if ends_with_newline else n + 1
 
 
+_SPARSE_NEWLINES = 32
+
+
+def count_newlines(data: bytes) -> int:
+    """The number of newlines in data, fast whether lines are short or very long.
+
+    ``bytes.count`` goes a byte at a time (about 0.6 s a GiB here) while
+    ``bytes.find`` of one byte is memchr, some forty times faster: output with
+    long lines (or none) is counted by finding each newline, and a chunk that
+    turns out to hold many falls back to one ``count`` over the rest.
+    """
+    found = 0
+    pos = data.find(b"\n")
+    while pos != -1:
+        found += 1
+        if found == _SPARSE_NEWLINES:
+            return found + data.count(b"\n", pos + 1)
+        pos = data.find(b"\n", pos + 1)
+    return found
+
+
 class BoundedOutput:
     """Accumulates a byte stream within limits, spilling the whole to an artifact.
 
@@ -149,7 +170,7 @@ class BoundedOutput:
             else:
                 self._write_capped(self._sink, data, self._artifact_max)
         self._total_bytes += len(data)
-        self._newlines += data.count(b"\n")
+        self._newlines += count_newlines(data)
         self._last_byte_newline = data.endswith(b"\n")
         if not self._head_full:
             room = self._limits.max_bytes + 1 - len(self._head)
@@ -160,12 +181,16 @@ class BoundedOutput:
                 piece = piece[: cut + 1]
             self._head += piece
             self._head_lines += piece.count(b"\n")
-            if len(piece) < len(data) or cut is not None:
-                self._head_full = True
-                self._tail += data[len(piece) :]
-        else:
-            self._tail += data
+            if len(piece) == len(data) and cut is None:
+                return
+            self._head_full = True
+            data = data[len(piece) :]
         keep = self._limits.max_bytes + 4
+        if len(data) >= keep:
+            # Only the end of a big chunk can ever be shown: copy just that.
+            self._tail = bytearray(memoryview(data)[-keep:])
+            return
+        self._tail += data
         if len(self._tail) > 4 * keep:
             del self._tail[: len(self._tail) - keep]
 
