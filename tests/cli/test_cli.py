@@ -50,6 +50,15 @@ def test_tools_lists_declarations(zuno: Zuno) -> None:
     assert "edit" not in rows  # a registered slot, not in the default surface
 
 
+def test_tools_text_is_never_cut_when_piped(zuno: Zuno) -> None:
+    lines = zuno.run("tools").stdout.splitlines()
+    by_name = {line.split()[0]: line.split() for line in lines[2:] if line.strip()}
+    assert by_name["apply_patch"][1:5] == ["default", "side_effecting", "never", "exclusive"]
+    assert by_name["shell"][2] == "side_effecting*"  # mixed, explained in the note
+    assert by_name["question"][2] == "user_mediated"
+    assert lines[-1].startswith("* mixed:")
+
+
 def test_call_read_json_shape(zuno: Zuno) -> None:
     body = zuno.json("call", "read", '{"path": "notes.txt"}')
     assert {

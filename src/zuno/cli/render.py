@@ -12,7 +12,14 @@ from zuno.dispatch import CallResult
 from zuno.registry import Surface, place_of
 from zuno.store.records import CallRecord, SessionRecord, iso
 
-__all__ = ["outcome_style", "print_result", "print_sessions", "print_surface", "print_transcript"]
+__all__ = [
+    "outcome_style",
+    "print_result",
+    "print_sessions",
+    "print_surface",
+    "print_table",
+    "print_transcript",
+]
 
 _STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "magenta"}
 
@@ -46,22 +53,61 @@ def _summary(description: str) -> str:
     return text if end < 0 else text[: end + 1]
 
 
-def print_surface(console: Console, surface: Surface, agent: str) -> None:
-    table = Table(title=f"Active tools for agent {agent!r}", title_justify="left")
-    for column in ("tool", "place", "effect", "replay", "concurrency"):
+def print_table(
+    console: Console,
+    title: str,
+    headers: list[str],
+    rows: list[list[str]],
+    note: str | None = None,
+) -> None:
+    """A table on a terminal; aligned plain lines otherwise, so nothing is ever cut.
+
+    The last column is the one that wraps on a terminal (and is left unpadded
+    in plain lines).
+    """
+    if not console.is_terminal:
+        widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers) - 1)]
+        console.print(title, markup=False, highlight=False)
+        for r in [headers, *rows]:
+            cells = [c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)]
+            console.print("  ".join([*cells, r[-1]]).rstrip(), markup=False, highlight=False)
+        if note:
+            console.print(note, markup=False, highlight=False)
+        return
+    table = Table(title=title, title_justify="left", caption=note, caption_justify="left")
+    for column in headers[:-1]:
         table.add_column(column, no_wrap=True)
-    table.add_column("summary")
-    for row in surface_rows(surface):
-        mixed = " (mixed: classified per call)" if row["mixed"] else ""
-        table.add_row(
+    table.add_column(headers[-1], ratio=1)
+    for r in rows:
+        table.add_row(*r)
+    console.print(table)
+
+
+def print_surface(console: Console, surface: Surface, agent: str) -> None:
+    rows = [
+        [
             row["name"],
             row["place"],
-            row["effect"] + mixed,
+            row["effect"] + ("*" if row["mixed"] else ""),
             row["replay"],
             row["concurrency"],
             row["description"],
-        )
-    console.print(table)
+        ]
+        for row in surface_rows(surface)
+    ]
+    mixed = any(r[2].endswith("*") for r in rows)
+    print_table(
+        console,
+        f"Active tools for agent {agent!r}",
+        ["tool", "place", "effect", "replay", "concurrency", "summary"],
+        rows,
+        note=(
+            "* mixed: the tool classifies each call from its arguments "
+            "(the declaration shown is its default)"
+            if mixed
+            else None
+        ),
+    )
 
 
 def print_result(console: Console, result: CallResult) -> None:
@@ -81,15 +127,15 @@ def print_result(console: Console, result: CallResult) -> None:
 
 
 def print_sessions(console: Console, sessions: list[SessionRecord]) -> None:
-    table = Table(title="Sessions (newest first)", title_justify="left")
-    table.add_column("session", no_wrap=True)
-    for column in ("created", "agent", "calls", "parent call"):
-        table.add_column(column)
-    for s in sessions:
-        table.add_row(
-            s.session_id, iso(s.created_at) or "", s.agent, str(s.calls), s.parent_call_id or ""
-        )
-    console.print(table)
+    print_table(
+        console,
+        "Sessions (newest first)",
+        ["session", "created", "agent", "calls", "parent call"],
+        [
+            [s.session_id, iso(s.created_at) or "", s.agent, str(s.calls), s.parent_call_id or ""]
+            for s in sessions
+        ],
+    )
 
 
 def print_transcript(
