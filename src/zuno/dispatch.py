@@ -555,6 +555,7 @@ class Dispatcher:
                 "inspect the real state before doing anything that depends on it.",
                 is_error=True,
                 uncertain=True,
+                reason=str(exc),
             )
             outcome = Outcome.UNCERTAIN
         except ArgumentsRejected as exc:
@@ -565,7 +566,7 @@ class Dispatcher:
             block_kind = BlockKind.INVALID_ARGUMENTS
         except ToolError as exc:
             transient = isinstance(exc, TransientError)
-            result = ToolResult(f"Error: {exc}", is_error=True)
+            result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc))
             outcome = Outcome.ERROR
         except anyio.get_cancelled_exc_class():
             self._finish_cancelled(call, record)  # synchronous: cannot be interrupted
@@ -575,6 +576,7 @@ class Dispatcher:
                 f"Error: {call.tool.name} failed inside Zuno ({type(exc).__name__}: {exc}). "
                 "This is a defect of the tool, not of your arguments.",
                 is_error=True,
+                reason=f"failed inside Zuno ({type(exc).__name__}: {exc})",
             )
             outcome = Outcome.ERROR
         if (
@@ -610,6 +612,8 @@ class Dispatcher:
         record.is_error = result.is_error or outcome is not Outcome.OK
         record.finished_at = finished
         record.artifact = artifact
+        if outcome in (Outcome.ERROR, Outcome.UNCERTAIN):
+            record.reason = _one_line(result.reason or result.output)
         finished_event = Event(
             "call.finished",
             session.session_id,
@@ -654,6 +658,7 @@ class Dispatcher:
         )
         record.is_error = True
         record.finished_at = time.time()
+        record.reason = "cancelled while it was running (the dispatch was cancelled)"
         event = Event(
             "call.finished",
             record.session_id,
@@ -701,3 +706,9 @@ class Dispatcher:
                 f"its result: {decision.reason}"
             )
             result.is_error = True
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of text, cut to limit characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -85,11 +85,14 @@ def settle_interrupted(store: Store, session_id: str) -> list[str]:
             harmless = replay == "safe" and effect == "read_only"
             db.execute(
                 "UPDATE calls SET status = 'finished', outcome = ?, result = ?, is_error = 1,"
-                " finished_at = ? WHERE call_id = ? AND attempt = ? AND status = 'started'",
+                " finished_at = ?, reason = ?"
+                " WHERE call_id = ? AND attempt = ? AND status = 'started'",
                 (
                     "error" if harmless else "uncertain",
                     INTERRUPTED_READ_ONLY if harmless else INTERRUPTED,
                     now,
+                    f"the runtime stopped while this call was running (process "
+                    f"{runner or 'unknown'}), before its result was stored",
                     call_id,
                     attempt,
                 ),
@@ -192,8 +195,8 @@ def _short(arguments: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _reason(outcome: str, result: str | None) -> str:
-    first = (result or "").strip().splitlines()[0] if (result or "").strip() else ""
+def _reason(outcome: str, reason: str | None, result: str | None) -> str:
+    first = reason or ((result or "").strip().splitlines() or [""])[0]
     if outcome == "uncertain":
         return first or "its effect may or may not have happened"
     return first or "it failed"
@@ -203,7 +206,8 @@ def pending_notice(store: Store, session_id: str) -> RecoveryNotice | None:
     """The notice of the next recovery turn, or None when nothing needs recovering."""
     ensure_schema(store)
     rows = store.query(
-        "SELECT c.call_id, c.tool, c.arguments, c.attempt, c.started_at, c.outcome, c.result"
+        "SELECT c.call_id, c.tool, c.arguments, c.attempt, c.started_at, c.outcome, c.reason,"
+        " c.result"
         " FROM calls c WHERE c.session_id = ? AND c.replay = 'never'"
         " AND c.outcome IN ('error', 'uncertain')"
         " AND NOT EXISTS (SELECT 1 FROM recovery_items i WHERE i.session_id = c.session_id"
@@ -217,7 +221,8 @@ def pending_notice(store: Store, session_id: str) -> RecoveryNotice | None:
         "SELECT COUNT(*) FROM recovery_notices WHERE session_id = ?", (session_id,)
     )[0]
     items = tuple(
-        RecoveryItem(r[0], r[1], _short(r[2]), r[3], r[4], r[5], _reason(r[5], r[6])) for r in rows
+        RecoveryItem(r[0], r[1], _short(r[2]), r[3], r[4], r[5], _reason(r[5], r[6], r[7]))
+        for r in rows
     )
     return RecoveryNotice(session_id, int(count) + 1, items)
 

@@ -85,6 +85,8 @@ class ToolResult:
         is_error: Whether the model should read this as a failure.
         uncertain: Whether the effect may or may not have happened (a timeout).
         artifact: Where the full output is kept, when it was truncated.
+        reason: For a failed or uncertain call, why, in one line (recovery
+            notices name it); None takes the first line of output.
     """
 
     output: str
@@ -92,6 +94,7 @@ class ToolResult:
     is_error: bool = False
     uncertain: bool = False
     artifact: Path | None = None
+    reason: str | None = None
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ async def test_timed_out_command_is_uncertain_never_rerun_and_gates_writes(
     rt = make_runtime(workspace, db)
     s = rt.open_session()
     timed_out = await rt.call(
-        s, "shell", {"command": "echo ran >> effects.txt; sleep 30", "timeout": 1}
+        s, "shell", {"command": "echo printed; echo ran >> effects.txt; sleep 30", "timeout": 1}
     )
     assert timed_out.outcome is Outcome.UNCERTAIN
     assert "will not be run again" in timed_out.output
@@ -56,6 +56,8 @@ async def test_timed_out_command_is_uncertain_never_rerun_and_gates_writes(
     (item,) = notice.items
     assert item.call_id == timed_out.call_id and item.tool == "shell"
     assert "effects.txt" in item.arguments and item.outcome == "uncertain"
+    # Why, from the stored reason (not the command's output, whatever it printed).
+    assert item.reason.startswith("timed out after 1 s"), item.reason
     assert "recovery attempt 1" in notice.text
     issue_notice(rt2.store, notice)
     assert pending_notice(rt2.store, resumed.session_id) is None

@@ -92,6 +92,7 @@ class PostgresStore(SQLiteStore):
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS runner TEXT")
+        db.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS reason TEXT")
         # SQLite's implicit rowid: sessions created in the same instant
         # are listed newest first by insertion order.
         db.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS rowid BIGSERIAL")

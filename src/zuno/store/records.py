@@ -73,6 +73,8 @@ class CallRecord:
     model_call_id: str | None = None
     runner: str | None = None
     """The process running the call (``pid:start``), to tell a live run from a dead one."""
+    reason: str | None = None
+    """For an ``error`` or ``uncertain`` outcome: why, in one line (for recovery notices)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +97,7 @@ class CallRecord:
             "finished_at": iso(self.finished_at),
             "artifact": self.artifact,
             "model_call_id": self.model_call_id,
+            "reason": self.reason,
         }
 
 

@@ -45,6 +45,7 @@ SCHEMA = [
         artifact TEXT,
         model_call_id TEXT,
         runner TEXT,
+        reason TEXT,
         PRIMARY KEY (call_id, attempt)
     )""",
     """CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, step, idx, attempt)""",

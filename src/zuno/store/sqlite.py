@@ -30,7 +30,7 @@ __all__ = ["SQLiteStore"]
 _CALL_COLUMNS = (
     "call_id, session_id, step, idx, attempt, tool, arguments, args_hash, effect, replay, "
     "concurrency, status, outcome, block_kind, result, is_error, started_at, finished_at, "
-    "artifact, model_call_id, runner"
+    "artifact, model_call_id, runner, reason"
 )
 
 
@@ -58,6 +58,7 @@ def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
         artifact=r[18],
         model_call_id=r[19],
         runner=r[20],
+        reason=r[21],
     )
 
 
@@ -102,8 +103,9 @@ class SQLiteStore:
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Stores made before a column existed get it added, never rebuilt."""
         have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
-        if "runner" not in have:
-            db.execute("ALTER TABLE calls ADD COLUMN runner TEXT")
+        for column in ("runner", "reason"):
+            if column not in have:
+                db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
 
     def _begin(self) -> None:
         """Start a write transaction holding the write lock."""
@@ -270,7 +272,7 @@ class SQLiteStore:
 
     _CALL_SQL = (
         f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     @staticmethod
@@ -297,6 +299,7 @@ class SQLiteStore:
             call.artifact,
             call.model_call_id,
             call.runner,
+            call.reason,
         )
 
     def _insert_call(self, db: sqlite3.Connection, call: CallRecord) -> None:
@@ -343,7 +346,8 @@ class SQLiteStore:
         with self._tx() as db:
             db.execute(
                 "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?, result = ?,"
-                " is_error = ?, finished_at = ?, artifact = ? WHERE call_id = ? AND attempt = ?",
+                " is_error = ?, finished_at = ?, artifact = ?, reason = ?"
+                " WHERE call_id = ? AND attempt = ?",
                 (
                     call.outcome,
                     call.block_kind,
@@ -351,6 +355,7 @@ class SQLiteStore:
                     int(call.is_error),
                     call.finished_at,
                     call.artifact,
+                    call.reason,
                     call.call_id,
                     call.attempt,
                 ),
