@@ -3,7 +3,11 @@
 - :mod:`zuno.lsp.settings`: the ``lsp`` section of ``zuno.json`` (servers by extension).
 - :mod:`zuno.lsp.framing`: ``Content-Length`` framing of JSON-RPC messages.
 - :mod:`zuno.lsp.documents`: URIs, position conversion, opened documents.
-- :mod:`zuno.lsp.client`: one server process and the protocol spoken with it.
+- :mod:`zuno.lsp.errors`: the client's errors, drawn as a tree.
+- :mod:`zuno.lsp.connection`: one server process and the JSON-RPC stream over its stdio.
+- :mod:`zuno.lsp.diagnostics`: the diagnostics a server published, numbered.
+- :mod:`zuno.lsp.inbound`: the server's requests and notifications, and their answers.
+- :mod:`zuno.lsp.client`: a session: the handshake, documents, questions, shutdown.
 - :mod:`zuno.lsp.pool`: the servers of this process, started lazily, killed with it.
 - :mod:`zuno.lsp.render`: answers as compact text.
 
@@ -12,8 +16,8 @@ Nothing here imports :mod:`zuno.config`, which imports the settings.
 
 from __future__ import annotations
 
-from zuno.lsp.client import (
-    LspClient,
+from zuno.lsp.client import LspClient
+from zuno.lsp.errors import (
     LspError,
     RequestTimeout,
     ResponseError,
