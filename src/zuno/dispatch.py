@@ -2,11 +2,9 @@
 
 One model step is dispatched in two phases.
 
-Pre-flight, call by call in the model's order: resolve the name against the
-session's surface, parse and validate the arguments, classify the call from
-its validated arguments, run the before hooks, authorize. A call that fails
-any of these is *blocked*: a ``dispatch.blocked`` event, then a finished row
-with outcome ``blocked`` and its kind. Nothing of it ran.
+Pre-flight (:mod:`zuno.preflight`), call by call in the model's order:
+resolve, validate, classify, hooks, authorize. A call that fails any of these
+is blocked and nothing of it runs.
 
 Execution: admitted calls are grouped (:mod:`zuno.scheduling`) and run. Each
 attempt writes its ``started`` row before the tool can act and its result
@@ -16,35 +14,24 @@ written, in the model's order whatever the completion order.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
-from pydantic import BaseModel, ValidationError
 
-from zuno.arguments import ArgumentsError, parse_arguments, raw_arguments, validation_message
 from zuno.calls import CallRequest, CallResult, new_id
-from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.events import Event
 from zuno.hooks import HookCall
 from zuno.output import bound_text
-from zuno.permissions import (
-    ApprovalDecision,
-    ApprovalRequest,
-    canonical_json,
-    evaluate,
-    fingerprint_of,
-)
-from zuno.recovery import inspection_block
+from zuno.preflight import Admitted, Blocked, Preflight
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
 from zuno.tool import (
     ArgumentsRejected,
-    Tool,
     ToolContext,
     ToolError,
     ToolResult,
@@ -66,19 +53,6 @@ _NEVER_FAILED_NOTE = (
 
 
 @dataclass(slots=True)
-class _Admitted:
-    index: int
-    call_id: str
-    request: CallRequest
-    tool: Tool[Any]
-    args: BaseModel
-    declaration: Declaration
-    arguments_json: str
-    args_hash: str
-    normalized: dict[str, Any] = field(default_factory=lambda: {})
-
-
-@dataclass(slots=True)
 class _Batch:
     """What the execution of one step has learned so far."""
 
@@ -86,21 +60,12 @@ class _Batch:
     """A Never call of this step ended in error or uncertain."""
 
 
-class _Blocked(Exception):
-    def __init__(self, kind: BlockKind, message: str, declaration: Declaration | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.declaration = declaration
-
-
 class Dispatcher:
     """Runs model steps through pre-flight, scheduling, execution and persistence."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._rt = runtime
-
-    # Pre-flight -----------------------------------------------------------------
+        self._preflight = Preflight(runtime)
 
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
@@ -111,14 +76,16 @@ class Dispatcher:
         step = rt.store.begin_step(session.session_id, opening)
         rt.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
-        admitted: list[_Admitted] = []
+        admitted: list[Admitted] = []
         try:
             for index, request in enumerate(requests):
                 call_id = new_id("call")
                 try:
-                    admitted.append(await self._preflight(session, index, call_id, request))
-                except _Blocked as blocked:
-                    results[index] = self._block(session, step, index, call_id, request, blocked)
+                    admitted.append(await self._preflight.admit(session, index, call_id, request))
+                except Blocked as blocked:
+                    results[index] = self._preflight.block(
+                        session, step, index, call_id, request, blocked
+                    )
             await self._execute_all(session, step, admitted, results)
         finally:
             # Plain synchronous code: a cancellation cannot interrupt it.
@@ -146,237 +113,17 @@ class Dispatcher:
             )
         return [r for r in results if r is not None]
 
-    async def _preflight(
-        self, session: SessionState, index: int, call_id: str, request: CallRequest
-    ) -> _Admitted:
-        tool = session.surface.get(request.tool)
-        if tool is None:
-            raise _Blocked(BlockKind.UNAVAILABLE, self._unavailable_message(session, request.tool))
-        try:
-            raw = parse_arguments(request.arguments)
-        except ArgumentsError as exc:
-            raise _Blocked(BlockKind.INVALID_ARGUMENTS, str(exc)) from exc
-        try:
-            args = tool.args_model.model_validate(raw)
-        except ValidationError as exc:
-            raise _Blocked(BlockKind.INVALID_ARGUMENTS, validation_message(tool, exc)) from exc
-        try:
-            declaration = tool.declare(args)
-        except Exception as exc:  # a tool that cannot classify is treated as the strictest
-            raise _Blocked(
-                BlockKind.INVALID_ARGUMENTS, f"these arguments cannot be classified: {exc}"
-            ) from exc
-        normalized = args.model_dump(mode="json", exclude_none=True)
-        canonical = canonical_json(normalized)
-        admitted = _Admitted(
-            index,
-            call_id,
-            request,
-            tool,
-            args,
-            declaration,
-            canonical,
-            fingerprint_of(tool.name, canonical),
-            normalized,
-        )
-        await self._check_session_rules(session, admitted)
-        await self._before_hooks(session, admitted)
-        await self._authorize(session, admitted)
-        return admitted
-
-    def _unavailable_message(self, session: SessionState, name: str) -> str:
-        from zuno.registry import ALL_NAMES
-
-        available = ", ".join(session.surface.names) or "none"
-        if name in ALL_NAMES and self._rt.registry.get(name) is None:
-            why = f"`{name}` is not available in this build of Zuno"
-        elif self._rt.registry.get(name) is not None:
-            why = f"`{name}` is not enabled for this agent"
-        else:
-            why = f"there is no tool named `{name}`"
-        return f"{why}. Available tools: {available}"
-
-    async def _check_session_rules(self, session: SessionState, call: _Admitted) -> None:
-        """Inspection before mutation: no side effect while a failure is uninspected."""
-        reason = self._inspection_needed(session, call)
-        if reason:
-            raise _Blocked(BlockKind.DENIED, reason, call.declaration)
-
-    def _inspection_needed(self, session: SessionState, call: _Admitted) -> str | None:
-        if call.declaration.effect is not Effect.SIDE_EFFECTING:
-            return None
-        if not self._rt.config.replay.require_inspection:
-            return None
-        return inspection_block(self._rt.store, session.session_id)
-
-    async def _before_hooks(self, session: SessionState, call: _Admitted) -> None:
-        hooks = self._rt.hooks
-        if not hooks:
-            return
-        decision = await hooks.before(
-            HookCall(
-                "before",
-                session.session_id,
-                call.call_id,
-                call.tool.name,
-                call.normalized,
-                call.declaration.as_dict(),
-            )
-        )
-        if not decision.allow:
-            raise _Blocked(
-                BlockKind.DENIED,
-                f"a before hook refused this call: {decision.reason}",
-                call.declaration,
-            )
-
-    async def _authorize(self, session: SessionState, call: _Admitted) -> None:
-        rt = self._rt
-        # Matching needs the subject only when there are rules to match.
-        subject = (
-            call.tool.rule_subject(call.args, rt.workspace) if session.permissions.rules else None
-        )
-        verdict = evaluate(
-            session.permissions, call.tool.name, call.declaration, subject, call.tool.rule_match
-        )
-        if verdict.action == "allow":
-            return
-        if verdict.action == "deny":
-            raise _Blocked(
-                BlockKind.DENIED,
-                f"denied by {verdict.reason}; this call is not allowed in this workspace",
-                call.declaration,
-            )
-        if rt.store.has_session_approval(session.session_id, call.args_hash):
-            return
-        try:
-            preview = call.tool.preview(call.args, rt.workspace)
-        except Exception as exc:
-            preview = f"(no preview: {exc})"
-        request = ApprovalRequest(
-            session.session_id,
-            call.call_id,
-            call.tool.name,
-            call.normalized,
-            call.declaration,
-            preview,
-            verdict.reason,
-            call.args_hash,
-        )
-        rt.events.emit(
-            Event(
-                "approval.requested",
-                session.session_id,
-                call.call_id,
-                {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
-            )
-        )
-        try:
-            decision = await rt.approver.decide(request)
-        except Exception as exc:  # an approver that breaks must not approve
-            decision = ApprovalDecision.DENY
-            verdict_note = f"the approver failed ({exc!r})"
-        else:
-            verdict_note = ""
-        rt.events.emit(
-            Event(
-                "approval.decided",
-                session.session_id,
-                call.call_id,
-                {"tool": call.tool.name, "decision": decision.value},
-            )
-        )
-        if decision is ApprovalDecision.APPROVE_SESSION:
-            rt.store.add_session_approval(session.session_id, call.args_hash, call.tool.name)
-        if decision is ApprovalDecision.DENY:
-            who = verdict_note or (
-                "no one was available to approve it (non-interactive run)"
-                if rt.approver.name.startswith("deny")
-                else "the user denied it"
-            )
-            raise _Blocked(
-                BlockKind.DENIED,
-                f"this call needed approval ({verdict.reason}) and {who}. "
-                "Do not retry it unchanged; ask the user or take another approach",
-                call.declaration,
-            )
-
-    def _block(
-        self,
-        session: SessionState,
-        step: int,
-        index: int,
-        call_id: str,
-        request: CallRequest,
-        blocked: _Blocked,
-    ) -> CallResult:
-        now = time.time()
-        raw = raw_arguments(request.arguments)
-        decl = blocked.declaration
-        text = f"Blocked ({blocked.kind.value}): {blocked.message}. Nothing was run."
-        record = CallRecord(
-            call_id=call_id,
-            session_id=session.session_id,
-            step=step,
-            index=index,
-            attempt=1,
-            tool=request.tool,
-            arguments=raw,
-            args_hash=hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest(),
-            effect=decl.effect.value if decl else None,
-            replay=decl.replay.value if decl else None,
-            concurrency=decl.concurrency.value if decl else None,
-            status="finished",
-            outcome=Outcome.BLOCKED.value,
-            block_kind=blocked.kind.value,
-            result=text,
-            is_error=True,
-            started_at=now,
-            finished_at=now,
-            model_call_id=request.model_call_id,
-        )
-        event = Event(
-            "dispatch.blocked",
-            session.session_id,
-            call_id,
-            {
-                "index": index,
-                "tool": request.tool,
-                "block_kind": blocked.kind.value,
-                "reason": blocked.message,
-            },
-            at=now,
-        )
-        self._rt.store.record_blocked(record, event)
-        self._rt.events.deliver(event)
-        return CallResult(
-            call_id,
-            session.session_id,
-            index,
-            request.tool,
-            Outcome.BLOCKED,
-            text,
-            decl,
-            blocked.kind,
-            is_error=True,
-            model_call_id=request.model_call_id,
-            started_at=now,
-            finished_at=now,
-        )
-
-    # Execution ----------------------------------------------------------------
-
     async def _execute_all(
         self,
         session: SessionState,
         step: int,
-        admitted: list[_Admitted],
+        admitted: list[Admitted],
         results: list[CallResult | None],
     ) -> None:
         limiter = anyio.CapacityLimiter(self._rt.config.concurrency.tool_calls)
         batch = _Batch()
 
-        async def run(call: _Admitted, bounded: bool) -> None:
+        async def run(call: Admitted, bounded: bool) -> None:
             if bounded:
                 async with limiter:
                     results[call.index] = await self._execute(session, step, call, batch)
@@ -397,7 +144,7 @@ class Dispatcher:
         self,
         session: SessionState,
         step: int,
-        admitted: list[_Admitted],
+        admitted: list[Admitted],
         results: list[CallResult | None],
     ) -> None:
         """Settle the calls a cancellation interrupted or stopped before they began."""
@@ -448,7 +195,7 @@ class Dispatcher:
             )
 
     def _record(
-        self, session: SessionState, step: int, call: _Admitted, attempt: int, now: float
+        self, session: SessionState, step: int, call: Admitted, attempt: int, now: float
     ) -> CallRecord:
         d = call.declaration
         return CallRecord(
@@ -470,16 +217,18 @@ class Dispatcher:
         )
 
     async def _execute(
-        self, session: SessionState, step: int, call: _Admitted, batch: _Batch
+        self, session: SessionState, step: int, call: Admitted, batch: _Batch
     ) -> CallResult:
         rt = self._rt
         if batch.failed:
             # A Never call of this very step failed after pre-flight: the
             # inspection rule applies to the calls that follow it.
-            reason = self._inspection_needed(session, call)
+            reason = self._preflight.inspection_needed(session, call)
             if reason:
-                blocked = _Blocked(BlockKind.DENIED, reason, call.declaration)
-                return self._block(session, step, call.index, call.call_id, call.request, blocked)
+                blocked = Blocked(BlockKind.DENIED, reason, call.declaration)
+                return self._preflight.block(
+                    session, step, call.index, call.call_id, call.request, blocked
+                )
         replay = rt.config.replay
         attempt = 1
         while True:
@@ -507,7 +256,7 @@ class Dispatcher:
         return result
 
     async def _attempt(
-        self, session: SessionState, step: int, call: _Admitted, attempt: int
+        self, session: SessionState, step: int, call: Admitted, attempt: int
     ) -> tuple[CallResult, bool]:
         """One attempt; also says whether its failure was transient."""
         rt = self._rt
@@ -646,7 +395,7 @@ class Dispatcher:
             artifact=artifact,
         ), transient
 
-    def _finish_cancelled(self, call: _Admitted, record: CallRecord) -> None:
+    def _finish_cancelled(self, call: Admitted, record: CallRecord) -> None:
         rt = self._rt
         harmless = call.declaration.effect is Effect.READ_ONLY
         record.status = "finished"
@@ -674,9 +423,7 @@ class Dispatcher:
         rt.store.call_finished(record, event)
         rt.events.deliver(event)
 
-    async def _after_hooks(
-        self, session: SessionState, call: _Admitted, result: CallResult
-    ) -> None:
+    async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
         hooks = self._rt.hooks
         if not hooks:
             return

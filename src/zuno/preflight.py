@@ -1,0 +1,289 @@
+"""Pre-flight: what a call must pass, in the model's order, before anything runs.
+
+Resolve the name against the session's surface, parse and validate the
+arguments, classify the call from its validated arguments, apply the session's
+inspection rule, run the before hooks, and authorize (rules, then the
+approver in strict mode). A call that fails any of these is *blocked*: a
+``dispatch.blocked`` event, then a finished row with outcome ``blocked`` and
+its kind, and nothing of it ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from zuno.arguments import ArgumentsError, parse_arguments, raw_arguments, validation_message
+from zuno.calls import CallRequest, CallResult
+from zuno.declarations import BlockKind, Declaration, Effect, Outcome
+from zuno.events import Event
+from zuno.hooks import HookCall
+from zuno.permissions import (
+    ApprovalDecision,
+    ApprovalRequest,
+    canonical_json,
+    evaluate,
+    fingerprint_of,
+)
+from zuno.recovery import inspection_block
+from zuno.store.records import CallRecord
+from zuno.tool import Tool
+
+if TYPE_CHECKING:
+    from zuno.runtime import Runtime, SessionState
+
+__all__ = ["Admitted", "Blocked", "Preflight"]
+
+
+@dataclass(slots=True)
+class Admitted:
+    """A call that passed pre-flight: resolved, validated, classified and authorized."""
+
+    index: int
+    call_id: str
+    request: CallRequest
+    tool: Tool[Any]
+    args: BaseModel
+    declaration: Declaration
+    arguments_json: str
+    args_hash: str
+    normalized: dict[str, Any] = field(default_factory=lambda: {})
+
+
+class Blocked(Exception):
+    """Pre-flight refused a call: its kind and what to tell the model."""
+
+    def __init__(self, kind: BlockKind, message: str, declaration: Declaration | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.declaration = declaration
+
+
+class Preflight:
+    """Admits or blocks the calls of a step, one by one in the model's order."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    async def admit(
+        self, session: SessionState, index: int, call_id: str, request: CallRequest
+    ) -> Admitted:
+        tool = session.surface.get(request.tool)
+        if tool is None:
+            raise Blocked(BlockKind.UNAVAILABLE, self._unavailable_message(session, request.tool))
+        try:
+            raw = parse_arguments(request.arguments)
+        except ArgumentsError as exc:
+            raise Blocked(BlockKind.INVALID_ARGUMENTS, str(exc)) from exc
+        try:
+            args = tool.args_model.model_validate(raw)
+        except ValidationError as exc:
+            raise Blocked(BlockKind.INVALID_ARGUMENTS, validation_message(tool, exc)) from exc
+        try:
+            declaration = tool.declare(args)
+        except Exception as exc:  # a tool that cannot classify is treated as the strictest
+            raise Blocked(
+                BlockKind.INVALID_ARGUMENTS, f"these arguments cannot be classified: {exc}"
+            ) from exc
+        normalized = args.model_dump(mode="json", exclude_none=True)
+        canonical = canonical_json(normalized)
+        admitted = Admitted(
+            index,
+            call_id,
+            request,
+            tool,
+            args,
+            declaration,
+            canonical,
+            fingerprint_of(tool.name, canonical),
+            normalized,
+        )
+        await self._check_session_rules(session, admitted)
+        await self._before_hooks(session, admitted)
+        await self._authorize(session, admitted)
+        return admitted
+
+    def _unavailable_message(self, session: SessionState, name: str) -> str:
+        from zuno.registry import ALL_NAMES
+
+        available = ", ".join(session.surface.names) or "none"
+        if name in ALL_NAMES and self._rt.registry.get(name) is None:
+            why = f"`{name}` is not available in this build of Zuno"
+        elif self._rt.registry.get(name) is not None:
+            why = f"`{name}` is not enabled for this agent"
+        else:
+            why = f"there is no tool named `{name}`"
+        return f"{why}. Available tools: {available}"
+
+    async def _check_session_rules(self, session: SessionState, call: Admitted) -> None:
+        """Inspection before mutation: no side effect while a failure is uninspected."""
+        reason = self.inspection_needed(session, call)
+        if reason:
+            raise Blocked(BlockKind.DENIED, reason, call.declaration)
+
+    def inspection_needed(self, session: SessionState, call: Admitted) -> str | None:
+        if call.declaration.effect is not Effect.SIDE_EFFECTING:
+            return None
+        if not self._rt.config.replay.require_inspection:
+            return None
+        return inspection_block(self._rt.store, session.session_id)
+
+    async def _before_hooks(self, session: SessionState, call: Admitted) -> None:
+        hooks = self._rt.hooks
+        if not hooks:
+            return
+        decision = await hooks.before(
+            HookCall(
+                "before",
+                session.session_id,
+                call.call_id,
+                call.tool.name,
+                call.normalized,
+                call.declaration.as_dict(),
+            )
+        )
+        if not decision.allow:
+            raise Blocked(
+                BlockKind.DENIED,
+                f"a before hook refused this call: {decision.reason}",
+                call.declaration,
+            )
+
+    async def _authorize(self, session: SessionState, call: Admitted) -> None:
+        rt = self._rt
+        # Matching needs the subject only when there are rules to match.
+        subject = (
+            call.tool.rule_subject(call.args, rt.workspace) if session.permissions.rules else None
+        )
+        verdict = evaluate(
+            session.permissions, call.tool.name, call.declaration, subject, call.tool.rule_match
+        )
+        if verdict.action == "allow":
+            return
+        if verdict.action == "deny":
+            raise Blocked(
+                BlockKind.DENIED,
+                f"denied by {verdict.reason}; this call is not allowed in this workspace",
+                call.declaration,
+            )
+        if rt.store.has_session_approval(session.session_id, call.args_hash):
+            return
+        try:
+            preview = call.tool.preview(call.args, rt.workspace)
+        except Exception as exc:
+            preview = f"(no preview: {exc})"
+        request = ApprovalRequest(
+            session.session_id,
+            call.call_id,
+            call.tool.name,
+            call.normalized,
+            call.declaration,
+            preview,
+            verdict.reason,
+            call.args_hash,
+        )
+        rt.events.emit(
+            Event(
+                "approval.requested",
+                session.session_id,
+                call.call_id,
+                {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
+            )
+        )
+        try:
+            decision = await rt.approver.decide(request)
+        except Exception as exc:  # an approver that breaks must not approve
+            decision = ApprovalDecision.DENY
+            verdict_note = f"the approver failed ({exc!r})"
+        else:
+            verdict_note = ""
+        rt.events.emit(
+            Event(
+                "approval.decided",
+                session.session_id,
+                call.call_id,
+                {"tool": call.tool.name, "decision": decision.value},
+            )
+        )
+        if decision is ApprovalDecision.APPROVE_SESSION:
+            rt.store.add_session_approval(session.session_id, call.args_hash, call.tool.name)
+        if decision is ApprovalDecision.DENY:
+            who = verdict_note or (
+                "no one was available to approve it (non-interactive run)"
+                if rt.approver.name.startswith("deny")
+                else "the user denied it"
+            )
+            raise Blocked(
+                BlockKind.DENIED,
+                f"this call needed approval ({verdict.reason}) and {who}. "
+                "Do not retry it unchanged; ask the user or take another approach",
+                call.declaration,
+            )
+
+    def block(
+        self,
+        session: SessionState,
+        step: int,
+        index: int,
+        call_id: str,
+        request: CallRequest,
+        blocked: Blocked,
+    ) -> CallResult:
+        now = time.time()
+        raw = raw_arguments(request.arguments)
+        decl = blocked.declaration
+        text = f"Blocked ({blocked.kind.value}): {blocked.message}. Nothing was run."
+        record = CallRecord(
+            call_id=call_id,
+            session_id=session.session_id,
+            step=step,
+            index=index,
+            attempt=1,
+            tool=request.tool,
+            arguments=raw,
+            args_hash=hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest(),
+            effect=decl.effect.value if decl else None,
+            replay=decl.replay.value if decl else None,
+            concurrency=decl.concurrency.value if decl else None,
+            status="finished",
+            outcome=Outcome.BLOCKED.value,
+            block_kind=blocked.kind.value,
+            result=text,
+            is_error=True,
+            started_at=now,
+            finished_at=now,
+            model_call_id=request.model_call_id,
+        )
+        event = Event(
+            "dispatch.blocked",
+            session.session_id,
+            call_id,
+            {
+                "index": index,
+                "tool": request.tool,
+                "block_kind": blocked.kind.value,
+                "reason": blocked.message,
+            },
+            at=now,
+        )
+        self._rt.store.record_blocked(record, event)
+        self._rt.events.deliver(event)
+        return CallResult(
+            call_id,
+            session.session_id,
+            index,
+            request.tool,
+            Outcome.BLOCKED,
+            text,
+            decl,
+            blocked.kind,
+            is_error=True,
+            model_call_id=request.model_call_id,
+            started_at=now,
+            finished_at=now,
+        )
