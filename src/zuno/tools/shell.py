@@ -203,19 +203,9 @@ async def run_sandboxed(
         is_error=failed,
         uncertain=result.timed_out,
         artifact=out.artifact or err.artifact,
-        reason=_failure_reason(result, seconds) if failed else None,
+        reason=_status_line(result, seconds).strip("[]") if failed else None,
     )
 
-
-def _failure_reason(result: ProcessResult, seconds: int) -> str:
-    if result.timed_out:
-        return (
-            f"timed out after {seconds} s; the command and everything it started were killed "
-            "part way"
-        )
-    if result.signal is not None:
-        return f"killed by signal {result.signal_name}"
-    return f"exited with code {result.exit_code}"
 
 
 _FOREGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE)
