@@ -88,3 +88,26 @@ async def test_a_member_that_cannot_start_does_not_sink_the_council(
     assert members[1]["status"] == "error" and "nowhere" in members[1]["error"]
     assert data["synthesis"]["text"] == "One member answered."
     rt.close()
+
+
+async def test_an_agent_member_keeps_its_own_prompt(
+    workspace: Path, model_server: FakeModelServer
+) -> None:
+    agents = {"security": {"prompt": "You review code for security flaws only."}}
+    council = {"members": ["security", "fake:other"], "synthesizer": "fake:synth"}
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "council_run", json.dumps({"question": "Is it safe?"}))]),
+        Reply(text="A."),
+        Reply(text="B."),
+        Reply(text="Synthesis."),
+        Reply(text="Done."),
+    )
+    rt = make_runtime(workspace, model_server, council=council, agents=agents)
+    outcome = await run_turn(rt, "ask the council")
+    assert outcome.answered
+    systems = [r.body["messages"][0]["content"] for r in model_server.requests[1:3]]
+    own = [s for s in systems if "security flaws only" in s]
+    assert len(own) == 1 and "member of a council" in own[0]
+    other = next(s for s in systems if s is not own[0])
+    assert "security flaws" not in other and "member of a council" in other
+    rt.close()

@@ -65,6 +65,12 @@ def _member(runtime: Runtime, member: str) -> tuple[str, str | None]:
     )
 
 
+def _member_system(runtime: Runtime, agent: str) -> str:
+    """A member's system prompt: its own agent's prompt, when it has one, then the council's."""
+    own = runtime.agent_settings(agent).prompt
+    return f"{own.strip()}\n\n{COUNCIL_MEMBER_PROMPT}" if own else COUNCIL_MEMBER_PROMPT
+
+
 def _read_only_tools(runtime: Runtime, parent: SessionState, agent: str) -> list[str]:
     explore = runtime.agent_settings(_MODEL_MEMBER_AGENT).tools or []
     from zuno.runtime import BUILTIN_AGENTS
@@ -136,7 +142,7 @@ class CouncilTool(Tool[CouncilArgs]):
                     tools=_read_only_tools(runtime, parent, agent),
                     model=model,
                     title=f"council member {number}: {member}",
-                    system=COUNCIL_MEMBER_PROMPT,
+                    system=_member_system(runtime, agent),
                 )
             except ToolError as exc:  # one member that cannot start does not sink the rest
                 entries[number - 1] = _entry(number, member, None, str(exc))
