@@ -36,7 +36,8 @@ from pydantic import AfterValidator, Field, StringConstraints
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.output import bound_text
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
-from zuno.tools.web import USER_AGENT, http_failure, room_for_marker, status_failure
+from zuno.tools.web import room_for_marker
+from zuno.web import USER_AGENT, http_failure, status_failure
 from zuno.web_settings import SearchSettings
 
 __all__ = [
