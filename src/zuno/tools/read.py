@@ -28,6 +28,7 @@ from pydantic import Field
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.output import bound_text, format_size
+from zuno.signatures import binary_signature
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = [
@@ -77,23 +78,8 @@ _WALK_SKIP = frozenset(
 )
 _CONTINUATION = bytes(range(0x80, 0xC0))
 
-# Signatures of common binary formats whose first bytes may not contain a NUL.
-_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "PNG image"),
-    (b"\xff\xd8\xff", "JPEG image"),
-    (b"GIF87a", "GIF image"),
-    (b"GIF89a", "GIF image"),
-    (b"%PDF-", "PDF document"),
-    (b"PK\x03\x04", "ZIP archive (or jar, wheel, docx)"),
-    (b"\x1f\x8b", "gzip archive"),
-    (b"\xfd7zXZ\x00", "xz archive"),
-    (b"7z\xbc\xaf\x27\x1c", "7-Zip archive"),
-    (b"\x28\xb5\x2f\xfd", "zstd archive"),
-    (b"\x7fELF", "ELF executable"),
-    (b"\xcf\xfa\xed\xfe", "Mach-O executable"),
-    (b"\xca\xfe\xba\xbe", "Java class or Mach-O binary"),
-    (b"\x00asm", "WebAssembly module"),
-    (b"SQLite format 3\x00", "SQLite database"),
+# UTF-16 text is refused too (read shows UTF-8 and its relatives); its BOM says so.
+_UTF16_BOMS: tuple[tuple[bytes, str], ...] = (
     (b"\xff\xfe", "UTF-16 text (little-endian)"),
     (b"\xfe\xff", "UTF-16 text (big-endian)"),
 )
@@ -281,12 +267,10 @@ def _read_file(
 
 
 def _binary_kind(head: bytes) -> str | None:
-    for signature, kind in _SIGNATURES:
-        if head.startswith(signature):
+    for bom, kind in _UTF16_BOMS:
+        if head.startswith(bom):
             return kind
-    if b"\x00" in head:
-        return "contains NUL bytes"
-    return None
+    return binary_signature(head)
 
 
 def _skip_lines(f: BinaryIO, count: int) -> int:

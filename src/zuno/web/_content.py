@@ -11,6 +11,7 @@ import codecs
 import re
 
 from zuno.html_text import html_to_text, looks_like_html
+from zuno.signatures import binary_signature
 
 __all__ = [
     "SNIFF",
@@ -58,23 +59,6 @@ _BINARY_TYPES = frozenset(
         "application/java-archive",
         "application/vnd.sqlite3",
     }
-)
-_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "PNG image"),
-    (b"\xff\xd8\xff", "JPEG image"),
-    (b"GIF8", "GIF image"),
-    (b"RIFF", "RIFF media (WebP, WAV or AVI)"),
-    (b"%PDF-", "PDF document"),
-    (b"PK\x03\x04", "ZIP archive (or jar, wheel, docx)"),
-    (b"\x1f\x8b", "gzip archive"),
-    (b"\xfd7zXZ\x00", "xz archive"),
-    (b"7z\xbc\xaf\x27\x1c", "7-Zip archive"),
-    (b"\x28\xb5\x2f\xfd", "zstd archive"),
-    (b"\x7fELF", "ELF executable"),
-    (b"MZ", "Windows executable"),
-    (b"\x00asm", "WebAssembly module"),
-    (b"SQLite format 3\x00", "SQLite database"),
-    (b"\x00\x00\x00", "binary data"),
 )
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (b"\xef\xbb\xbf", "utf-8-sig"),
@@ -143,10 +127,7 @@ def signature(head: bytes) -> str | None:
     """
     if _bom(head):
         return None
-    for magic, kind in _SIGNATURES:
-        if head.startswith(magic):
-            return kind
-    return "binary data (contains NUL bytes)" if b"\x00" in head else None
+    return binary_signature(head)
 
 
 def _text_codec(label: str | None) -> str | None:
