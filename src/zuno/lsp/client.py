@@ -195,13 +195,7 @@ class LspClient:
         *,
         timeout: float,  # noqa: ASYNC109 - per request, as LSP clients do
     ) -> Any:
-        """Send a request and wait for its answer; cancel it if none comes in ``timeout``.
-
-        Raises:
-            RequestTimeout: no answer came in time.
-            ResponseError: the server answered with an error.
-            ServerExited: the server died or broke the protocol.
-        """
+        """Send a request and wait for its answer (see :meth:`ServerConnection.request`)."""
         return await self._connection.request(method, params, timeout=timeout)
 
     async def notify(self, method: str, params: Any) -> None:
