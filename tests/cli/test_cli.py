@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +161,49 @@ def test_config_schema_and_doctor(zuno: Zuno) -> None:
     report = zuno.json("doctor")
     assert report["rg"]["version"].startswith("14.") and report["ok"] is True
     assert report["store"] == zuno.env["ZUNO_DB"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_cancels_the_call_settles_it_and_kills_its_command(
+    zuno: Zuno, signum: int
+) -> None:
+    # Landlock: no bubblewrap --die-with-parent to clean up after a process that just died.
+    (zuno.workspace / "zuno.json").write_text(
+        json.dumps({"sandbox": {"kind": "landlock", "mode": "full-access"}})
+    )
+    marker = f"zuno-stop-{os.getpid()}-{signum}"
+    command = f"echo start >> log.txt; exec -a {marker} sleep 60"
+    proc = subprocess.Popen(
+        [*ZUNO, "call", "shell", json.dumps({"command": command}), "--yes", "--json"],
+        cwd=zuno.workspace,
+        env=zuno.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = zuno.workspace / "log.txt"
+    for _ in range(600):  # the command has started once it wrote its line
+        if log.exists() and _running(marker):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("the command never started")
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, stderr
+    assert "interrupted" in stderr
+    assert not _running(marker)  # its process tree was killed before zuno exited
+    (session,) = zuno.json("sessions")
+    calls = zuno.json("show", session["session_id"])["calls"]
+    assert [c["outcome"] for c in calls] == ["uncertain"]  # settled by this process
+
+
+def _running(marker: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False

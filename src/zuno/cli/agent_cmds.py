@@ -25,6 +25,7 @@ from zuno.agent.messages import AssistantMessage
 from zuno.agent.providers import Provider, ProviderError, make_provider
 from zuno.cli.app import AgentOpt, Db, Workspace, Yes, app, fail, wait_for_own_jobs
 from zuno.cli.render import outcome_style
+from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config import ConfigError
 from zuno.events import Event
 from zuno.permissions import (
@@ -313,16 +314,17 @@ def _finish(
     from zuno.mcp.client import McpServerError
 
     try:
-        outcome = anyio.run(_drive, rt, state, provider, prompt, steps)
+        outcome = run_until_stopped(_drive, rt, state, provider, prompt, steps)
     except McpServerError as exc:
         _close_and_fail(rt, str(exc))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        why = f" by {exc}" if isinstance(exc, Stopped) else ""
         err.print(
-            f"\n[yellow]interrupted[/]. Session [bold cyan]{state.session_id}[/] is saved; "
+            f"\n[yellow]interrupted[/]{why}. Session [bold cyan]{state.session_id}[/] is saved; "
             f"`zuno resume {state.session_id}` continues it."
         )
         rt.close()
-        raise typer.Exit(130) from None
+        raise typer.Exit(exc.exit_code if isinstance(exc, Stopped) else 130) from None
     try:
         _summary(rt, outcome)
     finally:

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import anyio
 import typer
 from rich.console import Console
 
+from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config import ConfigError, config_schema, load_config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.permissions import ApproveAll, default_approver
@@ -123,6 +123,19 @@ def _live_events(rt: Runtime) -> Callable[[], None]:
     return rt.events.subscribe(show)
 
 
+def _dispatch_now(rt: Runtime, state: Any, requests: list[CallRequest]) -> list[CallResult]:
+    """Dispatch from the command line; Ctrl-C, SIGTERM or SIGHUP cancel it, settle, and exit."""
+    try:
+        return run_until_stopped(_dispatch_and_settle, rt, state, requests)
+    except KeyboardInterrupt as exc:
+        code = exc.exit_code if isinstance(exc, Stopped) else 130
+        err.print(
+            f"\n[yellow]interrupted[/]: what ran is recorded in session {state.session_id} "
+            f"(zuno show {state.session_id})."
+        )
+        raise typer.Exit(code) from None
+
+
 async def _dispatch_and_settle(
     rt: Runtime, state: Any, requests: list[CallRequest]
 ) -> list[CallResult]:
@@ -192,7 +205,7 @@ def call(
         if not json_:
             _live_events(rt)
         request = CallRequest(tool, _parse_args_json(args_json))
-        (result,) = anyio.run(_dispatch_and_settle, rt, state, [request])
+        (result,) = _dispatch_now(rt, state, [request])
         if json_:
             _print_json(result.as_dict())
         else:
@@ -240,7 +253,7 @@ def batch(
         state = rt.open_session(session, agent=agent)
         if not json_:
             _live_events(rt)
-        results = anyio.run(_dispatch_and_settle, rt, state, requests)
+        results = _dispatch_now(rt, state, requests)
         if json_:
             _print_json([r.as_dict() for r in results])
         else:

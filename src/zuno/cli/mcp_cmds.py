@@ -20,6 +20,7 @@ import typer
 from rich.markup import escape
 
 from zuno.cli.app import AgentOpt, Db, Json, Workspace, app, err, fail, out
+from zuno.cli.signals import run_until_stopped
 from zuno.config import Config, ConfigError, load_config
 from zuno.mcp.client import McpConnection, McpServerError, connect_mcp_servers
 from zuno.mcp.remote import McpTool, remote_tools
@@ -97,14 +98,14 @@ def serve(
         with _errors():
             server = ZunoMcpServer(rt, agent=agent, session_id=session)
             if chosen == "http":
-                anyio.run(server.serve_http, port or 8765)
+                run_until_stopped(server.serve_http, port or 8765)
             else:
                 err.print(
                     f"[dim]zuno: serving the {agent!r} agent over MCP on stdio "
                     f"(session {server.session.session_id})[/]",
                     markup=True,
                 )
-                anyio.run(server.serve_stdio)
+                run_until_stopped(server.serve_stdio)
     except KeyboardInterrupt:
         pass
     finally:
