@@ -176,7 +176,8 @@ def print_transcript(
             first = c.result.strip().splitlines()[:6]
             more = len(c.result.strip().splitlines()) - len(first)
             for line in first:
-                console.print(Text(f"     {line[:200]}"), highlight=False)
+                shown = line if len(line) <= 200 else line[:199] + "…"
+                console.print(Text(f"     {shown}"), highlight=False)
             if more > 0:
                 console.print(Text(f"     ... {more} more lines", style="dim"))
     if children:
