@@ -161,6 +161,13 @@ def test_config_schema_and_doctor(zuno: Zuno) -> None:
     report = zuno.json("doctor")
     assert report["rg"]["version"].startswith("14.") and report["ok"] is True
     assert report["store"] == zuno.env["ZUNO_DB"]
+    text = zuno.run("doctor").stdout.splitlines()
+    assert text[0].split()[:2] == ["rg:", report["rg"]["version"]]
+    assert any(line.startswith("sandbox:") for line in text) and text[-1] == "ok"
+    (zuno.workspace / "zuno.json").write_text('{"sandbox": {"kind": "nonsense"}}')
+    broken = zuno.run("doctor")
+    assert broken.returncode == 1 and "sandbox.kind" in broken.stdout
+    assert broken.stdout.rstrip().endswith("NOT OK: see the lines above")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

@@ -342,13 +342,41 @@ def doctor(workspace: Workspace = Path("."), db: Db = None, json_: Json = False)
     if json_:
         _print_json(report)
         return
-    for section, value in report.items():
-        out.print(
-            f"[bold]{section}[/]: {json.dumps(value) if not isinstance(value, str) else value}",
-            markup=True,
-        )
+    for line in _doctor_lines(report):
+        out.print(line, markup=False, highlight=False)
     if not report.get("ok", False):
         raise typer.Exit(1)
+
+
+def _doctor_lines(report: dict[str, Any]) -> list[str]:
+    """The doctor's report as a person reads it (``--json`` has every field)."""
+    rg = report.get("rg", {})
+    found = f"{rg.get('version')} at {rg.get('path')}" if "path" in rg else None
+    lines = [
+        f"rg:          {found or 'MISSING: ' + str(rg.get('error'))}",
+        f"store:       {report.get('store')}",
+    ]
+    for path, state in report.get("config_files", {}).items():
+        lines.append(f"config:      {path} ({state})")
+    if "config_error" in report:
+        lines.append(f"config:      ERROR: {report['config_error']}")
+    if "permission_mode" in report:
+        lines.append(f"permission:  {report['permission_mode']} mode")
+    sandbox = report.get("sandbox")
+    if sandbox:
+        chosen = sandbox.get("selected") or "none"
+        network = "on" if sandbox.get("network") else "off"
+        lines.append(
+            f"sandbox:     {chosen} (asked: {sandbox.get('kind')}), mode {sandbox.get('mode')}, "
+            f"network {network}"
+        )
+        if sandbox.get("error"):
+            lines.append(f"             ERROR: {sandbox['error']}")
+        for backend in sandbox.get("backends", []):
+            state = "available" if backend.get("available") else "unavailable"
+            lines.append(f"             {backend['name']}: {state} ({backend.get('detail')})")
+    lines.append("ok" if report.get("ok") else "NOT OK: see the lines above")
+    return lines
 
 
 @config_app.command("schema")
