@@ -207,7 +207,6 @@ async def run_sandboxed(
     )
 
 
-
 _FOREGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE)
 _BACKGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.ISOLATED_BACKGROUND)
 
