@@ -89,7 +89,7 @@ def _count_lines(data: bytes | str, ends_with_newline: bool) -> int:
 _SPARSE_NEWLINES = 32
 
 
-def count_newlines(data: bytes) -> int:
+def _count_newlines(data: bytes) -> int:
     """The number of newlines in data, fast whether lines are short or very long.
 
     ``bytes.count`` goes a byte at a time (about 0.6 s a GiB here) while
@@ -170,7 +170,7 @@ class BoundedOutput:
             else:
                 self._write_capped(self._sink, data, self._artifact_max)
         self._total_bytes += len(data)
-        self._newlines += count_newlines(data)
+        self._newlines += _count_newlines(data)
         self._last_byte_newline = data.endswith(b"\n")
         if not self._head_full:
             room = self._limits.max_bytes + 1 - len(self._head)

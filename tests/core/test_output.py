@@ -95,3 +95,11 @@ def test_a_cut_text_fits_the_limits_with_its_marker(tmp_path: Path) -> None:
     assert not again.truncated and len(result.text.encode()) <= 4096
     many = bound_text("line\n" * 10_000, limits, tmp_path / "l.txt")
     assert many.text.count("\n") <= 50
+
+
+@given(st.lists(st.sampled_from([b"\n", b"a", b"\xff", b"\n\n", b"x" * 300]), max_size=200))
+def test_newlines_are_counted_exactly_sparse_or_dense(pieces: list[bytes]) -> None:
+    from zuno.output import _count_newlines  # pyright: ignore[reportPrivateUsage]
+
+    data = b"".join(pieces)
+    assert _count_newlines(data) == data.count(b"\n")
