@@ -91,7 +91,7 @@ async def test_run_applies_and_reports_changes(ws: Path) -> None:
 async def test_run_failure_is_a_tool_error_and_changes_nothing(ws: Path) -> None:
     before = snapshot(ws)
     patch = wrap("*** Add File: new.txt", "+x", "*** Delete File: missing.txt")
-    with pytest.raises(ToolError, match=r"cannot delete missing.txt: no such file.*no file was"):
+    with pytest.raises(ToolError, match=r"cannot delete missing.txt: no such file"):
         await ApplyPatchTool().run(ApplyPatchArgs(patch=patch), context_for(ws))
     assert snapshot(ws) == before
 

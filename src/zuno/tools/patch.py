@@ -144,7 +144,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
                 raise UncertainOutcome(f"apply_patch: {error}") from error
             raise ToolError(f"apply_patch: {error}") from error
         except PatchError as error:
-            raise ArgumentsRejected(f"apply_patch: {error}; no file was changed") from error
+            raise ArgumentsRejected(f"apply_patch: {error}") from error
         return ToolResult(plan.output, data={"changes": _changes(plan)})
 
 
