@@ -10,10 +10,11 @@ denied unless rules allow the call, and questions say no one can answer.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, cast
 
 import anyio
 import typer
@@ -145,11 +146,29 @@ class LiveView:
         if depth > 0 and event.data.get("text"):
             self._line(depth, Text(f"“{_first_line(str(event.data['text']))}”", style="italic"))
 
+    def _without_defaults(self, tool: str, arguments: str) -> str:
+        """The stored (normalized) arguments less the fields left at their defaults."""
+        implementation = self._rt.registry.get(tool)
+        try:
+            values = json.loads(arguments)
+        except ValueError:
+            return arguments
+        if implementation is None or not isinstance(values, dict):
+            return arguments
+        fields = implementation.args_model.model_fields
+        kept = {
+            k: v
+            for k, v in cast(dict[str, Any], values).items()
+            if k not in fields or fields[k].is_required() or v != fields[k].default
+        }
+        return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+
     def _started(self, depth: int, event: Event) -> None:
         row = self._row(event.call_id)
         if row is None:
             return
         tool, arguments, effect, replay, concurrency, _result, attempt = row
+        arguments = self._without_defaults(str(tool), str(arguments))
         args = arguments if len(arguments) <= 160 else arguments[:157] + "..."
         again = f" attempt {attempt}" if attempt > 1 else ""
         self._line(
