@@ -198,21 +198,8 @@ def call(
     db: Db = None,
 ) -> None:
     """Run one call through the whole pipeline (exit status 1 unless its outcome is ok)."""
-    from zuno.cli.render import print_result
-
-    with runtime(workspace, db, yes) as rt:
-        state = rt.open_session(session, agent=agent)
-        if not json_:
-            _live_events(rt)
-        request = CallRequest(tool, _parse_args_json(args_json))
-        (result,) = _dispatch_now(rt, state, [request])
-        if json_:
-            _print_json(result.as_dict())
-        else:
-            print_result(out, result)
-            sys.stdout.flush()
-            err.print(f"[dim]session {state.session_id}[/]")
-        _exit_for([result])
+    request = CallRequest(tool, _parse_args_json(args_json))
+    _step(workspace, db, yes, session, agent, json_, [request], one=True)
 
 
 @app.command()
@@ -228,8 +215,6 @@ def batch(
     db: Db = None,
 ) -> None:
     """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
-    from zuno.cli.render import print_result
-
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
         items = json.loads(text)
@@ -249,13 +234,30 @@ def batch(
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
         for item in items  # type: ignore[union-attr]
     ]
+    _step(workspace, db, yes, session, agent, json_, requests, one=False)
+
+
+def _step(
+    workspace: Path,
+    db: Path | None,
+    yes: bool,
+    session: str | None,
+    agent: str,
+    json_: bool,
+    requests: list[CallRequest],
+    *,
+    one: bool,
+) -> None:
+    """Dispatch one step for ``call`` (one=True: its result alone) or ``batch``, print, exit."""
+    from zuno.cli.render import print_result
+
     with runtime(workspace, db, yes) as rt:
         state = rt.open_session(session, agent=agent)
         if not json_:
             _live_events(rt)
         results = _dispatch_now(rt, state, requests)
         if json_:
-            _print_json([r.as_dict() for r in results])
+            _print_json(results[0].as_dict() if one else [r.as_dict() for r in results])
         else:
             for result in results:
                 print_result(out, result)

@@ -15,6 +15,7 @@ child's answer becomes the job's output, seen through ``job`` and ``bg``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,7 +29,7 @@ from zuno.jobs import JobEnd, JobIO, JobState
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime, SessionState
+    from zuno.runtime import Runtime
 
 __all__ = ["TaskArgs", "TaskTool"]
 
@@ -128,30 +129,9 @@ class TaskTool(Tool[TaskArgs]):
         except LookupError as exc:  # an unknown agent
             raise ToolError(str(exc).strip("\"'")) from exc
         title = args.description or args.prompt.splitlines()[0][:80]
-        if args.background:
-            return await self._start_job(runtime, parent, args, tools, title, ctx)
-        child = await run_child(
-            runtime,
-            parent,
-            call_id=ctx.call_id,
-            agent=args.agent,
-            prompt=args.prompt,
-            tools=tools,
-            title=title,
-        )
-        return _result(child)
 
-    async def _start_job(
-        self,
-        runtime: Runtime,
-        parent: SessionState,
-        args: TaskArgs,
-        tools: list[str],
-        title: str,
-        ctx: ToolContext,
-    ) -> ToolResult:
-        async def body(io: JobIO) -> JobEnd:
-            child = await run_child(
+        async def delegate() -> ChildRun:
+            return await run_child(
                 runtime,
                 parent,
                 call_id=ctx.call_id,
@@ -160,6 +140,22 @@ class TaskTool(Tool[TaskArgs]):
                 tools=tools,
                 title=title,
             )
+
+        if args.background:
+            return await self._start_job(runtime, args, tools, title, ctx, delegate)
+        return _result(await delegate())
+
+    async def _start_job(
+        self,
+        runtime: Runtime,
+        args: TaskArgs,
+        tools: list[str],
+        title: str,
+        ctx: ToolContext,
+        delegate: Callable[[], Awaitable[ChildRun]],
+    ) -> ToolResult:
+        async def body(io: JobIO) -> JobEnd:
+            child = await delegate()
             result = _result(child)
             io.write(result.output.encode("utf-8", "replace"))
             if result.is_error:
