@@ -64,7 +64,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 @contextmanager
-def _errors() -> Generator[None]:
+def user_errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
     from zuno.mcp.client import McpServerError
     from zuno.ripgrep import RipgrepUnavailable
@@ -86,14 +86,14 @@ def _errors() -> Generator[None]:
 
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
-    with _errors():
+    with user_errors():
         rt = Runtime(
             workspace,
             db_path=db,
             approver=ApproveAll() if yes else default_approver(),
         )
     try:
-        with _errors():
+        with user_errors():
             yield rt
     finally:
         rt.close()
@@ -390,7 +390,7 @@ def config_schema_command() -> None:
 @config_app.command("show")
 def config_show(workspace: Workspace = Path(".")) -> None:
     """Print the effective configuration (user file, then workspace file)."""
-    with _errors():
+    with user_errors():
         config = load_config(workspace.resolve())
     _print_json({"sources": config.sources, "config": config.model_dump(mode="json")})
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Generator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,14 +17,14 @@ import anyio
 import typer
 from rich.markup import escape
 
-from zuno.cli.app import AgentOpt, Db, Json, Workspace, app, err, fail, out
+from zuno.cli.app import AgentOpt, Db, Json, Workspace, app, err, fail, out, user_errors
 from zuno.cli.signals import run_until_stopped
-from zuno.config import Config, ConfigError, load_config
-from zuno.mcp.client import McpConnection, McpServerError, connect_mcp_servers
+from zuno.config import Config, load_config
+from zuno.mcp.client import McpConnection, connect_mcp_servers
 from zuno.mcp.remote import McpTool, remote_tools
 from zuno.mcp.server import APPROVAL_NOTE, NoApprovalsOverMcp, ZunoMcpServer
 from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime, UnknownAgent, UnknownSession
+from zuno.runtime import Runtime
 
 __all__ = ["mcp_app"]
 
@@ -35,25 +33,6 @@ mcp_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(mcp_app, name="mcp")
-
-
-@contextmanager
-def _errors() -> Generator[None]:
-    """The errors a user can act on, as one line (never a traceback)."""
-    from zuno.ripgrep import RipgrepUnavailable
-    from zuno.sandbox import SandboxError
-
-    try:
-        yield
-    except (
-        ConfigError,
-        McpServerError,
-        UnknownAgent,
-        UnknownSession,
-        RipgrepUnavailable,
-        SandboxError,
-    ) as exc:
-        fail(str(exc).strip("'\""))
 
 
 @mcp_app.command(
@@ -92,10 +71,10 @@ def serve(
 ) -> None:
     """Serve Zuno over MCP."""
     chosen = _transport(transport, port)
-    with _errors():
+    with user_errors():
         rt = Runtime(workspace, db_path=db, approver=ApproveAll() if yes else NoApprovalsOverMcp())
     try:
-        with _errors():
+        with user_errors():
             server = ZunoMcpServer(rt, agent=agent, session_id=session)
             if chosen == "http":
                 run_until_stopped(server.serve_http, port or 8765)
@@ -176,7 +155,7 @@ def tools(
     workspace: Workspace = Path("."),
 ) -> None:
     """Connect the configured MCP servers and list their tools with Zuno's declarations."""
-    with _errors():
+    with user_errors():
         config = load_config(workspace.resolve())
         unknown = [name for name in server or [] if name not in config.mcp.servers]
         if unknown:
