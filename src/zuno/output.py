@@ -257,44 +257,35 @@ class BoundedOutput:
 
     def _truncated(self, total_lines: int, label: str) -> BoundedText:
         # Head, marker and tail together stay within the limits, so a bounded text
-        # is never cut a second time by the dispatcher's last guard.
-        half_bytes = max(1, (self._limits.max_bytes - _MARKER_RESERVE) // 2)
+        # is never cut a second time by the dispatcher's last guard. The marker is
+        # measured, not guessed: with a small budget a long reserve would leave the
+        # output itself almost nothing.
+        size = f"{format_size(self._total_bytes)}, {total_lines} lines"
+        verbose = self._verbose_marker_fits(label, size, total_lines)
+        # The longest the marker can be: the omitted counts are at most the totals
+        # (a smaller size can print a few characters longer: "1023 B" vs "1.0 KiB").
+        longest = self._marker(total_lines, self._total_bytes, label, size, verbose)
+        reserve = len(longest.encode()) + 4
+        content = max(self._limits.max_bytes - reserve, self._limits.max_bytes // 4, 2)
+        head_bytes = max(1, content // 2)
+        tail_bytes = max(1, content - head_bytes)
         half_lines = max(1, (self._limits.max_lines - 3) // 2)
-        head = bytes(self._head[:half_bytes])
+        head = bytes(self._head[:head_bytes])
         cut = _nth_newline(head, half_lines)
         if cut is not None:
             head = head[: cut + 1]
-        elif b"\n" in head and len(head) == half_bytes:
+        elif b"\n" in head and len(head) == head_bytes:
             head = head[: head.rindex(b"\n") + 1]
-        tail_source = bytes(self._tail) if self._tail else bytes(self._head[len(head) :])
-        if len(tail_source) > half_bytes:
-            tail_source = tail_source[-half_bytes:]
-        tail = _last_lines(tail_source, half_lines)
-        # Never show the same bytes twice when head and tail meet.
-        seen = len(head) + len(tail)
-        if seen > self._total_bytes:
-            tail = tail[seen - self._total_bytes :]
+        # What follows the shown head, when nothing between was dropped, else the
+        # rolling tail (which then holds more than the tail's share).
+        tail_source = bytes(self._tail)
+        if len(self._head) + len(self._tail) == self._total_bytes:
+            tail_source = bytes(self._head[len(head) :]) + tail_source
+        tail = _last_lines(_from_line_start(tail_source, tail_bytes), half_lines)
         omitted_bytes = max(0, self._total_bytes - len(head) - len(tail))
         shown_lines = head.count(b"\n") + _count_lines(tail, tail.endswith(b"\n"))
         omitted_lines = max(0, total_lines - shown_lines)
-        size = f"{format_size(self._total_bytes)}, {total_lines} lines"
-        cap = self._artifact_max
-        if self._artifact_path is None:
-            where = "the full output was not kept"
-        elif cap is not None and self._total_bytes > cap:
-            where = (
-                f"the first {format_size(cap - cap // 2)} and the last {format_size(cap // 2)} of "
-                f"the {label} ({size}) are saved at {self._artifact_path}, the middle was dropped; "
-                "open it with the read tool (path, offset, limit)"
-            )
-        else:
-            where = (
-                f"the full {label} ({size}) is saved at {self._artifact_path}; "
-                "open it with the read tool (path, offset, limit)"
-            )
-        marker = (
-            f"\n[... {omitted_lines} lines ({format_size(omitted_bytes)}) omitted; {where} ...]\n"
-        )
+        marker = self._marker(omitted_lines, omitted_bytes, label, size, verbose)
         text = _decode(head) + marker + _decode(tail, strip_partial=True)
         return BoundedText(
             text,
@@ -305,6 +296,41 @@ class BoundedOutput:
             omitted_lines,
             self._artifact_path,
         )
+
+    def _verbose_marker_fits(self, label: str, size: str, total_lines: int) -> bool:
+        """Whether the full-sentence marker leaves the output at least half the budget."""
+        full = self._marker(total_lines, self._total_bytes, label, size, verbose=True)
+        return len(full.encode()) <= self._limits.max_bytes // 2
+
+    def _marker(
+        self, omitted_lines: int, omitted_bytes: int, label: str, size: str, verbose: bool
+    ) -> str:
+        """The line that stands for what was left out, and where the whole is kept."""
+        cap = self._artifact_max
+        path = self._artifact_path
+        capped = cap is not None and self._total_bytes > cap
+        if not verbose:
+            where = "not kept" if path is None else str(path)
+            middle = " (middle dropped)" if capped else ""
+            return (
+                f"\n[... {omitted_lines} lines ({format_size(omitted_bytes)}) omitted; "
+                f"full {label}{middle}: {where} ...]\n"
+            )
+        if path is None:
+            where = "the full output was not kept"
+        elif cap is not None and capped:
+            where = (
+                f"the first {format_size(cap - cap // 2)} and the last {format_size(cap // 2)} of "
+                f"the {label} ({size}) are saved at {path}, the middle was dropped; "
+                "open it with the read tool (path, offset, limit)"
+            )
+        else:
+            where = (
+                f"the full {label} ({size}) is saved at {path}; "
+                "open it with the read tool (path, offset, limit)"
+            )
+        omitted = f"{omitted_lines} lines ({format_size(omitted_bytes)}) omitted"
+        return f"\n[... {omitted}; {where} ...]\n"
 
     def _discard_artifact(self) -> None:
         if self._artifact_path is not None:
@@ -324,10 +350,6 @@ def _copy_range(src: int, dst: IO[bytes], offset: int, count: int) -> None:
         count -= len(chunk)
 
 
-_MARKER_RESERVE = 640
-"""Bytes kept free for the truncation marker (it names the artifact's path)."""
-
-
 def _nth_newline(data: bytes, n: int) -> int | None:
     """Index of the n-th newline in data, or None when there are fewer."""
     if n <= 0:
@@ -338,6 +360,23 @@ def _nth_newline(data: bytes, n: int) -> int | None:
         if pos < 0:
             return None
     return pos
+
+
+def _from_line_start(data: bytes, budget: int) -> bytes:
+    """The last budget bytes of data, starting at a line boundary when one is in reach.
+
+    A tail that begins mid-line shows a fragment the reader cannot place; when the
+    window holds no line start at all (one very long line), its end is shown as is.
+    """
+    if len(data) <= budget:
+        return data
+    window = data[-budget:]
+    if data[-budget - 1 : -budget] == b"\n":
+        return window
+    newline = window.find(b"\n")
+    if newline < 0 or newline == len(window) - 1:
+        return window
+    return window[newline + 1 :]
 
 
 def _last_lines(data: bytes, n: int) -> bytes:

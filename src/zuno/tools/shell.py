@@ -89,8 +89,11 @@ def _split_limits(limits: OutputLimits) -> tuple[OutputLimits, OutputLimits]:
         max_bytes=max(256, limits.max_bytes // _STDERR_SHARE),
         max_lines=max(4, limits.max_lines // _STDERR_SHARE),
     )
+    # The status lines need far less than the reserve when the budget is small:
+    # a fixed reserve would leave stdout almost nothing of a 1-2 KiB budget.
+    reserve = min(_RESERVE_BYTES, limits.max_bytes // 8)
     out = OutputLimits(
-        max_bytes=max(256, limits.max_bytes - err.max_bytes - _RESERVE_BYTES),
+        max_bytes=max(256, limits.max_bytes - err.max_bytes - reserve),
         max_lines=max(4, limits.max_lines - err.max_lines - _RESERVE_LINES),
     )
     return out, err
