@@ -6,7 +6,8 @@ transient failure. How failures are classified::
 
     bad URL, refused scheme, domain or address    ArgumentsRejected (nothing was sent)
     HTTP 4xx, TLS failure, unknown host           ToolError
-    HTTP 5xx, 408, 425, 429, timeout, lost link   TransientError (retried after backoff)
+    HTTP 5xx, 408, 425, 429, lost link            TransientError (retried after backoff)
+    no answer within web.timeout                 ToolError (the deadline covers every attempt)
 
 Reaching the network is guarded and capped by :mod:`zuno.web`: every hop is
 checked against the domain lists and, unless ``web.allow_private_networks`` is
@@ -31,7 +32,7 @@ from pydantic import Field
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.html_text import html_to_text, looks_like_html
 from zuno.output import OutputLimits, bound_text, format_size
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult, TransientError
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.web import Page, check_domain, decode, fetch, parse_url
 from zuno.web_settings import MAX_DOWNLOAD_CEILING
 
@@ -104,9 +105,11 @@ class WebFetchTool(Tool[WebFetchArgs]):
             with anyio.fail_after(web.timeout):
                 page = await fetch(url, web, limit, _ACCEPT[args.format])
         except TimeoutError:
-            raise TransientError(
+            # Final, not transient: web.timeout bounds the whole fetch, and another
+            # attempt would run past it.
+            raise ToolError(
                 f"fetching {args.url} did not finish within {web.timeout:g} s (web.timeout); "
-                "the site may be slow or down"
+                "the site may be slow or down. Not retried: try a smaller page or later"
             ) from None
         if page.binary is not None:
             return _describe_binary(page, args.url)

@@ -9,7 +9,7 @@ the addresses it checked.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -22,6 +22,7 @@ from zuno.web._content import (
     parse_content_type,
     signature,
 )
+from zuno.web._decoding import ACCEPT_ENCODING, BodyDecoder
 from zuno.web._guard import check_domain, open_checked
 from zuno.web._http import USER_AGENT, http_failure, status_failure
 from zuno.web_settings import WebSettings
@@ -84,7 +85,7 @@ async def fetch(url: httpx.URL, web: WebSettings, limit: int, accept: str) -> Pa
         TransientError: An HTTP 5xx (or 408/425/429) or a failure that may pass.
     """
     redirects: list[str] = []
-    headers = {"User-Agent": USER_AGENT, "Accept": accept}
+    headers = {"User-Agent": USER_AGENT, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
     async with httpx.AsyncClient(
         headers=headers, timeout=web.timeout, follow_redirects=False, trust_env=False
     ) as client:
@@ -165,29 +166,41 @@ async def _read(response: httpx.Response, url: httpx.URL, limit: int) -> Page:
 async def _take(
     response: httpx.Response, limit: int, stop: Callable[[bytes], bool] | None
 ) -> tuple[bytes, bool]:
-    """Up to ``limit`` body bytes, and whether more were left unread.
+    """Up to ``limit`` decoded body bytes, and whether more were left unread.
 
-    ``stop`` sees the first bytes (at least :data:`SNIFF` of them, or the whole
-    body when shorter) once, and ends the download when it says so.
+    The body is read raw and decoded here (:class:`BodyDecoder`), so the cap
+    bounds the decoded size, not only what came over the wire. ``stop`` sees
+    the first bytes (at least :data:`SNIFF` of them, or the whole body when
+    shorter) once, and ends the download when it says so.
     """
+    decoder = BodyDecoder(response.headers.get("content-encoding", ""))
     body = bytearray()
     sniffed = stop is None
-    async for chunk in response.aiter_bytes():
-        body += chunk
+    pieces = _decoded(response, decoder)
+    async for piece in pieces:
+        body += piece
         if not sniffed and len(body) >= SNIFF:
             sniffed = True
             if stop is not None and stop(bytes(body[:SNIFF])):
                 return bytes(body[:SNIFF]), True
         if len(body) >= limit:
-            more = len(body) > limit or await _has_more(response)
+            more = len(body) > limit or await _has_more(pieces)
             return bytes(body[:limit]), more
     if not sniffed and stop is not None and stop(bytes(body)):
         return bytes(body[:SNIFF]), False
     return bytes(body), False
 
 
-async def _has_more(response: httpx.Response) -> bool:
-    async for chunk in response.aiter_bytes():
-        if chunk:
+async def _decoded(response: httpx.Response, decoder: BodyDecoder) -> AsyncIterator[bytes]:
+    async for raw in response.aiter_raw():
+        for piece in decoder.feed(raw):
+            yield piece
+    for piece in decoder.flush():
+        yield piece
+
+
+async def _has_more(pieces: AsyncIterator[bytes]) -> bool:
+    async for piece in pieces:
+        if piece:
             return True
     return False
