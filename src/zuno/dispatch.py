@@ -35,6 +35,7 @@ from zuno.tool import (
     ToolContext,
     ToolError,
     ToolResult,
+    ToolUnavailable,
     TransientError,
     UncertainOutcome,
 )
@@ -307,12 +308,16 @@ class Dispatcher:
                 reason=str(exc),
             )
             outcome = Outcome.UNCERTAIN
-        except ArgumentsRejected as exc:
+        except (ArgumentsRejected, ToolUnavailable) as exc:
+            block_kind = (
+                BlockKind.UNAVAILABLE
+                if isinstance(exc, ToolUnavailable)
+                else BlockKind.INVALID_ARGUMENTS
+            )
             result = ToolResult(
-                f"Blocked (invalid_arguments): {exc}. Nothing was changed.", is_error=True
+                f"Blocked ({block_kind.value}): {exc}. Nothing was changed.", is_error=True
             )
             outcome = Outcome.BLOCKED
-            block_kind = BlockKind.INVALID_ARGUMENTS
         except ToolError as exc:
             transient = isinstance(exc, TransientError)
             result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc))

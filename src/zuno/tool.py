@@ -12,6 +12,8 @@ stored outcomes::
       TransientError     -> outcome "error"   (a Safe call may be attempted again after backoff)
       ArgumentsRejected  -> outcome "blocked: invalid_arguments" (refused before any effect:
                             a patch whose context is not in the file, an unknown todo id)
+      ToolUnavailable    -> outcome "blocked: unavailable" (what the tool needs cannot be
+                            reached and nothing was sent: an MCP server that is down)
     UncertainOutcome     -> outcome "uncertain" (the effect may have happened: timeout, lost reply)
 
 Any other exception is an implementation failure, also stored as ``error``.
@@ -41,6 +43,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "ToolUnavailable",
     "TransientError",
     "UncertainOutcome",
 ]
@@ -61,6 +64,10 @@ class ToolError(Exception):
 
 class ArgumentsRejected(ToolError):
     """The arguments do not fit the current state; the tool refused before changing anything."""
+
+
+class ToolUnavailable(ToolError):
+    """What the tool needs cannot be reached, and nothing was sent: the call changed nothing."""
 
 
 class TransientError(ToolError):
