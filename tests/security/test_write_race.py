@@ -1,0 +1,326 @@
+"""Writes that cannot be raced: a symlink swapper against write, edit and apply_patch.
+
+A real process, started outside any sandbox, atomically exchanges a folder of
+the workspace with a symlink to a folder outside it (``renameat2`` with
+``RENAME_EXCHANGE``), and a file of the workspace with a symlink to a file
+outside, as fast as it can. Meanwhile more than 2,000 writes, edits and patches
+(add, update, delete, move) run through the tools, some of them through the
+Python API (:class:`zuno.runtime.Runtime` and its dispatcher). Judged on disk
+afterwards: nothing outside changed, no temporary file was left anywhere,
+every call that reported success made its change inside, and every refused
+call changed nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from zuno.config import Config
+from zuno.declarations import Outcome
+from zuno.output import ArtifactStore, OutputLimits
+from zuno.permissions import ApproveAll
+from zuno.runtime import Runtime
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, UncertainOutcome
+from zuno.tools.edit import EditArgs, EditTool
+from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
+from zuno.tools.write import WriteArgs, WriteTool
+
+ROUNDS = 270
+"""Each round runs one operation of each of the 8 kinds: 2,160 operations."""
+THROUGH_RUNTIME_EVERY = 9
+"""Every 9th round sends its writes and patches through the Runtime's dispatcher."""
+
+KINDS = ("write-new", "write-replace", "write-link", "edit", "add", "update", "delete", "move")
+
+# The swapper exchanges two names atomically, so both always exist: at one
+# moment ws/d is the real folder, at the next a symlink to the folder outside
+# (and ws/t.txt a file or a symlink to a file outside).
+_SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+a = [p.encode() for p in sys.argv[1:5]]
+pairs = [(a[0], a[1]), (a[2], a[3])]
+stop = sys.argv[5]
+swaps = 0
+for n in range(1, 200_000_000):
+    x, y = pairs[n % 2]
+    if libc.renameat2(AT_FDCWD, x, AT_FDCWD, y, RENAME_EXCHANGE) == 0:
+        swaps += 1
+    if n == 2000:
+        print("swapping", flush=True)
+    if n % 256 == 0 and os.path.exists(stop):
+        break
+print(swaps, flush=True)
+"""
+
+
+@dataclass(slots=True)
+class Arena:
+    """The workspace under attack and the folder outside it."""
+
+    root: Path
+    ws: Path
+    outside: Path
+
+    def real_folder(self) -> Path:
+        """Where the real folder is now (the swapper moves it between two names)."""
+        for name in ("d", "d.swap"):
+            candidate = self.ws / name
+            if candidate.is_dir() and not candidate.is_symlink():
+                return candidate
+        raise AssertionError("the real folder is gone")
+
+
+@dataclass(slots=True)
+class Tally:
+    """What happened to the operations."""
+
+    counts: Counter[str] = field(default_factory=lambda: Counter[str]())
+    results: dict[tuple[int, str], str] = field(default_factory=lambda: {})
+    unexpected: list[str] = field(default_factory=lambda: [])
+
+    def record(self, i: int, kind: str, how: str, what: str) -> None:
+        self.results[(i, kind)] = what
+        self.counts[f"{what} ({how})"] += 1
+
+
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under folder: bytes of files, link texts, folders."""
+    out: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        key = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            out[key] = "-> " + os.readlink(path)
+        elif path.is_dir():
+            out[key] = "folder"
+        else:
+            out[key] = path.read_bytes()
+    return out
+
+
+def temporaries(folder: Path) -> list[str]:
+    """Zuno's temporary and set-aside files left under folder."""
+    return sorted(str(p) for p in folder.rglob("*") if ".zuno-" in p.name)
+
+
+def old(i: int) -> str:
+    return f"old {i}\n"
+
+
+def new(i: int) -> str:
+    return f"new {i}\n"
+
+
+def prepare(arena: Arena) -> None:
+    """Files every round works on, inside; identical decoys outside, so a write
+    through the swapped symlink would succeed there (and be seen)."""
+    d = arena.ws / "d"
+    for i in range(ROUNDS):
+        for suffix in ("r", "e", "u", "x", "m"):
+            (d / f"{i}.{suffix}").write_text(old(i))
+            (arena.outside / f"{i}.{suffix}").write_text(old(i))
+
+
+def call_for(i: int, kind: str) -> tuple[str, dict[str, Any]]:
+    """The tool and arguments of operation kind in round i."""
+    patch = {
+        "add": [f"*** Add File: d/{i}.a", f"+new {i}"],
+        "update": [f"*** Update File: d/{i}.u", f"-old {i}", f"+new {i}"],
+        "delete": [f"*** Delete File: d/{i}.x"],
+        "move": [f"*** Update File: d/{i}.m", f"*** Move to: d/{i}.mv", f"-old {i}", f"+new {i}"],
+    }
+    if kind == "write-new":
+        return "write", {"path": f"d/n{i}/new.txt", "content": new(i)}
+    if kind == "write-replace":
+        return "write", {"path": f"d/{i}.r", "content": new(i)}
+    if kind == "write-link":
+        return "write", {"path": "t.txt", "content": new(i)}
+    if kind == "edit":
+        return "edit", {"path": f"d/{i}.e", "old_string": "old", "new_string": "new"}
+    body = "\n".join(["*** Begin Patch", *patch[kind], "*** End Patch"]) + "\n"
+    return "apply_patch", {"patch": body}
+
+
+def check(real: Path, i: int, kind: str, what: str) -> str | None:
+    """Why the files inside disagree with what the call reported, or None."""
+
+    def text(name: str) -> str | None:
+        path = real / name
+        return path.read_text() if path.is_file() else None
+
+    landed = what == "landed"
+    expected: dict[str, str | None] = {
+        "write-new": {f"n{i}/new.txt": new(i) if landed else None},
+        "write-replace": {f"{i}.r": new(i) if landed else old(i)},
+        "write-link": {},
+        "edit": {f"{i}.e": new(i) if landed else old(i)},
+        "add": {f"{i}.a": new(i) if landed else None},
+        "update": {f"{i}.u": new(i) if landed else old(i)},
+        "delete": {f"{i}.x": None if landed else old(i)},
+        "move": {f"{i}.m": None if landed else old(i), f"{i}.mv": new(i) if landed else None},
+    }[kind]
+    for name, want in expected.items():
+        got = text(name)
+        if got != want:
+            return f"round {i} {kind} {what}: {name} is {got!r}, expected {want!r}"
+    return None
+
+
+def context(ws: Path) -> ToolContext:
+    return ToolContext(
+        workspace=ws,
+        session_id="race",
+        call_id="race",
+        attempt=1,
+        limits=OutputLimits(),
+        artifacts=ArtifactStore(ws.parent / "artifacts"),
+        config=Config(),
+    )
+
+
+TOOLS: dict[str, tuple[Tool[Any], type[ToolArgs]]] = {
+    "write": (WriteTool(), WriteArgs),
+    "edit": (EditTool(), EditArgs),
+    "apply_patch": (ApplyPatchTool(), ApplyPatchArgs),
+}
+
+
+async def run_direct(ctx: ToolContext, i: int, kind: str, tally: Tally) -> None:
+    name, arguments = call_for(i, kind)
+    tool, model = TOOLS[name]
+    try:
+        await tool.run(model.model_validate(arguments), ctx)
+    except UncertainOutcome as error:
+        tally.record(i, kind, "tool", "uncertain")
+        tally.unexpected.append(f"round {i} {kind}: uncertain: {error}")
+    except ToolError:
+        tally.record(i, kind, "tool", "refused")
+    except Exception as error:  # a defect; counted, so the attack's figures still show
+        tally.record(i, kind, "tool", "crashed")
+        tally.unexpected.append(f"round {i} {kind}: {type(error).__name__}: {error}")
+    else:
+        tally.record(i, kind, "tool", "landed")
+
+
+async def run_dispatched(rt: Runtime, i: int, kind: str, tally: Tally) -> None:
+    name, arguments = call_for(i, kind)
+    # A fresh session each time: a failed Never call makes its session ask for
+    # an inspection before the next change, which is not what is tested here.
+    result = await rt.call(rt.open_session(), name, arguments)
+    if result.outcome is Outcome.OK:
+        tally.record(i, kind, "runtime", "landed")
+    elif result.outcome in (Outcome.BLOCKED, Outcome.ERROR):
+        tally.record(i, kind, "runtime", "refused")
+        if "failed inside Zuno" in result.output:
+            tally.unexpected.append(f"round {i} {kind}: {result.output}")
+    else:
+        tally.record(i, kind, "runtime", str(result.outcome))
+        tally.unexpected.append(f"round {i} {kind}: {result.outcome}: {result.output}")
+
+
+async def run_rounds(arena: Arena, tally: Tally) -> None:
+    ctx = context(arena.ws)
+    rt = Runtime(
+        arena.ws,
+        config=Config(),
+        db_path=arena.root / "z.db",
+        approver=ApproveAll(),
+        tools=[WriteTool(), EditTool(), ApplyPatchTool(arena.ws)],
+    )
+    try:
+        async with rt:
+            for i in range(ROUNDS):
+                for kind in KINDS:
+                    if i % THROUGH_RUNTIME_EVERY == 0 and kind not in ("edit",):
+                        await run_dispatched(rt, i, kind, tally)
+                    else:
+                        await run_direct(ctx, i, kind, tally)
+    finally:
+        rt.close()
+
+
+@pytest.fixture
+def arena(tmp_path: Path) -> Arena:
+    ws = tmp_path / "ws"
+    outside = tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "d.swap").symlink_to(outside)
+    (ws / "t.txt").write_text("inside\n")
+    (outside / "t.txt").write_text("decoy outside\n")
+    (ws / "t.swap").symlink_to(outside / "t.txt")
+    return Arena(tmp_path, ws, outside)
+
+
+@pytest.fixture
+def swapper(arena: Arena) -> Iterator[subprocess.Popen[str]]:
+    """The attacker: a real process exchanging the names until told to stop."""
+    stop = arena.root / "stop"
+    ws = arena.ws
+    argv = [sys.executable, "-c", _SWAPPER]
+    argv += [str(ws / "d"), str(ws / "d.swap"), str(ws / "t.txt"), str(ws / "t.swap"), str(stop)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "swapping"
+        yield proc
+    finally:
+        stop.touch()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_symlink_swapper_never_gets_a_write_outside(
+    arena: Arena, swapper: subprocess.Popen[str]
+) -> None:
+    prepare(arena)
+    outside_before = snapshot(arena.outside)
+    tally = Tally()
+    anyio.run(run_rounds, arena, tally)
+    (arena.root / "stop").touch()
+    out, _ = swapper.communicate(timeout=60)
+    swaps = int(out.split()[-1])
+
+    landed = sum(n for key, n in tally.counts.items() if key.startswith("landed"))
+    refused = sum(n for key, n in tally.counts.items() if key.startswith("refused"))
+    print(
+        f"\nwrite race: {len(tally.results)} operations, {landed} landed inside, "
+        f"{refused} refused, {swaps} swaps; {dict(sorted(tally.counts.items()))}"
+    )
+    assert len(tally.results) == ROUNDS * len(KINDS) >= 2000
+    assert swaps > 0
+
+    outside_after = snapshot(arena.outside)
+    changed = sorted(
+        k
+        for k in outside_before.keys() | outside_after.keys()
+        if outside_before.get(k) != outside_after.get(k)
+    )
+    left = temporaries(arena.root)
+    print(f"outside changed: {len(changed)}; temporaries left: {len(left)}")
+    assert changed == [], f"{len(changed)} entries outside changed: {changed[:10]}"
+    assert left == [], f"{len(left)} temporary files left: {left[:10]}"
+    assert tally.unexpected == [], tally.unexpected[:10]
+
+    real = arena.real_folder()
+    wrong = [
+        problem
+        for (i, kind), what in sorted(tally.results.items())
+        if what in ("landed", "refused") and (problem := check(real, i, kind, what)) is not None
+    ]
+    assert wrong == [], f"{len(wrong)} calls disagree with the files: {wrong[:10]}"
+    assert landed > 0
