@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from zuno.output import CappedFile
 from zuno.owner import identity_alive, process_identity
 from zuno.store import Store
 
@@ -138,7 +139,7 @@ class JobEnd:
 class JobIO:
     """What a running job writes to: its output file and its pid."""
 
-    def __init__(self, lane: JobLane, record: JobRecord, sink: IO[bytes]) -> None:
+    def __init__(self, lane: JobLane, record: JobRecord, sink: CappedFile) -> None:
         self._lane = lane
         self.record = record
         self._sink = sink
@@ -148,9 +149,11 @@ class JobIO:
         return self.record.job_id
 
     def write(self, data: bytes) -> None:
-        """Append output (flushed, so readers see it while the job runs)."""
+        """Append output (flushed, so readers see it while the job runs).
+
+        Past the lane's cap only the output's first and last parts are kept.
+        """
         self._sink.write(data)
-        self._sink.flush()
 
     def set_pid(self, pid: int | None) -> None:
         """Record the process the job started."""
@@ -165,9 +168,16 @@ JobBody = Callable[[JobIO], Awaitable[JobEnd]]
 class JobLane:
     """Starts, tracks, waits for and cancels background jobs."""
 
-    def __init__(self, store: Store, output_root: Path) -> None:
+    def __init__(self, store: Store, output_root: Path, output_cap: int | None = None) -> None:
+        """A lane writing job rows to store and job logs under output_root.
+
+        ``output_cap`` is the most one job's log keeps (``tool_output.artifact_max_bytes``);
+        past it the middle of the output is dropped, as for a foreground command.
+        """
         self.store = store
         self.output_root = output_root
+        self.output_cap = output_cap
+        self._sinks: dict[str, CappedFile] = {}
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._done: dict[str, anyio.Event] = {}
@@ -297,8 +307,15 @@ class JobLane:
         body: JobBody,
         time_limit: float | None = None,
     ) -> JobRecord:
-        """:meth:`start` for the call of ``ctx``; a lane that is not running is a tool error."""
+        """:meth:`start` for the call of ``ctx``; a lane that is not running is a tool error.
+
+        Without a time limit the job gets ``sandbox.job_timeout_default``.
+        """
         from zuno.tool import ToolError
+        from zuno.tools.background import job_timeout_default
+
+        if time_limit is None:
+            time_limit = job_timeout_default(ctx)
 
         try:
             return await self.start(
@@ -317,21 +334,24 @@ class JobLane:
     ) -> None:
         end = JobEnd(state=JobState.CANCELLED, detail="cancelled")
         # A local append-only log: opening it does not block in any way that matters.
-        with open(record.output_path, "ab") as sink:  # noqa: ASYNC230
-            io = JobIO(self, record, sink)
-            try:
-                with scope:
-                    if time_limit is None:
+        sink = CappedFile(Path(record.output_path), self.output_cap, append=True, live=True)
+        self._sinks[record.job_id] = sink
+        io = JobIO(self, record, sink)
+        try:
+            with scope:
+                if time_limit is None:
+                    end = await body(io)
+                else:
+                    with anyio.fail_after(time_limit):
                         end = await body(io)
-                    else:
-                        with anyio.fail_after(time_limit):
-                            end = await body(io)
-            except TimeoutError:
-                end = JobEnd(state=JobState.TIMED_OUT, detail=f"stopped after {time_limit:g}s")
-            except Exception as exc:
-                end = JobEnd(state=JobState.FAILED, detail=f"{type(exc).__name__}: {exc}")
-            finally:
-                self._finish(record, end)
+        except TimeoutError:
+            end = JobEnd(state=JobState.TIMED_OUT, detail=f"stopped after {time_limit:g}s")
+        except Exception as exc:
+            end = JobEnd(state=JobState.FAILED, detail=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._sinks.pop(record.job_id, None)
+            sink.close("job output")
+            self._finish(record, end)
 
     def _finish(self, record: JobRecord, end: JobEnd) -> None:
         state = end.state or (JobState.SUCCEEDED if end.exit_code in (0, None) else JobState.FAILED)
@@ -402,6 +422,11 @@ class JobLane:
         job = self.get(job_id)
         if job is None:
             raise KeyError(job_id)
+        # A running job past its cap holds a ring in the log's second half: only
+        # the start reads in order until the job ends and the log is reassembled.
+        sink = self._sinks.get(job_id)
+        if sink is not None:
+            max_bytes = max(0, min(max_bytes, sink.ordered_bytes - offset))
         try:
             with open(job.output_path, "rb") as f:
                 f.seek(offset)

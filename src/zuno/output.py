@@ -22,6 +22,7 @@ __all__ = [
     "ArtifactStore",
     "BoundedOutput",
     "BoundedText",
+    "CappedFile",
     "OutputLimits",
     "bound_text",
     "format_size",
@@ -107,6 +108,104 @@ def _count_newlines(data: bytes) -> int:
     return found
 
 
+class CappedFile:
+    """A file that keeps at most ``cap`` bytes of a stream: its first and last parts.
+
+    Until the stream passes the cap the file grows as usual. Past it, the last
+    part is kept in a ring inside the file's second half, and :meth:`close` puts
+    it back in order behind a marker saying how much of the middle was dropped,
+    so a command printing without end cannot fill the disk. While the stream is
+    past the cap, only the first :attr:`ordered_bytes` of the file read in order.
+    """
+
+    def __init__(
+        self, path: Path, cap: int | None, *, append: bool = False, live: bool = False
+    ) -> None:
+        """Open path for a new stream (or after what it holds, with append).
+
+        ``live`` flushes every write, for a file read while it is written.
+
+        Raises:
+            ValueError: cap is under 2.
+        """
+        if cap is not None and cap < 2:
+            raise ValueError(f"the cap must be at least 2 bytes, got {cap}")
+        self.path = path
+        self.cap = cap
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Not O_APPEND even to append: Linux then ignores pwrite's offset, and the ring
+        # past the cap is written with pwrite.
+        flags = os.O_WRONLY | os.O_CREAT | (0 if append else os.O_TRUNC)
+        self._file: IO[bytes] = os.fdopen(os.open(path, flags, 0o644), "wb")
+        self._file.seek(0, os.SEEK_END)
+        self._live = live
+        self.total_bytes = self._file.tell()
+
+    @property
+    def ordered_bytes(self) -> int:
+        """How much of the file is the stream's start, in order."""
+        if self.cap is None or self.total_bytes <= self.cap:
+            return self.total_bytes
+        return self.cap - self.cap // 2
+
+    def write(self, data: bytes) -> None:
+        """Append the next chunk of the stream."""
+        if self.cap is None or self.total_bytes + len(data) <= self.cap:
+            self._file.write(data)
+            if self._live:
+                self._file.flush()
+        else:
+            self._write_capped(data, self.cap)
+        self.total_bytes += len(data)
+
+    def _write_capped(self, data: bytes, cap: int) -> None:
+        """Write a chunk reaching past the cap: what fits goes on, the rest into the ring.
+
+        Stream position p at or past ``head`` lives at file offset
+        ``head + (p - head) % tail``, which for p below the cap is p itself.
+        """
+        head, tail = cap - cap // 2, cap // 2
+        view = memoryview(data)
+        fitting = max(0, cap - self.total_bytes)
+        if fitting:
+            self._file.write(view[:fitting])
+        self._file.flush()
+        if not tail:
+            return
+        # Only the last `tail` bytes of the chunk can survive in the ring.
+        start = max(fitting, len(data) - tail)
+        position = self.total_bytes + start
+        fd = self._file.fileno()
+        while start < len(data):
+            slot = (position - head) % tail
+            n = min(len(data) - start, tail - slot)
+            os.pwrite(fd, view[start : start + n], head + slot)
+            start += n
+            position += n
+
+    def close(self, label: str = "output") -> None:
+        """Close the file; a capped one is rewritten as first part, marker, last part."""
+        self._file.close()
+        cap = self.cap
+        if cap is None or self.total_bytes <= cap:
+            return
+        head, tail = cap - cap // 2, cap // 2
+        oldest = (self.total_bytes - head) % tail if tail else 0
+        dropped = self.total_bytes - cap
+        marker = (
+            f"\n[... {format_size(dropped)} ({dropped} bytes) dropped from the middle of this "
+            f"{label} by the artifact cap; the first {format_size(head)} and the last "
+            f"{format_size(tail)} are kept ...]\n"
+        )
+        part = self.path.with_name(self.path.name + ".part")
+        with open(self.path, "rb") as src, open(part, "wb") as dst:
+            _copy_range(src.fileno(), dst, 0, head)
+            dst.write(marker.encode())
+            _copy_range(src.fileno(), dst, head + oldest, tail - oldest)
+            _copy_range(src.fileno(), dst, head, oldest)
+        os.replace(part, self.path)
+
+
 class BoundedOutput:
     """Accumulates a byte stream within limits, spilling the whole to an artifact.
 
@@ -143,7 +242,7 @@ class BoundedOutput:
         self._limits = limits
         self._artifact_path = artifact_path
         self._artifact_max = artifact_max_bytes
-        self._sink: IO[bytes] | None = None
+        self._sink: CappedFile | None = None
         self._head = bytearray()
         self._head_full = False
         self._head_lines = 0
@@ -153,7 +252,7 @@ class BoundedOutput:
         self._last_byte_newline = True
         if artifact_path is not None:
             artifact_path.parent.mkdir(parents=True, exist_ok=True)
-            self._sink = open(artifact_path, "wb")  # noqa: SIM115 - closed in finish()
+            self._sink = CappedFile(artifact_path, artifact_max_bytes)
 
     @property
     def total_bytes(self) -> int:
@@ -165,10 +264,7 @@ class BoundedOutput:
         if not data:
             return
         if self._sink is not None:
-            if self._artifact_max is None or self._total_bytes + len(data) <= self._artifact_max:
-                self._sink.write(data)
-            else:
-                self._write_capped(self._sink, data, self._artifact_max)
+            self._sink.write(data)
         self._total_bytes += len(data)
         self._newlines += _count_newlines(data)
         self._last_byte_newline = data.endswith(b"\n")
@@ -194,59 +290,11 @@ class BoundedOutput:
         if len(self._tail) > 4 * keep:
             del self._tail[: len(self._tail) - keep]
 
-    def _write_capped(self, sink: IO[bytes], data: bytes, cap: int) -> None:
-        """Write a chunk reaching past the cap: what fits goes on, the rest into the ring.
-
-        Stream position p at or past ``head`` lives at file offset
-        ``head + (p - head) % tail``, which for p below the cap is p itself.
-        """
-        head, tail = cap - cap // 2, cap // 2
-        view = memoryview(data)
-        fitting = max(0, cap - self._total_bytes)
-        if fitting:
-            sink.write(view[:fitting])
-        sink.flush()
-        if not tail:
-            return
-        # Only the last `tail` bytes of the chunk can survive in the ring.
-        start = max(fitting, len(data) - tail)
-        position = self._total_bytes + start
-        fd = sink.fileno()
-        while start < len(data):
-            slot = (position - head) % tail
-            n = min(len(data) - start, tail - slot)
-            os.pwrite(fd, view[start : start + n], head + slot)
-            start += n
-            position += n
-
-    def _assemble_capped(self, label: str) -> None:
-        """Rewrite a capped artifact as first part, marker, last part in order."""
-        cap = self._artifact_max
-        path = self._artifact_path
-        if cap is None or path is None or self._total_bytes <= cap:
-            return
-        head, tail = cap - cap // 2, cap // 2
-        oldest = (self._total_bytes - head) % tail if tail else 0
-        dropped = self._total_bytes - cap
-        marker = (
-            f"\n[... {format_size(dropped)} ({dropped} bytes) dropped from the middle of this "
-            f"{label} by the artifact cap; the first {format_size(head)} and the last "
-            f"{format_size(tail)} are kept ...]\n"
-        )
-        part = path.with_name(path.name + ".part")
-        with open(path, "rb") as src, open(part, "wb") as dst:
-            _copy_range(src.fileno(), dst, 0, head)
-            dst.write(marker.encode())
-            _copy_range(src.fileno(), dst, head + oldest, tail - oldest)
-            _copy_range(src.fileno(), dst, head, oldest)
-        os.replace(part, path)
-
     def finish(self, label: str = "output") -> BoundedText:
         """Close the artifact and return the model-visible text."""
         if self._sink is not None:
-            self._sink.close()
+            self._sink.close(label)
             self._sink = None
-            self._assemble_capped(label)
         total_lines = self._newlines + (0 if self._last_byte_newline else 1)
         fits = self._total_bytes <= self._limits.max_bytes and total_lines <= self._limits.max_lines
         if fits:

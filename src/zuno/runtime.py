@@ -122,7 +122,11 @@ class Runtime:
         self.dispatcher = Dispatcher(self)
         self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
         """Bounds the child agents (task, council members) running at once."""
-        self.jobs = JobLane(self.store, self.store.artifacts_root / "jobs")
+        self.jobs = JobLane(
+            self.store,
+            self.store.artifacts_root / "jobs",
+            self.config.tool_output.artifact_max_bytes,
+        )
         self.questioner: Questioner | None = None
         """Who answers the question tool (a terminal, a program); None: no one."""
         self.provider_factory: ProviderFactory | None = None

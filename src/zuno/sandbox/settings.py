@@ -45,6 +45,8 @@ class SandboxSettings(BaseModel):
         writable_roots: Extra folders writable in ``workspace-write`` mode.
         timeout_default: Seconds a command may run when the call names no timeout.
         timeout_max: The largest timeout a call may ask for, in seconds.
+        job_timeout_default: Seconds a background job may run when its call names
+            no timeout; past it the job and everything it started are killed.
         env_remove: Glob patterns (matched case-insensitively) of environment
             variables that commands do not receive.
     """
@@ -57,6 +59,7 @@ class SandboxSettings(BaseModel):
     writable_roots: tuple[str, ...] = ()
     timeout_default: int = Field(default=120, ge=1)
     timeout_max: int = Field(default=600, ge=1)
+    job_timeout_default: int = Field(default=3600, ge=1)
     env_remove: tuple[str, ...] = DEFAULT_ENV_REMOVE
 
     @model_validator(mode="after")

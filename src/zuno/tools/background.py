@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Self
 import anyio
 from pydantic import Field, model_validator
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.declarations import INSPECTION, Declaration
 from zuno.jobs import JobEnd, JobIO, JobLane, JobRecord, JobState
 from zuno.output import format_size
-from zuno.sandbox import Sandbox, SandboxPolicy, prepared_launch
+from zuno.sandbox import Sandbox, SandboxPolicy, SandboxSettings, prepared_launch
 from zuno.store.records import iso
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
@@ -36,6 +36,13 @@ def job_lane(ctx: ToolContext) -> JobLane:
     if not isinstance(lane, JobLane):
         raise ToolError("background jobs are not available in this runtime")
     return lane
+
+
+def job_timeout_default(ctx: ToolContext) -> int:
+    """``sandbox.job_timeout_default`` of the context's configuration."""
+    section = getattr(ctx.config, "sandbox", None)
+    found = getattr(section, "job_timeout_default", None)
+    return found if isinstance(found, int) else SandboxSettings().job_timeout_default
 
 
 def _summary(job: JobRecord) -> str:
@@ -61,8 +68,15 @@ async def start_command_job(
     env: Mapping[str, str],
     time_limit: float | None,
 ) -> ToolResult:
-    """Run a sandboxed command in the background lane; its stdout and stderr go to one log."""
+    """Run a sandboxed command in the background lane; its stdout and stderr go to one log.
+
+    Without a time limit the job gets ``sandbox.job_timeout_default``: a job
+    nobody waits for must not run for ever.
+    """
     from zuno.process import run_process
+
+    if time_limit is None:
+        time_limit = job_timeout_default(ctx)
 
     async def body(io: JobIO) -> JobEnd:
         with prepared_launch(sandbox, list(argv), policy, cwd=workdir, env=env) as launch:
@@ -136,11 +150,11 @@ class BgTool(Tool[BgArgs]):
         "(kills the job's whole process tree; needs approval in strict mode)."
     )
     args_model = BgArgs
-    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    declaration: ClassVar[Declaration] = INSPECTION
     mixed: ClassVar[bool] = True
 
     def declare(self, args: BgArgs) -> Declaration:
-        return _CANCEL if args.action == "cancel" else READ_ONLY_SAFE_PARALLEL
+        return _CANCEL if args.action == "cancel" else INSPECTION
 
     async def run(self, args: BgArgs, ctx: ToolContext) -> ToolResult:
         lane = job_lane(ctx)
@@ -216,7 +230,7 @@ class JobTool(Tool[JobArgs]):
         "output size. A job is 'lost' when the Zuno process running it is gone."
     )
     args_model = JobArgs
-    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    declaration: ClassVar[Declaration] = INSPECTION
 
     async def run(self, args: JobArgs, ctx: ToolContext) -> ToolResult:
         lane = job_lane(ctx)
