@@ -1,24 +1,45 @@
-"""Apply a Landlock ruleset to this process, then exec a command.
+"""Isolate, apply a Landlock ruleset, then exec a command.
 
 This file is run as a script (``python -I -S _landlock_exec.py POLICY -- ARGV``)
 by the Landlock sandbox, so that the restriction happens in a fresh process
 rather than in a ``preexec_fn`` of the threaded runtime. It therefore imports
-the standard library only. :func:`abi_version` is also used to probe the kernel.
+the standard library only (and :mod:`_seccomp` from its own folder).
+:func:`abi_version` is also used to probe the kernel.
+
+What it does, in order:
+
+1. ``unshare`` a PID, mount and IPC namespace, and a network namespace when
+   the network is off (plus a user namespace when not run as root), then fork.
+   The parent stays outside, waits, and exits the way the command did.
+2. The child is PID 1 of the new namespace: it dies with the parent
+   (``PR_SET_PDEATHSIG``), mounts a fresh ``/proc`` (only the command's own
+   processes are visible), binds the policy's read-only paths (the
+   workspace's control files) read-only over themselves, and forks the command.
+   It reaps orphans, and when the command exits it exits too, so that the
+   kernel kills everything the command left behind (``setsid``, ``nohup``,
+   ``cmd &``), as under bubblewrap.
+3. The command's process applies the ruleset, drops every capability (a root
+   command could otherwise load kernel modules), with the network off installs
+   the socket filter, and execs.
 
 The ruleset handles every write right Landlock knows at the running ABI and,
 with the network off and ABI >= 4, TCP bind and connect with no port allowed.
 Reading and executing stay unrestricted: ``read-only`` means no writes.
+Landlock also keeps the command from ptrace-like access (``/proc/PID/environ``,
+``/proc/PID/mem``) to any process outside its domain, Zuno included.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
-__all__ = ["LandlockUnavailable", "abi_version", "main", "restrict_self"]
+__all__ = ["LandlockUnavailable", "abi_version", "isolate", "main", "restrict_self"]
 
 # The Landlock syscalls have the same numbers on every architecture (generic table).
 _SYS_CREATE_RULESET = 444
@@ -27,6 +48,31 @@ _SYS_RESTRICT_SELF = 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MS_NOATIME = 1024
+_MS_NODIRATIME = 2048
+_MS_RELATIME = 1 << 21
+# Flags a remount inside a user namespace must keep (the kernel locks them).
+_KEPT_FLAGS = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
 
 _FS_WRITE_FILE = 1 << 1
 _FS_REMOVE_DIR = 1 << 4
@@ -65,6 +111,7 @@ class _PathBeneathAttr(ctypes.Structure):
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
+_ulong = ctypes.c_ulong
 
 
 def _syscall(number: int, *args: object) -> int:
@@ -144,27 +191,191 @@ def restrict_self(write_dirs: Sequence[str], write_files: Sequence[str], network
             finally:
                 os.close(fd)
         # Landlock refuses an unprivileged restriction without no_new_privs.
-        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
         _syscall(_SYS_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
     return abi
 
 
-def main(argv: Sequence[str]) -> int:
-    """``POLICY_JSON -- COMMAND...``: restrict, then exec COMMAND (returns only on failure)."""
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: _landlock_exec.py POLICY_JSON -- COMMAND...", file=sys.stderr)
-        return 126
-    policy = json.loads(argv[0])
+def _prctl(option: int, arg: int, *rest: int) -> None:
+    args = [_ulong(a) for a in (arg, *rest)]
+    args += [_ulong(0)] * (4 - len(args))
+    if _libc.prctl(option, *args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    _check(
+        _libc.mount(
+            None if source is None else source.encode(),
+            target.encode(),
+            None if fstype is None else fstype.encode(),
+            _ulong(flags),
+            None,
+        ),
+        f"mount {target}",
+    )
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _bind_read_only(path: str) -> None:
+    """Bind path over itself read-only (a mount point cannot be renamed or removed)."""
+    if os.path.islink(path) or not os.path.exists(path):
+        return
+    _mount(path, path, None, _MS_BIND | _MS_REC)
+    kept = os.statvfs(path).f_flag & _KEPT_FLAGS
+    _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
+
+
+def isolate(network: bool, read_only: Sequence[str]) -> int:
+    """Move into new namespaces; return in PID 1 of the new PID namespace only.
+
+    The calling process forks. The parent never returns: it waits for the
+    child and exits with the command's status (re-raising its signal). The
+    child returns, once its mounts are in place, the descriptor on which it
+    must report how the command ended (see :func:`_reap_until`).
+
+    Raises:
+        OSError: The namespaces cannot be created here.
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | (0 if network else _CLONE_NEWNET)
+    if uid != 0:
+        flags |= _CLONE_NEWUSER
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+    if uid != 0:
+        # Keep the same identity inside, with the namespace's capabilities for the mounts.
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    status_read, status_write = os.pipe()
+    child = os.fork()
+    if child:
+        os.close(status_write)
+        _relay(child, status_read)  # never returns
+    os.close(status_read)
+    # A parent killed before this line still takes PID 1 along: the kill is
+    # sent to the whole process group, which PID 1 has not left.
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    # Private first, so that no mount below reaches the host's namespace.
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for path in read_only:
+        _bind_read_only(path)
+    return status_write
+
+
+def _relay(child: int, status_read: int) -> None:
+    """Outside the namespace: wait for PID 1 and end the way the command ended."""
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    report = b""
+    while chunk := os.read(status_read, 64):
+        report += chunk
+    kind, _, number = report.decode(errors="replace").partition(" ")
+    if kind == "signal" and number.isdigit():
+        sig = int(number)
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default is to be ignored
+    if kind == "exit" and number.isdigit():
+        os._exit(int(number))
+    # PID 1 was killed before the command ended (by SIGKILL from outside).
+    if os.WIFSIGNALED(status):
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(125)
+
+
+def _reap_until(command: int, status_fd: int) -> None:
+    """As PID 1: reap every child; when command ends, report it and exit."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(125)
+        if pid != command:
+            continue
+        if os.WIFSIGNALED(status):
+            report = f"signal {os.WTERMSIG(status)}"
+        else:
+            report = f"exit {os.waitstatus_to_exitcode(status)}"
+        os.write(status_fd, report.encode())
+        # Exiting ends the namespace: the kernel kills whatever is left in it.
+        os._exit(0)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, ambient, inheritable, permitted and effective sets.
+
+    With the bounding set empty a root command gets no capability at exec either.
+    """
     try:
-        restrict_self(policy["write_dirs"], policy["write_files"], bool(policy["network"]))
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        if _libc.prctl(_PR_CAPBSET_DROP, _ulong(cap), _ulong(0), _ulong(0), _ulong(0)) != 0:
+            err = ctypes.get_errno()
+            if err not in (22, 1):  # EINVAL: no such capability; EPERM: not held
+                raise OSError(err, f"cannot drop capability {cap}: {os.strerror(err)}")
+    _libc.prctl(_PR_CAP_AMBIENT, _ulong(_PR_CAP_AMBIENT_CLEAR_ALL), _ulong(0), _ulong(0), _ulong(0))
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def _load_seccomp() -> None:
+    folder = os.path.dirname(os.path.abspath(__file__))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import _seccomp  # the helper runs isolated (-I): a sibling, by path
+
+    _seccomp.install_socket_filter()
+
+
+def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:
+    """Restrict this process and exec command; returns an exit status only on failure."""
+    try:
+        restrict_self(policy["write_dirs"], policy["write_files"], network)  # type: ignore[arg-type]
+        if policy.get("isolate", True):
+            drop_capabilities()
+            if not network:
+                _load_seccomp()
     except OSError as exc:
         print(f"zuno: cannot apply the Landlock sandbox: {exc}", file=sys.stderr)
         return 126
-    command = list(argv[2:])
     try:
         os.execvp(command[0], command)
     except FileNotFoundError:
@@ -173,6 +384,35 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         print(f"zuno: cannot execute {command[0]}: {exc}", file=sys.stderr)
         return 126
+
+
+def main(argv: Sequence[str]) -> int:
+    """``POLICY_JSON -- COMMAND...``: isolate, restrict, then exec COMMAND.
+
+    POLICY_JSON holds ``write_dirs``, ``write_files``, ``network``, and
+    optionally ``read_only`` (paths bound read-only) and ``isolate`` (false:
+    no namespaces, only the ruleset; the probe uses it to tell the two apart).
+    """
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: _landlock_exec.py POLICY_JSON -- COMMAND...", file=sys.stderr)
+        return 126
+    policy = json.loads(argv[0])
+    network = bool(policy["network"])
+    command = list(argv[2:])
+    if not policy.get("isolate", True):
+        return _exec(command, policy, network)
+    try:
+        status_fd = isolate(network, policy.get("read_only", []))
+    except OSError as exc:
+        print(f"zuno: cannot isolate the command (namespaces): {exc}", file=sys.stderr)
+        return 126
+    # PID 1 of the new namespace from here on.
+    pid = os.fork()
+    if pid == 0:
+        os.close(status_fd)
+        os._exit(_exec(command, policy, network))
+    _reap_until(pid, status_fd)
+    return 125
 
 
 if __name__ == "__main__":

@@ -9,14 +9,25 @@ exists. All capabilities are dropped, so nothing inside can remount.
 ``--die-with-parent`` and the PID namespace make the deadline hard: killing
 the bwrap process kills the namespace's init, and the kernel then kills every
 process left in the namespace, including ones that left the session.
+
+The workspace's control files (``policy.read_only``) are bound read-only over
+the writable workspace. With the network off, the command also gets the
+socket filter of :mod:`zuno.sandbox._seccomp` (no UNIX socket of the host is
+reachable through a path); bwrap reads it from a descriptor, which a
+``/bin/sh`` in front of bwrap opens from a file and then replaces itself with
+bwrap.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from zuno.sandbox._seccomp import socket_filter_bytes
 from zuno.sandbox.policy import Launch, SandboxPolicy
 
 __all__ = ["BASE_FLAGS", "BubblewrapSandbox"]
@@ -54,6 +65,34 @@ def _tops_under_tmp(paths: list[Path]) -> list[str]:
     return sorted(tops)
 
 
+_FILTER_FD = "3"
+_filter_lock = threading.Lock()
+_filter_dir: list[Path] = []
+
+
+def socket_filter_file() -> Path:
+    """A file holding the socket filter, made once per process in a private folder.
+
+    Made again when something (a cleaner of /tmp) removed it.
+    """
+    data = socket_filter_bytes()
+    with _filter_lock:
+        if _filter_dir:
+            path = _filter_dir[0] / "socket-filter.bpf"
+            try:
+                if path.read_bytes() == data:
+                    return path
+            except OSError:
+                pass
+        folder = Path(tempfile.mkdtemp(prefix="zuno-seccomp-"))
+        path = folder / "socket-filter.bpf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        _filter_dir[:] = [folder]
+        return path
+
+
 class BubblewrapSandbox:
     """Runs commands under ``bwrap`` at a given path."""
 
@@ -81,6 +120,10 @@ class BubblewrapSandbox:
             flags += ["--ro-bind", top, top]
         for root in writable:
             flags += ["--bind", str(root), str(root)]
+        for path in policy.read_only:
+            flags += ["--ro-bind", str(path), str(path)]
+        if not policy.network:
+            flags += ["--seccomp", _FILTER_FD]
         flags += ["--chdir", str(cwd)]
         return flags
 
@@ -93,6 +136,10 @@ class BubblewrapSandbox:
         env: Mapping[str, str],
         private_tmp: Path,
     ) -> Launch:
-        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp``."""
+        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp`` (behind ``sh`` when a filter is read)."""
         wrapped = [self.executable, *self.flags(policy, private_tmp, cwd), "--", *argv]
+        if not policy.network:
+            # sh opens the filter on the descriptor bwrap reads, then becomes bwrap.
+            opener = f'exec "$@" {_FILTER_FD}<"$0"'
+            wrapped = ["/bin/sh", "-c", opener, str(socket_filter_file()), *wrapped]
         return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp, tmp_inside=_TMP)

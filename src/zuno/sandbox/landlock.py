@@ -7,8 +7,11 @@ which restricts itself and then execs the command. Everything stays readable;
 only the policy's writable folders and a few device files can be written, and
 with the network off TCP bind and connect are refused (ABI 4 or newer).
 
-Unlike bubblewrap there is no PID namespace: the process tree is found and
-killed through the command's session (see :func:`zuno.process.kill_process_tree`).
+Like bubblewrap, the helper also gives the command its own PID, mount and
+IPC namespaces (and a network namespace with the network off, where a socket
+filter also keeps it from the host's UNIX sockets): when the command exits or
+is killed, nothing it started survives it, and it sees only its own processes.
+The workspace's control files are bound read-only over the writable workspace.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class LandlockSandbox:
             "write_dirs": [str(p) for p in policy.writable(private_tmp)],
             "write_files": list(WRITABLE_DEVICES),
             "network": policy.network,
+            "read_only": [str(p) for p in policy.read_only],
         }
         wrapped = [self._python, "-I", "-S", str(HELPER), json.dumps(rules), "--", *argv]
         return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp)

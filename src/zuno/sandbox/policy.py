@@ -11,11 +11,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Generator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
+from zuno.sandbox.control_files import held_control_files
 from zuno.sandbox.settings import SandboxMode
 
 __all__ = [
@@ -42,12 +43,16 @@ class SandboxPolicy:
         workspace: The workspace folder (writable in ``workspace-write``).
         network: Whether the command may use the network.
         writable_roots: Extra writable folders in ``workspace-write`` mode.
+        read_only: Paths inside the writable folders that stay read-only (the
+            workspace's control files; filled in by :func:`prepared_launch`,
+            which makes sure each exists while the command runs).
     """
 
     mode: SandboxMode
     workspace: Path
     network: bool = False
     writable_roots: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
 
     def writable(self, private_tmp: Path) -> list[Path]:
         """The folders a command may write, parents before children.
@@ -142,11 +147,15 @@ def prepared_launch(
 ) -> Generator[Launch]:
     """A launch with a fresh private temporary folder, removed on exit.
 
-    Keep the context open for as long as the command (and anything it left
-    running) may use the folder: for a background job, the job's lifetime.
+    In ``workspace-write`` mode under a real sandbox, the workspace's control
+    files (see :mod:`zuno.sandbox.control_files`) are held read-only for as long
+    as the context is open. Keep it open for as long as the command (and
+    anything it left running) may run: for a background job, the job's lifetime.
     """
-    private_tmp = Path(tempfile.mkdtemp(prefix="zuno-tmp-"))
-    try:
+    with ExitStack() as stack:
+        if sandbox.name != "none" and policy.mode == "workspace-write":
+            held = stack.enter_context(held_control_files(policy.workspace))
+            policy = replace(policy, read_only=(*policy.read_only, *held))
+        private_tmp = Path(tempfile.mkdtemp(prefix="zuno-tmp-"))
+        stack.callback(shutil.rmtree, private_tmp, ignore_errors=True)
         yield sandbox.launch(argv, policy, cwd=cwd, env=env, private_tmp=private_tmp)
-    finally:
-        shutil.rmtree(private_tmp, ignore_errors=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["DEFAULT_ENV_REMOVE", "SandboxKind", "SandboxMode", "SandboxSettings"]
 
@@ -48,7 +48,10 @@ class SandboxSettings(BaseModel):
         job_timeout_default: Seconds a background job may run when its call names
             no timeout; past it the job and everything it started are killed.
         env_remove: Glob patterns (matched case-insensitively) of environment
-            variables that commands do not receive.
+            variables that commands do not receive. The built-in patterns
+            (:data:`DEFAULT_ENV_REMOVE`) always apply; a configured list adds to them.
+        env_keep: Exact names of variables that commands receive even though a
+            pattern of ``env_remove`` matches them (a secret passed on purpose).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -61,6 +64,15 @@ class SandboxSettings(BaseModel):
     timeout_max: int = Field(default=600, ge=1)
     job_timeout_default: int = Field(default=3600, ge=1)
     env_remove: tuple[str, ...] = DEFAULT_ENV_REMOVE
+    env_keep: tuple[str, ...] = ()
+
+    @field_validator("env_remove", mode="after")
+    @classmethod
+    def _keep_built_in_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # A list in a configuration file adds to the built-in patterns: replacing them
+        # would let a workspace file hand every token to every command.
+        extra = tuple(p for p in value if p not in DEFAULT_ENV_REMOVE)
+        return DEFAULT_ENV_REMOVE + tuple(dict.fromkeys(extra))
 
     @model_validator(mode="after")
     def _default_within_max(self) -> Self:

@@ -1,0 +1,131 @@
+"""The workspace's control files, which a sandboxed command may not change.
+
+``zuno.json`` (hooks, servers and rules of the next invocation), ``.zuno/`` and
+``.git/`` (hooks and ``core.fsmonitor`` run commands outside any sandbox) are
+mounted read-only over the writable workspace, under bubblewrap and Landlock
+alike. A mount point can be neither renamed nor removed, so ``mv .git x &&
+mkdir .git`` fails as well.
+
+A name that does not exist yet must not be creatable either, and the kernel
+can only protect a name that has an inode. So for the lifetime of a command
+(a background job's whole life) a missing control name is held by an empty,
+read-only placeholder directory (mode 0555), mounted read-only in the sandbox
+and removed afterwards. An empty directory changes nothing: git skips an empty
+``.git``, the configuration loader reads ``zuno.json`` only when it is a file.
+
+Several commands, in this process or another, may share a placeholder: each
+holds a shared ``flock`` on it while its command runs, and whoever ends last
+(an exclusive lock succeeds) removes it. A placeholder left by a crash is
+recognised by its mode and removed the same way by the next command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["CONTROL_NAMES", "PLACEHOLDER_MODE", "held_control_files"]
+
+CONTROL_NAMES: tuple[str, ...] = ("zuno.json", ".zuno", ".git")
+"""Entries of the workspace's top folder that commands may read but not change."""
+
+PLACEHOLDER_MODE = 0o555
+"""The mode that marks an empty directory as a placeholder Zuno made."""
+
+_ATTEMPTS = 5
+"""Tries to take a placeholder that another command is removing at the same moment."""
+
+
+def _is_placeholder(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or stat.S_IMODE(info.st_mode) != PLACEHOLDER_MODE:
+        return False
+    try:
+        return not any(os.scandir(path))
+    except OSError:
+        return False
+
+
+def _hold(path: Path) -> int | None:
+    """An fd on path with a shared lock, creating a placeholder when it is missing.
+
+    Returns None when path is a symlink (a link cannot carry a mount; see
+    :func:`held_control_files`), not a file or folder, or missing from a folder
+    that cannot be written at all.
+    """
+    for _ in range(_ATTEMPTS):
+        try:
+            os.mkdir(path, PLACEHOLDER_MODE)
+            # The umask may have taken bits away; the mode is the marker.
+            os.chmod(path, PLACEHOLDER_MODE)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return None  # a folder Zuno cannot write, and neither can its commands
+            raise
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None
+            if exc.errno == errno.ENOENT:
+                continue  # removed by a command that just ended: make it again
+            raise
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        # Still the same entry (not removed while the lock was awaited)?
+        try:
+            same = os.path.samestat(os.fstat(fd), path.lstat())
+        except FileNotFoundError:
+            same = False
+        if same:
+            kind = stat.S_IFMT(os.fstat(fd).st_mode)
+            if kind in (stat.S_IFDIR, stat.S_IFREG):
+                return fd
+            os.close(fd)
+            return None
+        os.close(fd)
+    raise OSError(errno.EBUSY, f"cannot hold {path}: it keeps changing")
+
+
+def _release(path: Path, fd: int) -> None:
+    """Drop the lock; remove path when it is a placeholder nobody else holds."""
+    try:
+        if _is_placeholder(path):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another command still holds it and removes it when it ends
+            with contextlib.suppress(OSError):
+                os.rmdir(path)  # fails harmlessly when something was put in it
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def held_control_files(workspace: Path) -> Iterator[tuple[Path, ...]]:
+    """The workspace's control paths, each existing (a placeholder if need be) while open.
+
+    Yields the paths to mount read-only: every control name except a symlink,
+    whose link cannot carry a mount (its target, if inside the workspace, is
+    not protected; this is a documented limit).
+    """
+    held: list[tuple[Path, int]] = []
+    try:
+        for name in CONTROL_NAMES:
+            path = workspace / name
+            fd = _hold(path)
+            if fd is not None:
+                held.append((path, fd))
+        yield tuple(p for p, _ in held)
+    finally:
+        for path, fd in reversed(held):
+            _release(path, fd)
