@@ -12,6 +12,7 @@ stored outcomes::
       TransientError     -> outcome "error"   (a Safe call may be attempted again after backoff)
       ArgumentsRejected  -> outcome "blocked: invalid_arguments" (refused before any effect:
                             a patch whose context is not in the file, an unknown todo id)
+        WritesNotAllowed -> the same: ``sandbox.mode`` is ``read-only``, file tools may not write
       ToolUnavailable    -> outcome "blocked: unavailable" (what the tool needs cannot be
                             reached and nothing was sent: an MCP server that is down)
     UncertainOutcome     -> outcome "uncertain" (the effect may have happened: timeout, lost reply)
@@ -24,11 +25,12 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from zuno.beneath import Confined
 from zuno.declarations import Declaration
 from zuno.output import ArtifactStore, OutputLimits
 
@@ -46,6 +48,7 @@ __all__ = [
     "ToolUnavailable",
     "TransientError",
     "UncertainOutcome",
+    "WritesNotAllowed",
 ]
 
 
@@ -64,6 +67,10 @@ class ToolError(Exception):
 
 class ArgumentsRejected(ToolError):
     """The arguments do not fit the current state; the tool refused before changing anything."""
+
+
+class WritesNotAllowed(ArgumentsRejected):
+    """A file tool may not write at all in this sandbox mode (``read-only``); nothing ran."""
 
 
 class ToolUnavailable(ToolError):
@@ -138,6 +145,48 @@ class ToolContext:
             )
         return p
 
+    def resolve_writable(self, path: str) -> Confined:
+        """Where a file tool may write ``path``: beneath the workspace or a writable root.
+
+        The roots are the workspace and the existing folders of
+        ``sandbox.writable_roots``, in every mode that writes (``full-access``
+        lifts the sandbox from commands, not this limit from file tools).
+        The returned root is the one the write must stay beneath when it opens
+        the path (see :mod:`zuno.beneath`): the root that holds the path as
+        written, else, for a name that leads into a root through a symlink,
+        the root that holds its real location.
+
+        Raises:
+            WritesNotAllowed: ``sandbox.mode`` is ``read-only``.
+            PathOutsideWorkspace: The path's real location is under no root.
+        """
+        settings = getattr(self.config, "sandbox", None)
+        if settings is not None and settings.mode == "read-only":
+            raise WritesNotAllowed(
+                f"cannot write {path!r}: sandbox.mode is read-only, so file tools may not "
+                "change files; ask the user to switch to workspace-write"
+            )
+        p = self.resolve(path)
+        real = _settled_real_path(p, path)
+        roots = [self.workspace]
+        for raw in settings.writable_roots if settings is not None else ():
+            extra = Path(os.path.expanduser(raw))
+            extra = extra if extra.is_absolute() else self.workspace / extra
+            if extra.is_dir():
+                roots.append(Path(os.path.normpath(extra)))
+        holding = [r for r in roots if _within(real, _real_path(r))]
+        for root in roots:
+            if root in holding and _within(p, root):
+                return Confined(root, PurePosixPath(p.relative_to(root).as_posix()))
+        if holding:
+            root = _real_path(min(holding, key=lambda r: len(_real_path(r).parts)))
+            return Confined(root, PurePosixPath(real.relative_to(root).as_posix()))
+        extra_note = " or a folder of sandbox.writable_roots" if len(roots) > 1 else ""
+        raise PathOutsideWorkspace(
+            f"{path!r} is outside the workspace {self.workspace}; "
+            f"use a path inside the workspace{extra_note}"
+        )
+
     def artifact_path(self, name: str) -> Path:
         """Where this call may keep a full output called ``name``."""
         return self.artifacts.path_for(self.session_id, self.call_id, name)
@@ -146,6 +195,27 @@ class ToolContext:
 def _real_path(p: Path) -> Path:
     """The real path of p, following every symlink, dangling ones included."""
     return Path(os.path.realpath(p))
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _settled_real_path(p: Path, shown: str) -> Path:
+    """The real path of p; refused when it keeps changing while it is looked at.
+
+    :func:`os.path.realpath` fails (EINVAL) when a symlink on the path is
+    replaced between its two looks at it: something is swapping the path.
+    """
+    for _ in range(3):
+        try:
+            return _real_path(p)
+        except OSError:
+            continue
+    raise ArgumentsRejected(
+        f"{shown!r} changes while it is being resolved (a symlink on it is being "
+        "replaced); try again once nothing else is changing it"
+    )
 
 
 class Tool(ABC, Generic[A]):

@@ -28,12 +28,12 @@ def context_for(workspace: Path) -> ToolContext:
 
 def apply_in(workspace: Path, text: str) -> PatchPlan:
     """Apply a patch inside ``workspace`` through the tool context's path check."""
-    return apply_patch(text, context_for(workspace).resolve_inside)
+    return apply_patch(text, context_for(workspace).resolve_writable)
 
 
 def plan_in(workspace: Path, text: str) -> PatchPlan:
     """Verify a patch inside ``workspace`` without writing."""
-    return plan_patch(text, context_for(workspace).resolve_inside)
+    return plan_patch(text, context_for(workspace).resolve_writable)
 
 
 def wrap(*lines: str) -> str:

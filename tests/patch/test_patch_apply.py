@@ -416,11 +416,13 @@ def test_write_failure_midway_restores_every_file(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def failing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    def failing_replace(
+        src: str | os.PathLike[str], dst: str | os.PathLike[str], **dir_fds: int
+    ) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError(28, "No space left on device", str(dst))
-        real_replace(src, dst)
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "replace", failing_replace)
     from zuno.patch import PatchWriteError

@@ -100,7 +100,7 @@ def test_random_edits_round_trip_through_a_patch(
     patch = _patch_for("f.txt", lines, edits)
     if not edits:
         return
-    plan = plan_patch(patch, context_for(workspace).resolve_inside)
+    plan = plan_patch(patch, context_for(workspace).resolve_writable)
     # A one-line file without a final newline has no ending to keep: new lines get LF.
     kept_eol = eol if len(lines) > 1 or final_newline else "\n"
     expected = TextFile(_expected(lines, edits), kept_eol, bom, final_newline).encode()
@@ -146,4 +146,4 @@ def test_planning_raises_only_patch_error(tmp_path: Path, parts: list[str]) -> N
     (workspace / "a.txt").write_text("a\nctx\na\nx\n")
     text = "\n".join(["*** Begin Patch", *parts, "*** End Patch"])
     with contextlib.suppress(PatchError):
-        plan_patch(text, context_for(workspace).resolve_inside)
+        plan_patch(text, context_for(workspace).resolve_writable)

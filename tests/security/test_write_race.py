@@ -260,7 +260,9 @@ def arena(tmp_path: Path) -> Arena:
     (ws / "t.txt").write_text("inside\n")
     (outside / "t.txt").write_text("decoy outside\n")
     (ws / "t.swap").symlink_to(outside / "t.txt")
-    return Arena(tmp_path, ws, outside)
+    arena = Arena(tmp_path, ws, outside)
+    prepare(arena)  # before the swapper starts
+    return arena
 
 
 @pytest.fixture
@@ -287,7 +289,6 @@ def swapper(arena: Arena) -> Iterator[subprocess.Popen[str]]:
 def test_symlink_swapper_never_gets_a_write_outside(
     arena: Arena, swapper: subprocess.Popen[str]
 ) -> None:
-    prepare(arena)
     outside_before = snapshot(arena.outside)
     tally = Tally()
     anyio.run(run_rounds, arena, tally)

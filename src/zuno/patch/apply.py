@@ -5,17 +5,22 @@ operation to an in-memory copy of the affected files, in patch order (so an
 update may follow an add of the same file). Nothing is written while planning:
 any failure leaves every file as it was. :func:`apply_patch` then hands the
 resulting changes to :func:`~zuno.patch.commit.commit_changes`.
+
+Files are read, like they are written, relative to a descriptor of their root
+(see :mod:`zuno.beneath`): a symlink swapped in to lead out of the workspace
+can neither feed outside content into the patch nor receive its writes.
 """
 
 from __future__ import annotations
 
-import os
 import stat
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from zuno.beneath import Beneath, Confined, EscapesRoot
 from zuno.patch.commit import FileChange, commit_changes
 from zuno.patch.diff import added_file_diff, deleted_file_diff, replaced_file_diff, update_diff
 from zuno.patch.locating import apply_placements, place_chunks
@@ -25,8 +30,8 @@ from zuno.patch.textfile import TextFile
 
 __all__ = ["PatchPlan", "PathResolver", "apply_patch", "plan_patch"]
 
-PathResolver = Callable[[str], Path]
-"""Turns a patch path into an absolute path, raising when it leaves the workspace."""
+PathResolver = Callable[[str], Confined]
+"""Turns a patch path into a path beneath its root, raising when it is under no root."""
 
 _Kind = Literal["absent", "file", "folder", "other"]
 _KIND_WORDS: dict[_Kind, str] = {
@@ -66,8 +71,8 @@ def plan_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
 
     Args:
         patch: The patch text or an already parsed patch.
-        resolve: Maps each patch path to an absolute path; raises for a path
-            outside the workspace.
+        resolve: Maps each patch path to a path beneath its root; raises for a
+            path outside the workspace.
 
     Returns:
         The verified plan.
@@ -77,20 +82,21 @@ def plan_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
             does not fit the files.
     """
     parsed = parse_patch(patch) if isinstance(patch, str) else patch
-    files = _Files(resolve)
     summary: list[str] = []
     diffs: list[str] = []
-    for op in parsed.operations:
-        if isinstance(op, AddFile):
-            diffs.append(_add(files, op))
-            summary.append(f"A {op.path}")
-        elif isinstance(op, DeleteFile):
-            diffs.append(_delete(files, op))
-            summary.append(f"D {op.path}")
-        else:
-            diffs.append(_update(files, op))
-            summary.append(f"M {op.move_to or op.path}")
-    return PatchPlan(parsed, files.changes(), tuple(summary), "".join(diffs))
+    with _Files(resolve) as files:
+        for op in parsed.operations:
+            if isinstance(op, AddFile):
+                diffs.append(_add(files, op))
+                summary.append(f"A {op.path}")
+            elif isinstance(op, DeleteFile):
+                diffs.append(_delete(files, op))
+                summary.append(f"D {op.path}")
+            else:
+                diffs.append(_update(files, op))
+                summary.append(f"M {op.move_to or op.path}")
+        changes = files.changes()
+    return PatchPlan(parsed, changes, tuple(summary), "".join(diffs))
 
 
 def apply_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
@@ -108,7 +114,10 @@ def apply_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
         PatchWriteError: Writing failed part-way; see its ``restored``.
     """
     plan = plan_patch(patch, resolve)
-    commit_changes(plan.changes)
+    try:
+        commit_changes(plan.changes)
+    except EscapesRoot as error:
+        raise PatchError(f"{error}; nothing was changed") from error
     return plan
 
 
@@ -195,33 +204,48 @@ class _Files:
 
     def __init__(self, resolve: PathResolver) -> None:
         self._resolve = resolve
-        self._disk: dict[Path, _Disk] = {}
-        self._state: dict[Path, _State] = {}
+        self._disk: dict[Confined, _Disk] = {}
+        self._state: dict[Confined, _State] = {}
+        self._roots: dict[Path, Beneath] = {}
+        self._stack = ExitStack()
 
-    def resolve(self, raw: str, line: int) -> Path:
+    def __enter__(self) -> _Files:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def resolve(self, raw: str, line: int) -> Confined:
         try:
             return self._resolve(raw)
         except Exception as error:  # the resolver's refusal is the message to show
             raise PatchError(f"line {line}: {error}") from error
 
-    def _on_disk(self, path: Path) -> _Disk:
+    def _on_disk(self, path: Confined) -> _Disk:
         disk = self._disk.get(path)
         if disk is None:
-            disk = _read_disk(path)
+            root = self._roots.get(path.root)
+            if root is None:
+                try:
+                    root = self._stack.enter_context(Beneath(path.root))
+                except OSError as error:
+                    raise PatchError(f"cannot open {path.root}: {error.strerror}") from error
+                self._roots[path.root] = root
+            disk = _read_disk(root, path)
             self._disk[path] = disk
         return disk
 
-    def kind(self, path: Path) -> _Kind:
+    def kind(self, path: Confined) -> _Kind:
         state = self._state.get(path)
         if state is not None:
             return "file" if state.text is not None else "absent"
         return self._on_disk(path).kind
 
-    def mode(self, path: Path) -> int | None:
+    def mode(self, path: Confined) -> int | None:
         state = self._state.get(path)
         return state.mode if state is not None else self._on_disk(path).mode
 
-    def read(self, path: Path, raw: str, line: int, *, text: bool = True) -> TextFile:
+    def read(self, path: Confined, raw: str, line: int, *, text: bool = True) -> TextFile:
         state = self._state.get(path)
         if state is not None and state.text is not None:
             return state.text
@@ -230,20 +254,23 @@ class _Files:
             raise PatchError(f"line {line}: cannot update {raw}: it is a binary file")
         return TextFile.decode(data)
 
-    def put(self, path: Path, text: TextFile, mode: int | None) -> None:
+    def put(self, path: Confined, text: TextFile, mode: int | None) -> None:
         self._on_disk(path)
         self._state[path] = _State(text, mode)
 
-    def remove(self, path: Path) -> None:
+    def remove(self, path: Confined) -> None:
         self._on_disk(path)
         self._state[path] = _State(None, None)
 
-    def check_parents(self, path: Path, raw: str, line: int) -> None:
+    def check_parents(self, path: Confined, raw: str, line: int) -> None:
         """Refuse a new file whose folder would have to replace a file."""
-        for parent in path.parents:
-            if self.kind(parent) == "file":
+        for parent in path.rel.parents:
+            if parent == PurePosixPath("."):
+                return
+            kind = self.kind(Confined(path.root, parent))
+            if kind == "file":
                 raise PatchError(f"line {line}: cannot create {raw}: {parent} is a file")
-            if parent.is_dir():
+            if kind == "folder":
                 return
 
     def changes(self) -> tuple[FileChange, ...]:
@@ -257,30 +284,32 @@ class _Files:
             data = state.text.encode()
             if data == disk.data:
                 continue
-            # Write through a symlink to its target, which must itself be inside.
-            target = Path(os.path.realpath(path))
-            if target != path:
-                try:
-                    self._resolve(str(target))
-                except Exception as error:  # the resolver's refusal is the message to show
-                    raise PatchError(f"{path} is a symlink leading outside: {error}") from error
-            out.append(FileChange(target, data, disk.data, state.mode))
+            # The commit writes through a symlink at path to its target (kept
+            # beneath the root), as the read above did.
+            out.append(FileChange(path, data, disk.data, state.mode))
         return tuple(out)
 
 
-def _read_disk(path: Path) -> _Disk:
+def _read_disk(root: Beneath, path: Confined) -> _Disk:
     try:
-        info = path.stat()
+        spot = root.locate(path.rel, follow_links=True)
     except (FileNotFoundError, NotADirectoryError):
         return _Disk("absent")
+    except IsADirectoryError:
+        return _Disk("folder")
+    except EscapesRoot as error:
+        raise PatchError(f"{path.path} leads outside {path.root}: {error}") from error
     except OSError as error:
-        raise PatchError(f"cannot read {path}: {error.strerror or error}") from error
+        raise PatchError(f"cannot read {path.path}: {error.strerror or error}") from error
+    info = spot.stat
+    if info is None:
+        return _Disk("absent")
     if stat.S_ISDIR(info.st_mode):
         return _Disk("folder")
     if not stat.S_ISREG(info.st_mode):
         return _Disk("other")
     try:
-        data = path.read_bytes()
+        data = spot.folder.read(spot.name)
     except OSError as error:
-        raise PatchError(f"cannot read {path}: {error.strerror or error}") from error
+        raise PatchError(f"cannot read {path.path}: {error.strerror or error}") from error
     return _Disk("file", data, stat.S_IMODE(info.st_mode))

@@ -1,13 +1,17 @@
-"""Writing a verified set of file changes, all or nothing.
+"""Writing a verified set of file changes, all or nothing, beneath their roots.
 
 The write phase runs in three steps so that a failure at any point can be
 undone:
 
-1. every new content is written to a temporary file beside its target (no
-   target is touched yet; a failure here only removes the temporaries);
+1. every target's folder is opened beneath its root (see :mod:`zuno.beneath`:
+   no symlink leading out is followed, whoever swaps one in) and every new
+   content is written to a temporary file in that folder; no target is
+   touched yet, and a failure here only removes the temporaries (and the
+   folders made for new files);
 2. temporaries are renamed over their targets and deleted files are renamed
-   aside, each step journaled; a failure rolls the journal back in reverse,
-   restoring replaced files from the bytes read during verification;
+   aside, each step journaled and each naming its file relative to the folder
+   opened in step 1; a failure rolls the journal back in reverse, restoring
+   replaced files from the bytes read during verification;
 3. the renamed-aside deleted files are removed.
 
 A rename within one folder is atomic, so a reader never sees half a file.
@@ -16,18 +20,18 @@ A rename within one folder is atomic, so a reader never sees half a file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import secrets
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from zuno.beneath import Beneath, Confined, EscapesRoot, Spot
 from zuno.patch.model import PatchWriteError
 
 __all__ = ["FileChange", "commit_changes"]
-
-_NEW_FILE_MODE = 0o666  # narrowed by the process umask, like any new file
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +39,16 @@ class FileChange:
     """One change to one file on disk.
 
     Attributes:
-        path: The path to write or delete (for a write: the real target, so a
-            symlink inside the workspace is kept and its target updated).
+        path: The file, beneath the root it must stay in. A write follows a
+            symlink at this path to its target (beneath the same root), so the
+            link is kept; a delete removes the name itself.
         data: The new bytes, or None to delete the file.
         original: The bytes before the patch, or None when the file did not exist.
-        mode: The permission bits to give the written file (None: the default).
+        mode: The permission bits to give the written file (None: keep the
+            current file's, or the default for a new one).
     """
 
-    path: Path
+    path: Confined
     data: bytes | None
     original: bytes | None
     mode: int | None = None
@@ -51,7 +57,10 @@ class FileChange:
 @dataclass(slots=True)
 class _Step:
     change: FileChange
-    aside: Path | None = None
+    spot: Spot
+    temp: str | None = None
+    """The temporary file holding the new content, until it is renamed into place."""
+    aside: str | None = None
     """Where a deleted file was renamed to until the commit completes."""
 
 
@@ -62,35 +71,79 @@ def commit_changes(changes: Sequence[FileChange]) -> None:
         changes: The changes, at most one per path.
 
     Raises:
+        EscapesRoot: A path leads out of its root (a symlink swapped in since
+            the patch was verified); nothing was changed.
         PatchWriteError: Writing failed. ``restored`` says whether every file is
             back as it was; the message names the file that failed.
     """
-    created_dirs: list[Path] = []
-    temps: dict[Path, Path] = {}
+    with ExitStack() as stack:
+        roots: dict[Path, Beneath] = {}
+
+        def root_of(change: FileChange) -> Beneath:
+            where = change.path.root
+            if where not in roots:
+                roots[where] = stack.enter_context(Beneath(where))
+            return roots[where]
+
+        # The roots are entered before the steps run, so a failure leaving the
+        # block also removes the folders made for new files (see Beneath).
+        steps: list[_Step] = []
+        try:
+            for change in changes:
+                steps.append(_prepare(root_of(change), change))
+        except (OSError, EscapesRoot) as error:
+            _discard(steps)
+            if isinstance(error, EscapesRoot):
+                raise
+            raise PatchWriteError(
+                f"writing failed before any file was changed: {_describe(error)}", restored=True
+            ) from error
+        _apply(steps)
+        for folder in {id(step.spot.folder): step.spot.folder for step in steps}.values():
+            folder.sync()
+
+
+def _prepare(root: Beneath, change: FileChange) -> _Step:
+    """Open the change's folder beneath its root and stage its new content there."""
+    writing = change.data is not None
     try:
-        for change in changes:
-            if change.data is not None:
-                created_dirs.extend(_make_parents(change.path))
-                temps[change.path] = _write_temp(change.path, change.data, _mode_for(change))
+        spot = root.locate(change.path.rel, follow_links=writing, create_folders=writing)
     except OSError as error:
-        _discard(temps.values(), created_dirs)
-        raise PatchWriteError(
-            f"writing failed before any file was changed: {_describe(error)}", restored=True
-        ) from error
+        error.filename = str(change.path.path)
+        raise
+    step = _Step(change, spot)
+    st = spot.stat
+    shown = str(change.path.path)
+    if change.data is None:
+        if st is None:
+            raise FileNotFoundError(errno.ENOENT, "the file to delete is gone", shown)
+        return step
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "not a regular file any more", shown)
+    mode = change.mode if change.mode is not None else _mode(st)
+    owner = None if st is None else (st.st_uid, st.st_gid)
+    step.temp = spot.folder.write_temporary(spot.name, change.data, mode=mode, owner=owner)
+    return step
+
+
+def _apply(steps: list[_Step]) -> None:
+    """Rename every temporary into place and every deleted file aside; roll back on failure."""
     done: list[_Step] = []
     try:
-        for change in changes:
-            step = _Step(change)
-            if change.data is None:
-                step.aside = _aside_name(change.path, "del")
-                os.rename(change.path, step.aside)
+        for step in steps:
+            folder, name = step.spot.folder, step.spot.name
+            if step.change.data is None:
+                step.aside = folder.rename_aside(name, "del")
             else:
-                os.replace(temps[change.path], change.path)
-                del temps[change.path]
+                assert step.temp is not None
+                folder.replace(step.temp, name)
+                step.temp = None
             done.append(step)
     except OSError as error:
+        if not error.filename:
+            error.filename = str(step.change.path.path)
         problems = _roll_back(done)
-        _discard(temps.values(), created_dirs)
+        _discard(steps)
         if problems:
             raise PatchWriteError(
                 f"writing failed ({_describe(error)}) and restoring failed for "
@@ -104,79 +157,40 @@ def commit_changes(changes: Sequence[FileChange]) -> None:
     for step in done:
         if step.aside is not None:
             with contextlib.suppress(OSError):
-                os.unlink(step.aside)
+                step.spot.folder.remove(step.aside)
 
 
-def _mode_for(change: FileChange) -> int | None:
-    if change.mode is not None:
-        return change.mode
-    try:
-        return stat.S_IMODE(os.stat(change.path).st_mode)
-    except OSError:
-        return None
-
-
-def _aside_name(path: Path, tag: str) -> Path:
-    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.zuno-{tag}")
-
-
-def _write_temp(path: Path, data: bytes, mode: int | None) -> Path:
-    """Write data to a new temporary file beside path and return its name."""
-    temp = _aside_name(path, "tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _NEW_FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    return temp
-
-
-def _make_parents(path: Path) -> list[Path]:
-    """Create the missing folders above path; return them, outermost first."""
-    missing: list[Path] = []
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        missing.append(parent)
-        parent = parent.parent
-    missing.reverse()
-    for folder in missing:
-        os.mkdir(folder)
-    return missing
+def _mode(st: os.stat_result | None) -> int | None:
+    return None if st is None else stat.S_IMODE(st.st_mode)
 
 
 def _roll_back(done: list[_Step]) -> list[str]:
     """Undo the journaled steps, newest first; return the paths that could not be restored."""
     problems: list[str] = []
     for step in reversed(done):
-        change = step.change
+        change, folder, name = step.change, step.spot.folder, step.spot.name
         try:
             if step.aside is not None:
-                os.rename(step.aside, change.path)
+                folder.replace(step.aside, name)
             elif change.original is None:
-                os.unlink(change.path)
+                folder.remove(name)
             else:
-                temp = _write_temp(change.path, change.original, _mode_for(change))
-                os.replace(temp, change.path)
+                st = step.spot.stat
+                owner = None if st is None else (st.st_uid, st.st_gid)
+                temp = folder.write_temporary(name, change.original, mode=_mode(st), owner=owner)
+                folder.replace(temp, name)
         except OSError:
-            problems.append(str(change.path))
+            problems.append(str(change.path.path))
     return problems
 
 
-def _discard(temps: Iterable[Path], created_dirs: list[Path]) -> None:
-    """Remove leftover temporaries and the folders created for new files."""
-    for temp in list(temps):
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-    for folder in reversed(created_dirs):
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
+def _discard(steps: list[_Step]) -> None:
+    """Remove the temporaries still waiting to be renamed into place."""
+    for step in steps:
+        if step.temp is not None:
+            with contextlib.suppress(OSError):
+                step.spot.folder.remove(step.temp)
+            step.temp = None
 
 
 def _describe(error: OSError) -> str:

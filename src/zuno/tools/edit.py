@@ -5,7 +5,9 @@ default editing path). The replacement is exact: a missing ``old_string`` is
 refused (with a hint when the text exists with different whitespace or
 punctuation), and so is one that occurs several times unless ``replace_all``
 says so. The file's line endings, byte-order mark and final-newline state are
-kept; the write is atomic (see :mod:`zuno.patch.commit`).
+kept; the write is atomic (see :mod:`zuno.patch.commit`). The file is read and
+written relative to its root without following a symlink out of it (see
+:mod:`zuno.beneath`); in ``read-only`` sandbox mode the tool refuses to run.
 
 edit keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -15,11 +17,11 @@ from __future__ import annotations
 import re
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio.to_thread
 from pydantic import Field
 
+from zuno.beneath import Beneath, Confined, EscapesRoot
 from zuno.patch import (
     BOM,
     FileChange,
@@ -30,6 +32,7 @@ from zuno.patch import (
 )
 from zuno.tool import (
     ArgumentsRejected,
+    PathOutsideWorkspace,
     Tool,
     ToolArgs,
     ToolContext,
@@ -46,7 +49,10 @@ _SHOWN_LINES = 10
 class EditArgs(ToolArgs):
     """Arguments of ``edit``."""
 
-    path: str = Field(min_length=1, description="The file to edit, inside the workspace.")
+    path: str = Field(
+        min_length=1,
+        description="The file to edit, inside the workspace or a configured writable root.",
+    )
     old_string: str = Field(
         description="The exact text to replace, including whitespace and indentation."
     )
@@ -80,10 +86,12 @@ class EditTool(Tool[EditArgs]):
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
         """Make the replacement; raise :class:`ToolError` with the reason on failure."""
-        path = ctx.resolve_inside(args.path)
+        path = ctx.resolve_writable(args.path)
         edit = await anyio.to_thread.run_sync(_plan_edit, path, args)
         try:
             await anyio.to_thread.run_sync(commit_changes, [edit.change])
+        except EscapesRoot as error:
+            raise PathOutsideWorkspace(f"{args.path}: {error}; nothing was changed") from error
         except PatchWriteError as error:
             if not error.restored:
                 raise UncertainOutcome(f"edit {args.path}: {error}") from error
@@ -98,7 +106,7 @@ class EditTool(Tool[EditArgs]):
         )
 
 
-def _plan_edit(path: Path, args: EditArgs) -> _Edit:
+def _plan_edit(path: Confined, args: EditArgs) -> _Edit:
     """Compute the edited bytes, refusing anything ambiguous. Writes nothing."""
     if args.old_string == "":
         raise ArgumentsRejected(
@@ -146,21 +154,26 @@ def _plan_edit(path: Path, args: EditArgs) -> _Edit:
     return _Edit(change, [_line_of(text, s) for s in starts])
 
 
-def _read(path: Path, shown: str) -> tuple[bytes, int]:
+def _read(path: Confined, shown: str) -> tuple[bytes, int]:
     try:
-        info = path.stat()
+        with Beneath(path.root) as root:
+            spot = root.locate(path.rel, follow_links=True)
+            info = spot.stat
+            if info is None:
+                raise FileNotFoundError
+            if stat.S_ISDIR(info.st_mode):
+                raise ArgumentsRejected(f"{shown} is a folder; edit changes files")
+            if not stat.S_ISREG(info.st_mode):
+                raise ArgumentsRejected(f"{shown} is not a regular file")
+            data = spot.folder.read(spot.name)
     except FileNotFoundError:
         raise ArgumentsRejected(
             f"{shown}: no such file; to create a file use the write tool"
         ) from None
-    except OSError as error:
-        raise ArgumentsRejected(f"{shown}: cannot read: {error.strerror or error}") from error
-    if stat.S_ISDIR(info.st_mode):
-        raise ArgumentsRejected(f"{shown} is a folder; edit changes files")
-    if not stat.S_ISREG(info.st_mode):
-        raise ArgumentsRejected(f"{shown} is not a regular file")
-    try:
-        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ArgumentsRejected(f"{shown} is a folder; edit changes files") from None
+    except EscapesRoot as error:
+        raise PathOutsideWorkspace(f"{shown}: {error}") from error
     except OSError as error:
         raise ArgumentsRejected(f"{shown}: cannot read: {error.strerror or error}") from error
     if b"\x00" in data:

@@ -138,7 +138,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
         try:
             # A large file takes a while to verify; keep the event loop free. The
             # thread is not abandoned on cancellation: a write, once started, finishes.
-            plan = await anyio.to_thread.run_sync(apply_patch, args.patch, ctx.resolve_inside)
+            plan = await anyio.to_thread.run_sync(apply_patch, args.patch, ctx.resolve_writable)
         except PatchWriteError as error:
             if not error.restored:
                 raise UncertainOutcome(f"apply_patch: {error}") from error
@@ -163,4 +163,4 @@ def _resolver_for(workspace: Path) -> PathResolver:
         artifacts=ArtifactStore(workspace),
         config=cast(Any, None),  # the path check does not read the configuration
     )
-    return ctx.resolve_inside
+    return ctx.resolve_writable

@@ -3,20 +3,21 @@
 A write is atomic: the new content goes to a temporary file in the target's own
 folder (same file system, so the rename cannot degrade into a copy), is flushed
 to disk, takes the old file's permission bits and owner, and then replaces the
-target with ``os.replace``. A reader therefore sees the old file or the new
-one, never half of either. The target must resolve inside the workspace, with
-symlinks followed: a link that points out of the workspace is refused, and a
-link inside it is written through, so the link itself survives.
+target by a rename in that folder. A reader therefore sees the old file or the
+new one, never half of either. The target must lie beneath the workspace (or a
+folder of ``sandbox.writable_roots``), and every step opens it relative to that
+root without following a symlink out of it (see :mod:`zuno.beneath`), so a
+process that swaps a folder for a symlink mid-write cannot redirect it. A link
+that stays inside is written through, so the link itself survives. In
+``read-only`` sandbox mode the tool refuses to run.
 
 Write keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 import anyio.to_thread
 from pydantic import Field
 
+from zuno.beneath import Beneath, Confined, EscapesRoot
 from zuno.output import format_size
 from zuno.tool import PathOutsideWorkspace, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
@@ -42,8 +44,8 @@ class WriteArgs(ToolArgs):
     path: str = Field(
         min_length=1,
         description=(
-            "File to create or replace, inside the workspace (relative paths start "
-            "there). Missing parent folders are created."
+            "File to create or replace, inside the workspace or a configured writable "
+            "root (relative paths start in the workspace). Missing parent folders are created."
         ),
     )
     content: str = Field(
@@ -66,9 +68,10 @@ class WriteTool(Tool[WriteArgs]):
     name = "write"
     description = (
         "Create a file, or replace an existing file's whole content. The path must be "
-        "inside the workspace (symlinks leading out are refused); missing parent folders "
-        "are created. The write is atomic and keeps an existing file's permissions. For "
-        "localized edits of an existing file use apply_patch instead."
+        "inside the workspace or a configured writable root (symlinks leading out are "
+        "refused); missing parent folders are created. The write is atomic and keeps an "
+        "existing file's permissions. Refused in read-only mode. For localized edits of an "
+        "existing file use apply_patch instead."
     )
     args_model = WriteArgs
     rule_argument = "path"
@@ -120,7 +123,7 @@ class WriteTool(Tool[WriteArgs]):
         if args.path.endswith(("/", os.sep)):
             raise ToolError(f"{args.path!r} names a folder; give the path of a file")
         try:
-            target = ctx.resolve_inside(args.path)
+            target = ctx.resolve_writable(args.path)
             data = args.content.encode("utf-8")
         except UnicodeEncodeError:
             raise ToolError(
@@ -130,10 +133,10 @@ class WriteTool(Tool[WriteArgs]):
         except (ValueError, RuntimeError) as exc:  # a NUL in the path, "~nobody"
             raise ToolError(f"cannot use path {args.path!r}: {exc}") from None
         # Not cancellable: once started, the write and rename must finish together.
-        written = await anyio.to_thread.run_sync(_write, target, data, ctx.workspace)
-        shown = _display(target, ctx.workspace)
+        written = await anyio.to_thread.run_sync(_write, target, data, args.path)
+        shown = _display(target.path, ctx.workspace)
         through = ""
-        if written.path != target:
+        if written.path != target.path:
             through = f" (through the symlink, to {_display(written.path, ctx.workspace)})"
         if written.created:
             verb = "Created"
@@ -155,90 +158,36 @@ class WriteTool(Tool[WriteArgs]):
         )
 
 
-def _write(target: Path, data: bytes, workspace: Path) -> _Written:
-    shown = str(target)
-    # Write through a symlink to its target, so the link survives. The check is
-    # repeated on the fully resolved path because resolve_inside treats a
-    # dangling symlink as a plain name, and such a link may point anywhere.
-    real = Path(os.path.realpath(target))
-    root = Path(os.path.realpath(workspace))
-    if real != root and root not in real.parents:
-        raise PathOutsideWorkspace(
-            f"{shown} leads through a symlink to {real}, outside the workspace {workspace}; "
-            "write to a path inside the workspace"
-        )
-    try:
-        st: os.stat_result | None = os.stat(real)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise ToolError(f"cannot write {shown}: it is {kind}")
-    try:
-        real.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ToolError(
-            f"cannot create the folder {real.parent} for {shown}: {_reason(exc)}"
-        ) from None
-    try:
-        _replace_atomically(real, data, st)
-    except OSError as exc:
-        raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
+def _write(target: Confined, data: bytes, shown: str) -> _Written:
+    # Leaving the block by an exception removes the folders created for the file.
+    with Beneath(target.root) as root:
+        try:
+            spot = root.locate(target.rel, follow_links=True, create_folders=True)
+        except EscapesRoot:
+            raise PathOutsideWorkspace(
+                f"{shown} leads through a symlink out of {target.root}; write to a path inside it"
+            ) from None
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
+        st = spot.stat
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise ToolError(f"cannot write {shown}: it is {kind}")
+        try:
+            spot.folder.replace_file(spot.name, data, like=st)
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
+        try:
+            written = root.real_path(spot) if spot.followed else target.path
+        except EscapesRoot:  # the folder was moved away after the write: name it as asked
+            written = target.path
     return _Written(
-        path=real,
+        path=written,
         created=st is None,
         size=len(data),
         lines=_line_count_bytes(data),
         old_size=None if st is None else st.st_size,
     )
-
-
-def _replace_atomically(real: Path, data: bytes, old: os.stat_result | None) -> None:
-    tmp = real.parent / f".{real.name}.zuno-{secrets.token_hex(6)}.tmp"
-    # Mode 0o666 lets the kernel apply the umask to a new file, as any editor
-    # would; reading the umask ourselves would race with other threads.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        try:
-            if old is not None:
-                os.fchmod(fd, stat.S_IMODE(old.st_mode))
-                if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-                    _try_chown(fd, old)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, real)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _sync_folder(real.parent)
-
-
-def _try_chown(fd: int, old: os.stat_result) -> None:
-    # Only a privileged writer can keep another user's ownership; anyone else
-    # becomes the owner, which is what an editor's save-by-rename does too.
-    with contextlib.suppress(PermissionError):
-        os.fchown(fd, old.st_uid, old.st_gid)
-
-
-def _sync_folder(folder: Path) -> None:
-    # The rename is durable only once the folder entry is on disk. Some file
-    # systems cannot fsync a folder; the write itself has succeeded then.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _line_count(text: str) -> int:
