@@ -1,10 +1,12 @@
 """The ``zuno.json`` configuration: its model, defaults, ranges and loading.
 
 Two files are read: the user's (under the platform's config folder, or
-``$ZUNO_CONFIG_HOME``) and the workspace's ``zuno.json``; the workspace file
-wins key by key (objects are merged recursively, everything else replaced).
-A bad file is a startup error that names the file, the key, the value and what
-is allowed: :class:`ConfigError`.
+``$ZUNO_CONFIG_HOME``) and the workspace's ``zuno.json``. When the user trusts
+the workspace (:mod:`zuno.trust`), its file wins key by key (objects are
+merged recursively, everything else replaced). Until then it can only narrow
+what the user's file allows (:mod:`zuno.narrowing`); what it tried to widen is
+listed in :attr:`Config.untrusted_ignored`. A bad file is a startup error that
+names the file, the key, the value and what is allowed: :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from zuno.agent.providers import ProviderSettings
 from zuno.lsp.settings import LspSettings
 from zuno.mcp.settings import McpSettings
+from zuno.narrowing import narrow
 from zuno.sandbox.settings import SandboxSettings
+from zuno.trust import TrustError, TrustState, content_digest, is_trusted
 from zuno.web_settings import WebSettings
 
 __all__ = [
@@ -88,6 +92,9 @@ class PermissionSettings(_Section):
 
     mode: Literal["strict", "permissive"] = "strict"
     rules: list[PermissionRule] = Field(default_factory=lambda: [])
+    read_roots: list[str] = Field(default_factory=lambda: [])
+    """Folders outside the workspace that read-only file tools (read, grep, glob,
+    lsp) may read without asking in strict mode (``~`` is expanded)."""
 
 
 class HookCommand(_Section):
@@ -172,6 +179,36 @@ class Config(_Section):
     sources: list[str] = Field(default_factory=lambda: [], exclude=True)
     """The files this configuration was read from (not a key of the file)."""
 
+    # Set by load_config, never read from a file.
+    _workspace_trust: TrustState = PrivateAttr(default=TrustState.NO_FILE)
+    _workspace_digest: str | None = PrivateAttr(default=None)
+    _untrusted_ignored: list[str] = PrivateAttr(default_factory=lambda: [])
+
+    @property
+    def workspace_trust(self) -> TrustState:
+        """The trust state of the workspace file this configuration was read with."""
+        return self._workspace_trust
+
+    @property
+    def workspace_digest(self) -> str | None:
+        """The SHA-256 of the workspace file's content as it was read (None: no file)."""
+        return self._workspace_digest
+
+    @property
+    def untrusted_ignored(self) -> list[str]:
+        """The keys of an untrusted workspace file that were ignored because they widen."""
+        return list(self._untrusted_ignored)
+
+    def untrusted_warning(self) -> str | None:
+        """One line naming what an untrusted workspace file tried to widen, or None."""
+        if not self._untrusted_ignored:
+            return None
+        changed = " (it changed since it was trusted)" if self._workspace_trust == "changed" else ""
+        return (
+            f"the workspace zuno.json is not trusted{changed}; ignored: "
+            f"{', '.join(self._untrusted_ignored)} (run `zuno trust` to honour them)"
+        )
+
 
 class ConfigError(Exception):
     """A configuration file that cannot be used, with what to fix."""
@@ -184,11 +221,18 @@ def user_config_path() -> Path:
     return base / CONFIG_NAME
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_bytes(path: Path) -> bytes:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+
+
+def _parse(path: Path, content: bytes) -> dict[str, Any]:
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -255,21 +299,69 @@ def validate_config(data: dict[str, Any], source: str) -> Config:
         raise ConfigError(f"{source}: {problems}") from exc
 
 
-def load_config(workspace: Path, *, user_file: Path | None = None) -> Config:
-    """Read the user file and the workspace file (the workspace wins key by key)."""
-    files = [user_file or user_config_path(), workspace / CONFIG_NAME]
-    merged: dict[str, Any] = {}
+def load_config(
+    workspace: Path, *, user_file: Path | None = None, trusted: bool | None = None
+) -> Config:
+    """Read the user file and the workspace file.
+
+    Args:
+        workspace: The workspace folder; its ``zuno.json`` is read when present.
+        user_file: The user's file (default: :func:`user_config_path`).
+        trusted: Whether the workspace file is trusted; None asks the trust
+            records (:func:`zuno.trust.is_trusted`). A trusted file wins key by
+            key; an untrusted one may only narrow (:func:`zuno.narrowing.narrow`).
+    """
+    user_path = user_file or user_config_path()
+    ws_path = workspace / CONFIG_NAME
+    user_data: dict[str, Any] = {}
     found: list[str] = []
-    for path in files:
-        if path.is_file():
-            data = _read_json(path)
-            # Validate each file alone first so an error names the file it is in.
-            validate_config(data, str(path))
-            merged = _merge(merged, data)
-            found.append(str(path))
+    if user_path.is_file():
+        user_data = _parse(user_path, _read_bytes(user_path))
+        # Validate each file alone first so an error names the file it is in.
+        validate_config(user_data, str(user_path))
+        found.append(str(user_path))
+    state, digest, ignored = TrustState.NO_FILE, None, []
+    merged = user_data
+    if ws_path.is_file() and not _same_file(ws_path, user_path):
+        # One read: the bytes hashed for the trust check are the bytes parsed.
+        content = _read_bytes(ws_path)
+        ws_data = _parse(ws_path, content)
+        ws_config = validate_config(ws_data, str(ws_path))
+        digest = content_digest(content)
+        state = _trust_state(workspace, content, trusted)
+        if state == TrustState.TRUSTED:
+            merged = _merge(user_data, ws_data)
+        else:
+            user_config = validate_config(user_data, str(user_path))
+            merged, ignored = narrow(_dump(user_config), ws_data, _dump(ws_config))
+        found.append(str(ws_path))
     config = validate_config(merged, " + ".join(found) or "defaults")
     config.sources = found
+    config._workspace_trust = state  # pyright: ignore[reportPrivateUsage]
+    config._workspace_digest = digest  # pyright: ignore[reportPrivateUsage]
+    config._untrusted_ignored = ignored  # pyright: ignore[reportPrivateUsage]
     return config
+
+
+def _trust_state(workspace: Path, content: bytes, trusted: bool | None) -> TrustState:
+    if trusted is not None:
+        return TrustState.TRUSTED if trusted else TrustState.UNTRUSTED
+    try:
+        return is_trusted(workspace, content)
+    except TrustError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether the workspace file is the user's own (Zuno run in the config folder)."""
+    try:
+        return b.is_file() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _dump(config: Config) -> dict[str, Any]:
+    return config.model_dump(mode="json", exclude={"sources"})
 
 
 def config_schema() -> dict[str, Any]:

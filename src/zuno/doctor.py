@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zuno.config import CONFIG_NAME, ConfigError, load_config, user_config_path
+from zuno.config import CONFIG_NAME, Config, ConfigError, load_config, user_config_path
 from zuno.store import default_db_path
 
 __all__ = ["diagnose"]
 
 
 def diagnose(workspace: Path, db: Path | None = None) -> dict[str, Any]:
-    """A report of rg, the store, the configuration files and the sandbox."""
+    """A report of rg, the store, the configuration files, folder trust and the sandbox."""
     from zuno.ripgrep import RipgrepUnavailable, find_ripgrep
 
     ok = True
@@ -34,12 +34,31 @@ def diagnose(workspace: Path, db: Path | None = None) -> dict[str, Any]:
         ok = False
         report["config_error"] = str(exc)
         config = None
+    report["workspace_trust"] = _trust(ws, config)
     sandbox = _sandbox(config)
     if sandbox is not None:
         report["sandbox"] = sandbox
         ok = ok and bool(sandbox.get("ok", True))
     report["ok"] = ok
     return report
+
+
+def _trust(workspace: Path, config: Config | None) -> dict[str, Any]:
+    """The trust state of the workspace file, and what it widens while untrusted."""
+    from zuno.trust import TrustError, is_trusted
+
+    if config is not None:
+        state: str = config.workspace_trust
+    else:
+        try:
+            state = is_trusted(workspace)
+        except TrustError as exc:
+            state = f"unknown: {exc}"
+    return {
+        "file": str(workspace / CONFIG_NAME),
+        "state": state,
+        "ignored": config.untrusted_ignored if config is not None else [],
+    }
 
 
 def _sandbox(config: Any) -> dict[str, Any] | None:

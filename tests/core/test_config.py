@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from zuno.config import ConfigError, config_schema, load_config
+from zuno.trust import trust
 
 
 def write(path: Path, data: object) -> None:
@@ -57,14 +58,25 @@ def test_bad_rule_action(workspace: Path) -> None:
         load_config(workspace)
 
 
-def test_workspace_file_wins_key_by_key(workspace: Path, tmp_path: Path) -> None:
+def test_trusted_workspace_file_wins_key_by_key(workspace: Path, tmp_path: Path) -> None:
     user = tmp_path / "user" / "zuno.json"
     write(user, {"concurrency": {"tool_calls": 2, "delegations": 3}, "tools": {"webfetch": False}})
     write(workspace / "zuno.json", {"concurrency": {"tool_calls": 5}})
+    trust(workspace)
     config = load_config(workspace, user_file=user)
     assert config.concurrency.tool_calls == 5
     assert config.concurrency.delegations == 3
     assert config.tools == {"webfetch": False}
+    assert config.sources == [str(user), str(workspace / "zuno.json")]
+
+
+def test_untrusted_workspace_file_only_lowers(workspace: Path, tmp_path: Path) -> None:
+    user = tmp_path / "user" / "zuno.json"
+    write(user, {"concurrency": {"tool_calls": 2, "delegations": 3}})
+    write(workspace / "zuno.json", {"concurrency": {"tool_calls": 5, "delegations": 1}})
+    config = load_config(workspace, user_file=user)
+    assert (config.concurrency.tool_calls, config.concurrency.delegations) == (2, 1)
+    assert config.untrusted_ignored == ["concurrency.tool_calls"]
     assert config.sources == [str(user), str(workspace / "zuno.json")]
 
 

@@ -24,9 +24,19 @@ from rich.text import Text
 from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, load_history, resolve_model
 from zuno.agent.messages import AssistantMessage
 from zuno.agent.providers import Provider, ProviderError, make_provider
-from zuno.cli.app import AgentOpt, Db, Workspace, Yes, app, fail, wait_for_own_jobs
+from zuno.cli.app import (
+    AgentOpt,
+    Db,
+    Workspace,
+    Yes,
+    app,
+    fail,
+    wait_for_own_jobs,
+    warn_untrusted,
+)
 from zuno.cli.render import outcome_style
 from zuno.cli.signals import Stopped, run_until_stopped
+from zuno.cli.trust_cmds import offer_trust
 from zuno.config import ConfigError
 from zuno.events import Event
 from zuno.permissions import (
@@ -258,12 +268,16 @@ def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     questioner: Questioner | None = TerminalQuestioner() if interactive else None
     approver: Approver = ApproveAll() if yes else TerminalApprover() if interactive else DenyAll()
     shared = _OneAtATime(approver, questioner)
+    if interactive:
+        # Asked once, before anything from the file is used; never without a terminal.
+        offer_trust(workspace)
     try:
         rt = Runtime(workspace, db_path=db, approver=shared)
     except ConfigError as exc:
         fail(str(exc))
     except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
         fail(f"cannot start: {exc}")
+    warn_untrusted(rt.config)
     # The question tool looks for a questioner on the runtime (see zuno.tools.question).
     setattr(rt, "questioner", shared if questioner is not None else None)  # noqa: B010
     return rt

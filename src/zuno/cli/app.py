@@ -84,6 +84,17 @@ def user_errors() -> Generator[None]:
         fail(str(exc).strip("'\""))
 
 
+_warned: set[str] = set()
+
+
+def warn_untrusted(config: Any) -> None:
+    """Say once per process what an untrusted workspace ``zuno.json`` tried to widen."""
+    warning = config.untrusted_warning()
+    if warning and warning not in _warned:
+        _warned.add(warning)
+        err.print(f"[yellow]zuno:[/] {warning}", markup=True, highlight=False)
+
+
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
     with user_errors():
@@ -92,6 +103,7 @@ def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Ru
             db_path=db,
             approver=ApproveAll() if yes else default_approver(),
         )
+    warn_untrusted(rt.config)
     try:
         with user_errors():
             yield rt
@@ -104,8 +116,15 @@ def _print_json(value: Any) -> None:
 
 
 def _exit_for(results: list[CallResult]) -> None:
-    if any(r.outcome.value != "ok" for r in results):
+    """Exit 1 unless every call is ``ok`` and every command it ran exited with status 0."""
+    if any(r.outcome.value != "ok" or _command_failed(r) for r in results):
         raise typer.Exit(1)
+
+
+def _command_failed(result: CallResult) -> bool:
+    """Whether a completed command ended with a non-zero status (its outcome is still ok)."""
+    status = (result.data or {}).get("exit_status")
+    return status is not None and status != 0
 
 
 def _live_events(rt: Runtime) -> Callable[[], None]:
@@ -362,6 +381,11 @@ def _doctor_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"config:      {path} ({state})")
     if "config_error" in report:
         lines.append(f"config:      ERROR: {report['config_error']}")
+    trust = report.get("workspace_trust")
+    if trust and trust.get("state") != "no workspace file":
+        ignored: list[str] = trust.get("ignored") or []
+        detail = f"; ignored: {', '.join(ignored)} (zuno trust honours them)" if ignored else ""
+        lines.append(f"trust:       {trust['file']} {trust['state']}{detail}")
     if "permission_mode" in report:
         lines.append(f"permission:  {report['permission_mode']} mode")
     sandbox = report.get("sandbox")
@@ -392,6 +416,7 @@ def config_show(workspace: Workspace = Path(".")) -> None:
     """Print the effective configuration (user file, then workspace file)."""
     with user_errors():
         config = load_config(workspace.resolve())
+    warn_untrusted(config)
     _print_json({"sources": config.sources, "config": config.model_dump(mode="json")})
 
 

@@ -1,0 +1,164 @@
+"""``zuno trust``: accept (or revoke) a workspace's ``zuno.json``, and the prompt of ``zuno run``.
+
+Until a folder is trusted its ``zuno.json`` can only narrow what the user's
+file allows (see :mod:`zuno.narrowing`). ``zuno trust`` shows what the file
+would widen, then records the folder with the SHA-256 of the file as shown;
+any later change makes it untrusted again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+
+from zuno.cli.app import Json, app, err, fail, out, user_errors
+from zuno.config import CONFIG_NAME, Config, ConfigError, load_config
+from zuno.trust import (
+    TrustError,
+    TrustState,
+    is_trusted,
+    revoke,
+    trust,
+    trust_file,
+    trusted_folders,
+)
+
+__all__ = ["offer_trust", "trust_command", "widening_lines"]
+
+_SHOWN_CHARS = 160
+
+
+@app.command("trust")
+def trust_command(
+    folder: Annotated[
+        Path, typer.Argument(help="The workspace folder (default: the current folder).")
+    ] = Path("."),
+    revoke_: Annotated[
+        bool, typer.Option("--revoke", help="Forget the trust of this folder.")
+    ] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the trusted folders.")] = False,
+    json_: Json = False,
+) -> None:
+    """Trust FOLDER's zuno.json: show what it widens, then honour it until it changes."""
+    with user_errors(), _trust_errors():
+        if list_:
+            _list(json_)
+            return
+        workspace = folder.resolve()
+        if not workspace.is_dir():
+            fail(f"{folder} is not a folder")
+        if revoke_:
+            found = revoke(workspace)
+            if json_:
+                _print({"folder": str(workspace), "revoked": found})
+            elif found:
+                out.print(f"{workspace}: no longer trusted; its zuno.json can only narrow.")
+            else:
+                out.print(f"{workspace}: was not trusted; nothing changed.")
+            return
+        if not (workspace / CONFIG_NAME).is_file():
+            fail(f"{workspace} has no {CONFIG_NAME}; there is nothing to trust")
+        config = load_config(workspace, trusted=False)
+        lines = widening_lines(workspace, config)
+        digest = trust(workspace, config.workspace_digest)
+        if json_:
+            _print({"folder": str(workspace), "sha256": digest, "widens": config.untrusted_ignored})
+            return
+        if lines:
+            out.print(f"{workspace / CONFIG_NAME} widens what your own configuration allows:")
+            for line in lines:
+                out.print(f"  {line}", markup=False, highlight=False)
+        else:
+            out.print(f"{workspace / CONFIG_NAME} only narrows; trusting it changes nothing today.")
+        out.print(
+            f"trusted: {workspace} (sha256 {digest[:12]}); a change to the file "
+            "makes it untrusted again. `zuno trust --revoke` undoes this."
+        )
+
+
+def widening_lines(workspace: Path, config: Config) -> list[str]:
+    """One line per ignored key of an untrusted file: its name and the value it sets."""
+    data: Any
+    try:
+        data = json.loads((workspace / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    lines: list[str] = []
+    for name in config.untrusted_ignored:
+        value: Any = data
+        for part in name.split(" ", 1)[0].split("."):
+            value = cast(dict[str, Any], value).get(part) if isinstance(value, dict) else None
+        shown = json.dumps(value, ensure_ascii=False)
+        if len(shown) > _SHOWN_CHARS:
+            shown = shown[: _SHOWN_CHARS - 3] + "..."
+        lines.append(f"{name}: {shown}")
+    return lines
+
+
+def offer_trust(workspace: Path) -> None:
+    """On a terminal: when the workspace file is untrusted and widens, ask once to trust it.
+
+    The default answer is no. A yes records the digest of the content that was
+    shown, so a file changed while the question was open stays untrusted.
+    """
+    try:
+        config = load_config(workspace.resolve())
+    except ConfigError:
+        return  # the runtime reports it as a startup error
+    if not config.untrusted_ignored:
+        return
+    state = config.workspace_trust
+    why = "changed since you trusted it" if state == TrustState.CHANGED else "is not trusted"
+    err.print(
+        f"[yellow]{workspace.resolve() / CONFIG_NAME} {why}.[/] Until it is, these settings "
+        "that widen what your own configuration allows are ignored:",
+        markup=True,
+    )
+    for line in widening_lines(workspace.resolve(), config):
+        err.print(f"  {line}", markup=False, highlight=False)
+    answer = typer.confirm("Trust this folder's zuno.json?", default=False, err=True)
+    if answer and config.workspace_digest is not None:
+        try:
+            trust(workspace.resolve(), config.workspace_digest)
+        except TrustError as exc:
+            fail(str(exc))
+
+
+def _list(json_: bool) -> None:
+    records = trusted_folders()
+    rows = [
+        {"folder": folder, "sha256": digest, "state": str(_state(Path(folder)))}
+        for folder, digest in records.items()
+    ]
+    if json_:
+        _print(rows)
+        return
+    if not rows:
+        out.print(f"no trusted folders ({trust_file()})")
+        return
+    for row in rows:
+        out.print(f"{row['folder']}  {row['state']}", markup=False, highlight=False)
+
+
+def _state(folder: Path) -> TrustState:
+    if not folder.is_dir():
+        return TrustState.NO_FILE
+    return is_trusted(folder)
+
+
+def _print(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@contextmanager
+def _trust_errors() -> Generator[None]:
+    """Turn a :class:`TrustError` (an unreadable or unwritable record file) into one line."""
+    try:
+        yield
+    except TrustError as exc:
+        fail(str(exc))
