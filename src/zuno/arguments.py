@@ -3,6 +3,11 @@
 Arguments arrive as the model's raw JSON text, an object, or nothing. Bad JSON,
 a non-object and a validation failure each become a precise message: which
 field, what was expected, what was sent, and the shape of the arguments.
+
+Text that is not Unicode (a lone surrogate such as ``"\\ud800"``, from a JSON
+escape or from undecodable bytes) is refused wherever it hides: in a name, a
+value or the raw text. So is nesting deeper than :data:`MAX_DEPTH`. Both are
+``invalid_arguments``, never an exception.
 """
 
 from __future__ import annotations
@@ -13,9 +18,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zuno.store.storable import storable
 from zuno.tool import Tool
 
-__all__ = ["ArgumentsError", "parse_arguments", "raw_arguments", "validation_message"]
+__all__ = [
+    "MAX_DEPTH",
+    "ArgumentsError",
+    "parse_arguments",
+    "raw_arguments",
+    "validation_message",
+]
+
+MAX_DEPTH = 64
+"""How deep arguments may nest (objects and lists); no tool needs more than a few levels."""
 
 
 class ArgumentsError(ValueError):
@@ -23,36 +38,102 @@ class ArgumentsError(ValueError):
 
 
 def raw_arguments(arguments: str | Mapping[str, Any] | None) -> str:
+    """The arguments as sent, as text to store (what cannot be encoded is escaped)."""
     if arguments is None:
         return "{}"
     if isinstance(arguments, str):
-        return arguments
+        return storable(arguments)
     try:
         return json.dumps(dict(arguments), sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(arguments)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return storable(repr(arguments))
+        except RecursionError:
+            return f"<{type(arguments).__name__} nested too deeply to show>"
 
 
 def parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The arguments as an object, not yet validated against a tool.
+
+    Raises:
+        ArgumentsError: Not a JSON object, not Unicode text, or nested too deeply.
+    """
     if arguments is None:
         return {}
     if isinstance(arguments, Mapping):
-        return dict(arguments)
-    text = arguments.strip()
-    if not text:
-        return {}
+        value: Any = dict(arguments)
+    else:
+        text = arguments.strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ArgumentsError(
+                f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno}); send a JSON object",
+            ) from exc
+        except RecursionError as exc:
+            raise ArgumentsError(_too_deep("(arguments)")) from exc
+        if not isinstance(value, dict):
+            raise ArgumentsError(
+                f"the arguments must be a JSON object, got {type(value).__name__}",
+            )
+    _check_text(value)
+    return value  # type: ignore[no-any-return]
+
+
+def _too_deep(where: str) -> str:
+    return f"`{where}` nests deeper than {MAX_DEPTH} levels; send flatter arguments"
+
+
+def _unicode_problem(text: str) -> str | None:
+    """The first character of ``text`` that UTF-8 cannot encode, escaped; None if none."""
+    if text.isascii():
+        return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArgumentsError(
-            f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno}, "
-            f"column {exc.colno}); send a JSON object",
-        ) from exc
-    if not isinstance(value, dict):
-        raise ArgumentsError(
-            f"the arguments must be a JSON object, got {type(value).__name__}",
-        )
-    return value  # type: ignore[return-value]
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start].encode("utf-8", "backslashreplace").decode("ascii")
+    return None
+
+
+def _check_text(value: Any) -> None:
+    """Refuse names and strings that are not Unicode text, and too deep a nesting.
+
+    Iterative (no recursion limit to hit), one visit per value.
+    """
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        where, item, depth = stack.pop()
+        if isinstance(item, str):
+            bad = _unicode_problem(item)
+            if bad is not None:
+                raise ArgumentsError(
+                    f"`{where or '(arguments)'}` holds {bad}, a lone surrogate, which is not "
+                    "valid Unicode text; send the text as UTF-8"
+                )
+            continue
+        if isinstance(item, Mapping | list | tuple) and depth >= MAX_DEPTH:
+            raise ArgumentsError(_too_deep(where or "(arguments)"))
+        if isinstance(item, Mapping):
+            for key, inner in item.items():  # pyright: ignore[reportUnknownVariableType]
+                if not isinstance(key, str):
+                    raise ArgumentsError(
+                        f"argument names must be text, got {type(key).__name__} "
+                        f"in `{where or '(arguments)'}`"
+                    )
+                name = f"{where}.{key}" if where else key
+                bad = _unicode_problem(key)
+                if bad is not None:
+                    raise ArgumentsError(
+                        f"the argument name `{storable(name)}` holds {bad}, a lone surrogate, "
+                        "which is not valid Unicode text; send names as UTF-8"
+                    )
+                stack.append((name, inner, depth + 1))
+        elif isinstance(item, list | tuple):
+            for position, inner in enumerate(item):  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+                stack.append((f"{where}[{position}]", inner, depth + 1))
 
 
 def expected_shape(tool: Tool[Any]) -> str:

@@ -1,10 +1,62 @@
-"""The SQL schema of the store (portable between SQLite and PostgreSQL)."""
+"""The SQL schema of the store (portable between SQLite and PostgreSQL).
+
+``meta.schema_version`` says which layout a store has. A Zuno opens stores of
+its own version or older (a writing command upgrades them in place, by adding,
+never rebuilding) and refuses newer ones: an older Zuno never changes a layout
+it does not know. Bump :data:`SCHEMA_VERSION` when a change would break an
+older Zuno reading or writing the store.
+"""
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+from importlib.metadata import PackageNotFoundError, version
+
+__all__ = ["CALL_FIELDS", "CORE_TABLES", "SCHEMA", "SCHEMA_VERSION", "newer_schema_message"]
 
 SCHEMA_VERSION = 1
+
+CORE_TABLES = ("meta", "sessions", "steps", "calls", "events", "approvals", "messages")
+"""The tables of the store itself (modules keep their own beside them)."""
+
+CALL_FIELDS = (
+    "call_id",
+    "session_id",
+    "step",
+    "idx",
+    "attempt",
+    "tool",
+    "arguments",
+    "args_hash",
+    "effect",
+    "replay",
+    "concurrency",
+    "status",
+    "outcome",
+    "block_kind",
+    "result",
+    "is_error",
+    "started_at",
+    "finished_at",
+    "artifact",
+    "model_call_id",
+    "runner",
+    "reason",
+)
+"""The columns of ``calls``, in the order records are read."""
+
+
+def newer_schema_message(where: str, found: int) -> str:
+    """One line: the store's version, the one this Zuno supports, what to do."""
+    try:
+        zuno = f"Zuno {version('zuno')}"
+    except PackageNotFoundError:
+        zuno = "this Zuno"
+    return (
+        f"the store {where} has schema version {found}, made by a newer Zuno; {zuno} "
+        f"supports version {SCHEMA_VERSION} and does not change it: upgrade Zuno "
+        "(pip install -U zuno), or give --db (or ZUNO_DB) another store"
+    )
+
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",

@@ -5,33 +5,65 @@ survives a crash of the process (``kill -9``); only a power loss can take the
 last ones back. Every write that matters (a call's ``started`` row, its
 result) is its own committed transaction, written before the next step that
 depends on it.
+
+Writes that need no commit of their own (a step's opening, a blocked call, a
+read-only call's ``started`` row) wait in a queue and ride with the next
+transaction. The queue never loses a row and never jams:
+
+- a transaction that cannot start (another process holds the write lock past
+  the busy timeout) or cannot commit leaves the queue as it was, to be written
+  by the next one; a call's result that cannot be committed now joins the
+  queue instead of being dropped;
+- a queued row that can never be written (a constraint it breaks) is set aside,
+  with a warning, so the rows after it are written;
+- every string is bound through :func:`zuno.store.storable.storable_params`, so
+  text UTF-8 cannot encode is stored escaped instead of raising.
+
+Opening checks ``meta.schema_version``: a store newer than this Zuno is refused.
+Only a writing open (``migrate=True``) creates or upgrades tables; a reading
+open (``zuno sessions``, ``zuno show``) changes no schema: it reads an older
+store as it is (missing columns read as NULL, through a read-only connection)
+and creates no file where there is none.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote
 
 from zuno.store.connection import StoreConnection
+from zuno.store.errors import StoreError, StoreUnavailable, StoreVersionError
 from zuno.store.records import CallRecord, EventRecord, SessionRecord
-from zuno.store.schema import SCHEMA, SCHEMA_VERSION
+from zuno.store.schema import (
+    CALL_FIELDS,
+    CORE_TABLES,
+    SCHEMA,
+    SCHEMA_VERSION,
+    newer_schema_message,
+)
+from zuno.store.storable import storable_params
 
 if TYPE_CHECKING:
     from zuno.events import Event
 
 __all__ = ["SQLiteStore"]
 
-_CALL_COLUMNS = (
-    "call_id, session_id, step, idx, attempt, tool, arguments, args_hash, effect, replay, "
-    "concurrency, status, outcome, block_kind, result, is_error, started_at, finished_at, "
-    "artifact, model_call_id, runner, reason"
-)
+_log = logging.getLogger("zuno.store")
+
+_CALL_COLUMNS = ", ".join(CALL_FIELDS)
+
+# SQLite's primary result codes that say "not now" rather than "not this row":
+# busy, locked, out of memory, read-only, interrupted, I/O, corrupt, full,
+# cannot open, protocol, not a database.
+_TRANSIENT_CODES = frozenset({5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 26})
 
 
 def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
@@ -62,23 +94,57 @@ def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
     )
 
 
-class SQLiteStore:
-    """The durable store in one SQLite file."""
+class _Connection:
+    """The part of ``sqlite3.Connection`` Zuno uses, binding only storable text."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self._conn.execute(sql, storable_params(params))
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> sqlite3.Cursor:
+        return self._conn.executemany(sql, [storable_params(p) for p in params])
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class SQLiteStore:
+    """The durable store in one SQLite file.
+
+    Args:
+        path: The database file.
+        migrate: Create or upgrade the schema (a writing command). False opens
+            for reading: no schema change, no new file.
+        busy_timeout: Seconds a transaction waits for another process's write lock.
+
+    Raises:
+        StoreUnavailable: The file cannot be opened as a store (a folder, not a
+            database, damaged, locked, not writable).
+        StoreVersionError: Its schema is newer than this Zuno's.
+    """
+
+    def __init__(self, path: Path, *, migrate: bool = True, busy_timeout: float = 30.0) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.busy_timeout = busy_timeout
         self._init_state()
-        self._db = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False, timeout=30.0
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        # Checkpoints are where WAL mode pays its fsyncs; doing them less often
-        # keeps per-call commits cheap (the WAL is folded back on close).
-        self._db.execute("PRAGMA wal_autocheckpoint=16384")
-        self._create_schema()
+        if path.is_dir():
+            raise StoreUnavailable(
+                f"the store {path} is a folder, not a file: give --db (or ZUNO_DB) a file "
+                f"path, such as {path / 'zuno.db'}"
+            )
+        try:
+            if migrate:
+                self._open_for_writing()
+            else:
+                self._open_for_reading()
+        except sqlite3.Error as exc:
+            self._close_quietly()
+            raise StoreUnavailable(self._problem(exc)) from exc
+        except StoreError:
+            self._close_quietly()
+            raise
 
     def _init_state(self) -> None:
         """The in-process state every store keeps beside its connection."""
@@ -89,27 +155,192 @@ class SQLiteStore:
         self._last_step: dict[str, int] = {}
         # Deferred started rows by (call_id, attempt): their index in _pending.
         self._deferred_calls: dict[tuple[str, int], int] = {}
+        self._call_columns = _CALL_COLUMNS
+        self._db: sqlite3.Connection | None = None  # type: ignore[assignment]
+        self.migration_needed: str | None = None
+        """Why this store needs a schema upgrade that this (reading) open did not do."""
+
+    # Opening --------------------------------------------------------------------
+
+    def _connect(self, target: str, *, uri: bool = False) -> None:
+        conn = sqlite3.connect(
+            target,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self.busy_timeout,
+            uri=uri,
+        )
+        self._db = cast(sqlite3.Connection, _Connection(conn))
+        self._db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+
+    def _open_for_writing(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create the folder of the store {self.path} ({exc.strerror}): "
+                "give --db (or ZUNO_DB) a path you may write"
+            ) from exc
+        self._connect(str(self.path))
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoints are where WAL mode pays its fsyncs; doing them less often
+        # keeps per-call commits cheap (the WAL is folded back on close).
+        self._db.execute("PRAGMA wal_autocheckpoint=16384")
+        self._create_schema()
+
+    def _open_for_reading(self) -> None:
+        if self.path.exists():
+            self._connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True)
+            if self._tables(self._db):
+                if self._inspect() is None:
+                    # Current: reopen writable (show settles calls a dead process left
+                    # running), still without any schema statement.
+                    self._close_quietly()
+                    self._connect(str(self.path))
+                return
+            self._close_quietly()  # an empty file: nothing recorded yet
+        # Nothing recorded there yet: an empty store in memory, no file created.
+        self._connect(":memory:")
+        self._create_schema()
+
+    def _inspect(self) -> str | None:
+        """Check a store opened for reading; returns why it needs an upgrade, or None.
+
+        Raises:
+            StoreVersionError: Newer than this Zuno, or missing whole tables.
+            StoreUnavailable: A database that is not a Zuno store.
+        """
+        db = self._db
+        tables = self._tables(db)
+        if not tables & {"meta", "sessions", "calls"}:
+            raise StoreUnavailable(
+                f"{self._where()} holds a database that is not a Zuno store: give --db "
+                "(or ZUNO_DB) a Zuno store or a new location"
+            )
+        version = self._stored_version(db)
+        missing = [t for t in CORE_TABLES if t not in tables]
+        if missing:
+            raise StoreVersionError(
+                f"the store {self._where()} was made by an older Zuno and lacks the "
+                f"{', '.join(missing)} table(s); this command only reads: run a writing "
+                "command (such as `zuno tools`) once to upgrade it"
+            )
+        have = self._columns(db, "calls")
+        absent = [c for c in CALL_FIELDS if c not in have]
+        if absent or version is None or version < SCHEMA_VERSION:
+            self._call_columns = ", ".join(c if c in have else f"NULL AS {c}" for c in CALL_FIELDS)
+            self.migration_needed = (
+                f"the store {self._where()} has schema version {version or 0}"
+                + (f" (no {', '.join('calls.' + c for c in absent)})" if absent else "")
+                + f" and this Zuno writes version {SCHEMA_VERSION}: it is shown as it is; "
+                "any writing command (zuno call, zuno run) upgrades it"
+            )
+        return self.migration_needed
 
     def _create_schema(self) -> None:
         with self._tx() as db:
+            self._stored_version(db)  # refuses a newer store before any change
             for statement in SCHEMA:
                 db.execute(statement)
+            self._migrate(db)
             db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
-            self._migrate(db)
+
+    def _stored_version(self, db: sqlite3.Connection) -> int | None:
+        """The store's ``meta.schema_version`` (None: no meta yet).
+
+        Raises:
+            StoreVersionError: Newer than :data:`SCHEMA_VERSION`, or unreadable.
+        """
+        if "meta" not in self._tables(db):
+            return None
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            return None
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise StoreVersionError(
+                f"the store {self._where()} has an unreadable schema version ({row[0]!r}): "
+                "it was not made by Zuno, or is damaged; give --db another store"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(newer_schema_message(self._where(), version))
+        return version
+
+    def _tables(self, db: sqlite3.Connection) -> set[str]:
+        rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {str(r[0]) for r in rows}
+
+    def _columns(self, db: sqlite3.Connection, table: str) -> set[str]:
+        return {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Stores made before a column existed get it added, never rebuilt."""
-        have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+        have = self._columns(db, "calls")
         for column in ("runner", "reason"):
             if column not in have:
                 db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
 
+    def _where(self) -> str:
+        """The store, as a person named it."""
+        return str(self.path)
+
+    def _problem(self, exc: Exception) -> str:
+        """What went wrong with the store, in one line a person can act on."""
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        where = self._where()
+        if code in (5, 6):
+            return (
+                f"the store {where} is locked by another process (waited "
+                f"{self.busy_timeout:g} s); try again when that process has finished"
+            )
+        if code == 26:
+            return (
+                f"{where} is not a SQLite database (or it is damaged): give --db (or ZUNO_DB) "
+                "a Zuno store or a new file name"
+            )
+        if code == 11:
+            return (
+                f"the store {where} is damaged ({exc}): restore it from a backup, or give "
+                "--db (or ZUNO_DB) a new file name"
+            )
+        if code == 14:
+            return (
+                f"cannot open the store {where} ({exc}): check that its folder exists and "
+                "that you may write there"
+            )
+        if code == 8:
+            return f"the store {where} is read-only ({exc}): give --db a file you may write"
+        if code == 13:
+            return f"the disk holding the store {where} is full: free some space and retry"
+        return f"the store {where} failed ({type(exc).__name__}: {exc})"
+
+    def _transient(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says "not now" (the whole transaction) rather than "not this row"."""
+        if isinstance(exc, StoreError):
+            return True
+        code = getattr(exc, "sqlite_errorcode", None)
+        return isinstance(exc, sqlite3.DatabaseError) and (code or 0) & 0xFF in _TRANSIENT_CODES
+
+    def _close_quietly(self) -> None:
+        if self._db is not None:
+            with suppress(Exception):  # closing a connection that failed to open
+                self._db.close()
+            self._db = None  # type: ignore[assignment]
+
+    # Transactions ---------------------------------------------------------------
+
     def _begin(self) -> None:
         """Start a write transaction holding the write lock."""
         self._db.execute("BEGIN IMMEDIATE")
+
+    def _rollback(self) -> None:
+        with suppress(Exception):  # no transaction left to roll back
+            self._db.execute("ROLLBACK")
 
     @property
     def artifacts_root(self) -> Path:
@@ -117,25 +348,93 @@ class SQLiteStore:
         return self.path.parent / (self.path.stem + "-artifacts")
 
     def close(self) -> None:
+        """Write what is queued, then close; rows that still cannot be written are reported."""
         with self._lock:
-            self.flush()
-            self._db.close()
+            try:
+                self.flush()
+            except StoreError as exc:
+                _log.error(
+                    "zuno: %d record(s) could not be written before closing the store: %s",
+                    len(self._pending),
+                    exc,
+                )
+            finally:
+                self._close_quietly()
+
+    def _start(self) -> None:
+        try:
+            self._begin()
+        except Exception as exc:
+            if isinstance(exc, StoreError) or not self._transient(exc):
+                raise
+            raise StoreUnavailable(self._problem(exc)) from exc
 
     @contextmanager
     def _tx(self) -> Generator[sqlite3.Connection]:
+        """One write transaction: the queued rows first, then the caller's statements.
+
+        On any failure (the lock not obtained, a statement, the commit) it rolls
+        back and the queue stays as it was; failures that mean "not now" are
+        raised as :class:`StoreUnavailable`.
+        """
         with self._lock:
-            pending, self._pending = self._pending, []
-            self._deferred_calls.clear()
-            self._begin()
+            self._start()
             try:
-                for sql, params in pending:
-                    self._db.execute(sql, params)
+                written = self._write_pending()
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                self._pending = pending + self._pending
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback()
+                if (
+                    isinstance(exc, Exception)
+                    and not isinstance(exc, StoreError)
+                    and self._transient(exc)
+                ):
+                    raise StoreUnavailable(self._problem(exc)) from exc
                 raise
-            self._db.execute("COMMIT")
+            self._forget(written)
+
+    def _write_pending(self) -> int:
+        """Write the queued rows; returns how many (a row that cannot be written is set aside)."""
+        index = 0
+        while index < len(self._pending):
+            sql, params = self._pending[index]
+            try:
+                self._db.execute(sql, params)
+            except Exception as exc:
+                if self._transient(exc):
+                    raise
+                # This row can never be written; the rows after it must not wait for it.
+                self._rollback()
+                self._set_aside(index, exc)
+                self._start()
+                index = 0
+                continue
+            index += 1
+        return index
+
+    def _set_aside(self, index: int, exc: Exception) -> None:
+        sql, _ = self._pending.pop(index)
+        self._deferred_calls = {
+            key: slot - (slot > index)
+            for key, slot in self._deferred_calls.items()
+            if slot != index
+        }
+        _log.warning(
+            "zuno: a record could not be written to the store %s and was set aside "
+            "(%s: %s; statement: %.60s)",
+            self._where(),
+            type(exc).__name__,
+            exc,
+            " ".join(sql.split()),
+        )
+
+    def _forget(self, written: int) -> None:
+        """Drop the first ``written`` queued rows, now committed."""
+        del self._pending[:written]
+        self._deferred_calls = {
+            key: slot - written for key, slot in self._deferred_calls.items() if slot >= written
+        }
 
     def transaction(self) -> AbstractContextManager[StoreConnection]:
         """A committed write transaction, for modules that keep their own tables."""
@@ -154,11 +453,27 @@ class SQLiteStore:
                 db.execute(statement)
 
     def flush(self) -> None:
-        """Commit the deferred writes now."""
+        """Commit the queued writes now.
+
+        Raises:
+            StoreUnavailable: Not now (the queue is kept for the next transaction).
+        """
         with self._lock:
             if self._pending:
                 with self._tx():
                     pass
+
+    def _flush_or_keep(self) -> None:
+        """Commit the queue now if the store allows; otherwise keep it for the next transaction."""
+        try:
+            self.flush()
+        except StoreUnavailable as exc:
+            _log.warning(
+                "zuno: %d record(s) wait in memory for the store (%s); they are written "
+                "with the next transaction",
+                len(self._pending),
+                exc,
+            )
 
     def _defer(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock:
@@ -333,41 +648,44 @@ class SQLiteStore:
             self._insert_event(db, event)
 
     def call_finished(self, call: CallRecord, event: Event) -> None:
-        """The result of an attempt, committed as soon as it is known."""
+        """The result of an attempt, committed as soon as it is known.
+
+        When the store cannot commit right now (its lock held elsewhere past the
+        busy timeout), the result stays queued and is written with the next
+        transaction: a call that ran is never recorded as not run.
+        """
         with self._lock:
             slot = self._deferred_calls.pop((call.call_id, call.attempt), None)
             if slot is not None and slot < len(self._pending):
                 # Its started row is still waiting: write the finished row in its
                 # place, one insert instead of an insert and an update.
                 self._pending[slot] = (self._CALL_SQL, self._call_params(call))
-                with self._tx() as db:
-                    self._insert_event(db, event)
-                return
-        with self._tx() as db:
-            db.execute(
-                "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?, result = ?,"
-                " is_error = ?, finished_at = ?, artifact = ?, reason = ?"
-                " WHERE call_id = ? AND attempt = ?",
-                (
-                    call.outcome,
-                    call.block_kind,
-                    call.result,
-                    int(call.is_error),
-                    call.finished_at,
-                    call.artifact,
-                    call.reason,
-                    call.call_id,
-                    call.attempt,
-                ),
-            )
-            self._insert_event(db, event)
+            else:
+                self._defer(
+                    "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
+                    " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
+                    " WHERE call_id = ? AND attempt = ?",
+                    (
+                        call.outcome,
+                        call.block_kind,
+                        call.result,
+                        int(call.is_error),
+                        call.finished_at,
+                        call.artifact,
+                        call.reason,
+                        call.call_id,
+                        call.attempt,
+                    ),
+                )
+            self._defer(self._EVENT_SQL, self._event_params(event))
+            self._flush_or_keep()
 
     def calls(self, session_id: str) -> list[CallRecord]:
         """Every attempt of every call of a session, in the model's order."""
         self.flush()
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_CALL_COLUMNS} FROM calls WHERE session_id = ?"
+                f"SELECT {self._call_columns} FROM calls WHERE session_id = ?"
                 " ORDER BY step, idx, attempt",
                 (session_id,),
             ).fetchall()
@@ -379,11 +697,11 @@ class SQLiteStore:
         with self._lock:
             if session_id is None:
                 rows = self._db.execute(
-                    f"SELECT {_CALL_COLUMNS} FROM calls WHERE status = 'started'"
+                    f"SELECT {self._call_columns} FROM calls WHERE status = 'started'"
                 ).fetchall()
             else:
                 rows = self._db.execute(
-                    f"SELECT {_CALL_COLUMNS} FROM calls WHERE status = 'started'"
+                    f"SELECT {self._call_columns} FROM calls WHERE status = 'started'"
                     " AND session_id = ? ORDER BY step, idx, attempt",
                     (session_id,),
                 ).fetchall()
