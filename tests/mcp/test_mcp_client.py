@@ -171,11 +171,11 @@ async def test_a_server_that_dies_mid_call_leaves_an_uncertain_outcome(
     assert "may or may not" in died.output
     assert rows[died.call_id].outcome == "uncertain"
     assert (tmp_path / "exploded-die").exists()  # it was sent and did run
-    assert look.outcome is Outcome.ERROR
+    assert (look.outcome, look.block_kind) == (Outcome.BLOCKED, BlockKind.UNAVAILABLE)
     assert "was not sent" in look.output and "'demo'" in look.output
 
 
-async def test_after_the_server_died_a_new_call_is_an_error_not_sent(
+async def test_after_the_server_died_a_new_call_is_blocked_unavailable_not_sent(
     workspace: Path, tmp_path: Path
 ) -> None:
     config = demo_config(tmp_path)
@@ -185,7 +185,8 @@ async def test_after_the_server_died_a_new_call_is_an_error_not_sent(
         died = await rt.call(session, "mcp__demo__explode", {"target": "die"})
         after = await rt.call(session, "mcp__demo__explode", {"target": "later"})
     assert died.outcome is Outcome.UNCERTAIN
-    assert after.outcome is Outcome.ERROR and "was not sent" in after.output
+    assert (after.outcome, after.block_kind) == (Outcome.BLOCKED, BlockKind.UNAVAILABLE)
+    assert "was not sent" in after.output
     assert not (tmp_path / "exploded-later").exists()
 
 
@@ -335,7 +336,7 @@ def remote(name: str, **hints: bool) -> types.Tool:
         (False, {"idempotent_hint": True}, STRICT),
         (False, {"destructive_hint": False}, STRICT),
         (True, {"read_only_hint": True}, READ_ONLY),
-        (True, {"idempotent_hint": True}, Declaration(replay=Replay.SAFE)),
+        (True, {"idempotent_hint": True}, STRICT),
         (True, {"destructive_hint": False}, STRICT),
         (True, {}, STRICT),
     ],
@@ -402,7 +403,7 @@ def test_a_server_needs_exactly_one_transport() -> None:
         Config.model_validate({"mcp": {"servers": {"a b": {"command": "x"}}}})
 
 
-async def test_a_server_that_died_between_calls_is_an_error_nothing_sent(
+async def test_a_server_that_died_between_calls_is_unavailable_nothing_sent(
     workspace: Path, tmp_path: Path
 ) -> None:
     config = demo_config(tmp_path, trusted=True)
@@ -417,7 +418,7 @@ async def test_a_server_that_died_between_calls_is_an_error_nothing_sent(
             while connection.connected:  # noqa: ASYNC110 - the SDK signals no event
                 await anyio.sleep(0.02)
         after = await rt.call(session, "mcp__demo__explode", {"target": "after-death"})
-    assert after.outcome is Outcome.ERROR
+    assert (after.outcome, after.block_kind) == (Outcome.BLOCKED, BlockKind.UNAVAILABLE)
     assert "was not sent" in after.output
     assert exploded(tmp_path) == []
 

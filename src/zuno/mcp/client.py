@@ -12,10 +12,15 @@ Every request to a server goes through one :class:`anyio.CapacityLimiter`
 (``concurrency.mcp_connections``), shared by all the servers of one
 :class:`McpServers`.
 
+Each connection lives in a task of its own, so whatever breaks inside the SDK's
+task group for one server ends that connection only, never the batch calling
+it, the built-in tools or the other servers. A call waiting on a connection
+that ends mid-request ends then too.
+
 How a call can fail, and what the dispatcher makes of it::
 
-    server disconnected before the request was sent  -> ToolError        (error: nothing was sent;
-                                                        known when the SDK saw it close)
+    known before sending that nothing can be sent      -> ToolUnavailable  (blocked: unavailable)
+      (the server is gone; an HTTP connection refused)
     server answered with a JSON-RPC error            -> ToolError        (error: the server refused)
     transport failed or timed out after sending      -> UncertainOutcome (Never: it may have run)
                                                      -> TransientError   (Safe: may be tried again)
@@ -28,31 +33,40 @@ A server that cannot be started, connected or listed is a startup error
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup, TaskStatus
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from zuno.config import Config
 from zuno.declarations import Replay
+from zuno.mcp.http import LOST, NOT_SENT, failure_kind, resilient_http_client
 from zuno.mcp.settings import McpServerSettings
-from zuno.tool import Tool, ToolError, TransientError, UncertainOutcome
+from zuno.tool import Tool, ToolError, ToolUnavailable, TransientError, UncertainOutcome
 
 __all__ = ["McpConnection", "McpServerError", "McpServers", "connect_mcp_servers"]
 
 _STDERR_TAIL = 2000
 """How much of a failed server's stderr an error message quotes."""
 
+R = TypeVar("R")
+
 
 class McpServerError(Exception):
     """An MCP server could not be started, connected or listed (a startup error)."""
+
+
+class _ConnectionEnded(Exception):
+    """The connection's task ended while a request was waiting for its answer."""
 
 
 def _flatten(exc: BaseException) -> BaseException:
@@ -74,6 +88,14 @@ def _seen_closed(client: Client) -> bool:
     """
     dispatcher: object = getattr(client.session, "_dispatcher", None)
     return getattr(dispatcher, "_closed", False) is True
+
+
+async def _no_output_validation(name: str, result: types.CallToolResult) -> None:
+    """Stands in for the SDK's output-schema check, which raises and drops the result.
+
+    :class:`zuno.mcp.remote.McpTool` checks ``outputSchema`` itself, so a result
+    that breaks it is an error that keeps what the server sent.
+    """
 
 
 class McpConnection:
@@ -103,13 +125,19 @@ class McpConnection:
         self._lost: str | None = None
         """Why the connection is known to be gone (set by the first failure seen)."""
         self._stderr: IO[str] | None = None
+        self._closing = anyio.Event()
+        """Set to end the connection's task."""
+        self._ended = anyio.Event()
+        """Set when the connection's task has ended (closed, or broken)."""
 
     # Connecting ---------------------------------------------------------------
 
-    def _transport(self) -> Any:
+    def _transport(self, stack: AsyncExitStack) -> Any:
         settings = self.settings
         if settings.url is not None:
-            return settings.url
+            http = resilient_http_client()
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(settings.url, http_client=http)
         assert settings.command is not None
         # The server's stderr goes to a file: it must not scribble over the terminal
         # (or over stdout when Zuno itself is an MCP server), and its tail explains
@@ -140,7 +168,9 @@ class McpConnection:
     def _startup_error(self, what: str, exc: BaseException) -> McpServerError:
         exc = _flatten(exc)
         detail = str(exc) or type(exc).__name__
-        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        if isinstance(exc, MCPError) and failure_kind(exc.code, exc.data) is not None:
+            detail = exc.message
+        elif isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
             detail = "it closed the connection before answering (did it exit?)"
         elif isinstance(exc, MCPError):
             detail = f"{exc.message} (code {exc.code})"
@@ -156,29 +186,59 @@ class McpConnection:
             + f'\nFix mcp.servers.{self.name} in zuno.json, or set its "enabled" to false.'
         )
 
-    async def connect(self, stack: AsyncExitStack) -> None:
-        """Start or reach the server, then list its tools and resources.
+    async def connect(self, tg: TaskGroup) -> None:
+        """Start or reach the server and list its tools and resources, in a task of ``tg``.
 
-        The client is entered on ``stack`` so that it is closed by the task
-        that opened it (anyio's cancel scopes require it).
+        Returns once the server is listed; the connection then lives in that
+        task until :meth:`close` (anyio's cancel scopes require the client to
+        be entered and exited by one task).
+
+        Raises:
+            McpServerError: the server could not be started, connected or listed.
         """
+        await tg.start(self._live)
+
+    async def _live(self, *, task_status: TaskStatus[None]) -> None:
+        started = False
         try:
-            # No fail_after around entering: the client opens task groups that must
-            # outlive this block. Its own read timeout bounds the handshake instead.
-            client = Client(
-                self._transport(), mode="auto", read_timeout_seconds=self.settings.startup_timeout
+            async with AsyncExitStack() as stack:
+                try:
+                    # No fail_after around entering: the client opens task groups that
+                    # must outlive this block. Its own read timeout bounds the handshake.
+                    client = Client(
+                        self._transport(stack),
+                        mode="auto",
+                        read_timeout_seconds=self.settings.startup_timeout,
+                    )
+                    await stack.enter_async_context(client)
+                except Exception as exc:
+                    raise self._startup_error("failed to start", exc) from exc
+                try:
+                    with anyio.fail_after(self.settings.startup_timeout):
+                        self.server_info = client.server_info
+                        self.tools = await self._list_tools(client)
+                        if client.server_capabilities.resources is not None:
+                            self.resources = await self._list_resources(client)
+                except Exception as exc:
+                    raise self._startup_error("started but could not be listed", exc) from exc
+                # Set on the instance: the SDK's check raises and drops the result.
+                client.session.validate_tool_result = _no_output_validation  # type: ignore[method-assign]
+                self._client = client
+                started = True
+                task_status.started()
+                await self._closing.wait()
+        except Exception as exc:
+            if not started:
+                raise
+            # The connection broke inside the SDK: this server is gone, nothing else is.
+            cause = _flatten(exc)
+            self._lost = self._lost or (
+                f"its connection failed ({type(cause).__name__}: {cause})"
+                if str(cause)
+                else f"its connection failed ({type(cause).__name__})"
             )
-            self._client = await stack.enter_async_context(client)
-        except Exception as exc:
-            raise self._startup_error("failed to start", exc) from exc
-        try:
-            with anyio.fail_after(self.settings.startup_timeout):
-                self.server_info = client.server_info
-                self.tools = await self._list_tools(client)
-                if client.server_capabilities.resources is not None:
-                    self.resources = await self._list_resources(client)
-        except Exception as exc:
-            raise self._startup_error("started but could not be listed", exc) from exc
+        finally:
+            self._ended.set()
 
     @staticmethod
     async def _list_tools(client: Client) -> list[types.Tool]:
@@ -207,20 +267,56 @@ class McpConnection:
     @property
     def connected(self) -> bool:
         """Whether the server is connected as far as Zuno knows."""
-        return self._client is not None and self._lost is None and not _seen_closed(self._client)
+        return (
+            self._client is not None
+            and self._lost is None
+            and not self._ended.is_set()
+            and not _seen_closed(self._client)
+        )
 
     # Calling ------------------------------------------------------------------
 
+    def _unavailable(self, why: str) -> ToolUnavailable:
+        stderr = self.stderr_tail()
+        return ToolUnavailable(
+            f"the MCP server {self.name!r} is unavailable ({why}); the call was not sent"
+            + (f". Its stderr ends with:\n{stderr[-500:]}" if stderr else "")
+        )
+
     def _usable(self) -> Client:
+        if self._lost is None and self._client is not None and self._ended.is_set():
+            self._lost = "its connection ended"
         if self._lost is not None or self._client is None:
-            why = self._lost or "it is not connected"
-            stderr = self.stderr_tail()
-            raise ToolError(
-                f"the MCP server {self.name!r} is unavailable ({why}); the call was not sent. "
-                "Restart Zuno to reconnect it"
-                + (f". Its stderr ends with:\n{stderr[-500:]}" if stderr else "")
+            raise self._unavailable(
+                f"{self._lost or 'it is not connected'}; restart Zuno to reconnect it"
             )
+        if _seen_closed(self._client):
+            self._lost = "its connection closed"
+            raise self._unavailable(f"{self._lost}; restart Zuno to reconnect it")
         return self._client
+
+    async def _while_connected(self, request: Callable[[], Awaitable[R]]) -> R:
+        """Await ``request``, or raise :class:`_ConnectionEnded` when the connection ends first."""
+        answer: list[R] = []
+        failure: list[Exception] = []
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await self._ended.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            try:
+                answer.append(await request())
+            except Exception as exc:
+                failure.append(exc)
+            finally:
+                tg.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        if not answer:
+            raise _ConnectionEnded
+        return answer[0]
 
     def _after_send_failure(self, why: str, replay: Replay, what: str) -> Exception:
         if replay is Replay.NEVER:
@@ -236,38 +332,49 @@ class McpConnection:
         """Call one of the server's tools (see the module docstring for the failures)."""
         async with self._limiter:
             client = self._usable()  # checked after the wait: it may have died meanwhile
-            what = f"the call to {remote_name}"
-            if _seen_closed(client):
-                self._lost = "its connection closed"
-                self._usable()  # raises: nothing was sent
-            try:
-                return await client.call_tool(
+            return await self._request(
+                lambda: client.call_tool(
                     remote_name, arguments, read_timeout_seconds=self.settings.call_timeout
-                )
-            except MCPError as exc:
-                raise self._failure(exc, replay, what) from exc
-            except TimeoutError as exc:
-                raise self._after_send_failure(
-                    f"gave no answer within {self.settings.call_timeout:g}s", replay, what
-                ) from exc
-            except Exception as exc:  # transport or protocol failure after the request left
-                raise self._transport_failure(exc, replay, what) from exc
+                ),
+                replay,
+                f"the call to {remote_name}",
+            )
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read one resource (an inspection: a lost answer is a transient error)."""
         async with self._limiter:
             client = self._usable()
-            what = f"reading {uri}"
-            try:
-                return await client.read_resource(uri, cache_mode="bypass")
-            except MCPError as exc:
-                raise self._failure(exc, Replay.SAFE, what) from exc
-            except TimeoutError as exc:
-                raise self._after_send_failure("gave no answer", Replay.SAFE, what) from exc
-            except Exception as exc:
-                raise self._transport_failure(exc, Replay.SAFE, what) from exc
+            return await self._request(
+                lambda: client.read_resource(uri, cache_mode="bypass"),
+                Replay.SAFE,
+                f"reading {uri}",
+            )
+
+    async def _request(self, request: Callable[[], Awaitable[R]], replay: Replay, what: str) -> R:
+        try:
+            return await self._while_connected(request)
+        except MCPError as exc:
+            raise self._failure(exc, replay, what) from exc
+        except TimeoutError as exc:
+            raise self._after_send_failure(
+                f"gave no answer within {self.settings.call_timeout:g}s", replay, what
+            ) from exc
+        except _ConnectionEnded as exc:
+            self._lost = self._lost or "its connection ended"
+            raise self._after_send_failure(
+                f"the connection ended ({self._lost})", replay, what
+            ) from exc
+        except Exception as exc:  # transport or protocol failure after the request left
+            raise self._transport_failure(exc, replay, what) from exc
 
     def _failure(self, exc: MCPError, replay: Replay, what: str) -> Exception:
+        kind = failure_kind(exc.code, exc.data)
+        if kind == NOT_SENT:
+            # HTTP: each request opens its own exchange, so the server may be back
+            # for the next call; nothing is remembered as lost.
+            return self._unavailable(exc.message)
+        if kind == LOST:
+            return self._after_send_failure(exc.message, replay, what)
         if exc.code == CONNECTION_CLOSED:
             self._lost = "its connection closed"
             return self._after_send_failure("the connection closed", replay, what)
@@ -288,7 +395,8 @@ class McpConnection:
         return self._after_send_failure(f"the exchange failed ({detail})", replay, what)
 
     def close(self) -> None:
-        """Forget the client and drop the captured stderr (after the client was exited)."""
+        """End the connection's task; forget the client and drop the captured stderr."""
+        self._closing.set()
         self._client = None
         self._lost = self._lost or "it was disconnected"
         if self._stderr is not None:
@@ -329,12 +437,27 @@ async def connect_mcp_servers(
     limiter = anyio.CapacityLimiter(config.concurrency.mcp_connections)
     root = await anyio.Path(workspace).resolve()
     connections: list[McpConnection] = []
-    async with AsyncExitStack() as stack:
-        for name, settings in config.mcp.servers.items():
-            if (only is not None and name not in only) or (only is None and not settings.enabled):
-                continue
-            connection = McpConnection(name, settings, Path(root), limiter)
-            stack.callback(connection.close)
-            await connection.connect(stack)
-            connections.append(connection)
-        yield McpServers(connections, limiter)
+    # Errors leave through the task group's wall untouched (it would wrap them in
+    # a group): a startup error, or whatever the block itself raised.
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        try:
+            for name, settings in config.mcp.servers.items():
+                if (only is not None and name not in only) or (
+                    only is None and not settings.enabled
+                ):
+                    continue
+                connection = McpConnection(name, settings, Path(root), limiter)
+                connections.append(connection)
+                await connection.connect(tg)
+            try:
+                yield McpServers(connections, limiter)
+            except Exception as exc:
+                failure = exc
+        except McpServerError as exc:
+            failure = exc
+        finally:
+            for connection in connections:
+                connection.close()
+    if failure is not None:
+        raise failure

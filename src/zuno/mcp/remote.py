@@ -9,7 +9,8 @@ reaches the server.
 Declarations fail closed (architecture invariant 2): a remote tool is
 SideEffecting / Never / Exclusive unless the configuration declares it, or the
 server is ``trusted`` and annotates it ``read_only_hint`` (then ReadOnly /
-Safe / ParallelSafe). An untrusted server's hints are shown, never believed.
+Safe / ParallelSafe). No hint makes a side-effecting tool retryable (only the
+configuration can). An untrusted server's hints are shown, never believed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import base64
 import binascii
 import hashlib
 import json
+import mimetypes
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ import mcp_types as types
 from pydantic import ConfigDict, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration, Replay
+from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Concurrency, Declaration, Effect, Replay
 from zuno.mcp.settings import McpServerSettings
 from zuno.output import bound_text, format_size
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
@@ -93,29 +95,41 @@ def _hint_notes(annotations: types.ToolAnnotations | None) -> list[str]:
 
 
 def choose_declaration(remote: types.Tool, settings: McpServerSettings) -> DeclarationChoice:
-    """The declaration of one remote tool: configuration, then trusted hints, else strict."""
+    """The declaration of one remote tool: configuration, then trusted hints, else strict.
+
+    A trusted server's ``read_only_hint`` makes a tool an inspection (ReadOnly /
+    Safe / ParallelSafe). No hint ever loosens a side-effecting tool: an
+    ``idempotent_hint`` is the server's word that a retry is harmless, and a
+    wrong word would run the effect again, so only the configuration may
+    declare such a tool ``safe`` or ``parallel_safe``.
+    """
     annotations = remote.annotations
-    declaration = Declaration()
+    hinted = Declaration()
     sources: list[str] = []
     notes: list[str] = []
     if settings.trusted and annotations is not None:
         if annotations.read_only_hint:
-            declaration = READ_ONLY_SAFE_PARALLEL
+            hinted = READ_ONLY_SAFE_PARALLEL
             sources.append("trusted annotations")
         elif annotations.idempotent_hint:
-            # Idempotent is not read-only: it may be retried, but it still changes
-            # things and so stays SideEffecting and Exclusive.
-            declaration = Declaration(replay=Replay.SAFE)
-            sources.append("trusted annotations")
+            notes.append(
+                "idempotent_hint not believed (only zuno.json can make a side effect safe)"
+            )
     elif not settings.trusted:
         notes = _hint_notes(annotations)
     configured = settings.tools.get(remote.name)
+    declaration = hinted
     if configured is not None:
-        declaration = Declaration(
-            configured.effect or declaration.effect,
-            configured.replay or declaration.replay,
-            configured.concurrency or declaration.concurrency,
-        )
+        effect = configured.effect or hinted.effect
+        if effect is Effect.READ_ONLY:
+            replay = configured.replay or hinted.replay
+            concurrency = configured.concurrency or hinted.concurrency
+        else:
+            # The configuration made it a side effect: the read-only hint's looser
+            # replay and concurrency no longer apply; only configured ones do.
+            replay = configured.replay or Replay.NEVER
+            concurrency = configured.concurrency or Concurrency.EXCLUSIVE
+        declaration = Declaration(effect, replay, concurrency)
         sources.insert(0, "configured")
         if notes:
             notes = [n.replace("ignored", "overridden by the configuration") for n in notes]
@@ -270,19 +284,128 @@ class McpTool(Tool[McpArguments]):
         result = await self._connection.call_tool(
             self.remote_name, args.payload(), replay=self.declaration.replay
         )
-        text = describe_content(result.content)
-        if not text and result.structured_content is not None:
-            text = json.dumps(result.structured_content, ensure_ascii=False, default=str)
-        data = {"server": self.server, "tool": self.remote_name}
-        if result.structured_content is not None:
-            data["structured_content"] = result.structured_content
-        if result.is_error:
+        text = _result_text(result.content, ctx)
+        structured = result.structured_content
+        if structured is not None:
+            shown = json.dumps(structured, ensure_ascii=False, default=str)
+            if not text:
+                text = shown
+            elif not _says_the_same(text, structured):
+                text = f"{text}\n[structured content]\n{shown}"
+        data: dict[str, Any] = {"server": self.server, "tool": self.remote_name}
+        if structured is not None:
+            data["structured_content"] = structured
+        failed = result.is_error
+        if failed:
             text = (
                 f"The MCP server {self.server!r} reported that {self.remote_name} failed: "
                 f"{text or '(no message)'}"
             )
+        else:
+            broken = _breaks_output_schema(self.remote.output_schema, structured, result)
+            if broken:
+                # The server answered, so this is an error, not an uncertain outcome;
+                # what it sent is kept for the model to judge.
+                failed = True
+                text = (
+                    f"The MCP server {self.server!r} answered {self.remote_name} with a "
+                    f"result that breaks the tool's own outputSchema ({broken}). "
+                    f"What it sent:\n{text or '(nothing)'}"
+                )
         output, artifact = _bounded(text, ctx)
-        return ToolResult(output, data=data, is_error=result.is_error, artifact=artifact)
+        return ToolResult(output, data=data, is_error=failed, artifact=artifact)
+
+
+def _says_the_same(text: str, structured: dict[str, Any]) -> bool:
+    """Whether the text blocks already say what the structured content does.
+
+    Servers often send both: the structured content serialized as text, or a
+    plain value as text and ``{"result": value}`` as structured content.
+    """
+    try:
+        parsed: Any = json.loads(text)
+    except ValueError:
+        parsed = text
+    if parsed == structured:
+        return True
+    return list(structured) == ["result"] and structured["result"] in (parsed, text)
+
+
+def _breaks_output_schema(
+    schema: dict[str, Any] | None,
+    structured: dict[str, Any] | None,
+    result: types.CallToolResult,
+) -> str | None:
+    """Why a result does not fit the tool's ``outputSchema``, or None when it does."""
+    if schema is None:
+        return None
+    if structured is None and "structured_content" not in result.model_fields_set:
+        return "it has no structuredContent"
+    import jsonschema
+    from jsonschema.validators import validator_for
+
+    validator_class: Any = validator_for(schema)  # pyright: ignore[reportUnknownVariableType]
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None  # a broken schema cannot be enforced
+    error: Any = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(structured))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where + ': ' if where else ''}{_cut(str(error.message), 200)}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _result_text(blocks: Iterable[types.ContentBlock], ctx: ToolContext) -> str:
+    """Like :func:`describe_content`, saving images and audio as artifacts it names."""
+    parts: list[str] = []
+    media = 0
+    for block in blocks:
+        if isinstance(block, types.ImageContent | types.AudioContent):
+            media += 1
+            parts.append(_save_media(block, media, ctx))
+        else:
+            parts.append(describe_content([block]))
+    return "\n".join(parts)
+
+
+_EXTENSIONS = {
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/ogg": ".ogg",
+    "image/webp": ".webp",
+}
+"""Media types the standard table lacks on some Pythons."""
+
+
+def _save_media(block: types.ImageContent | types.AudioContent, n: int, ctx: ToolContext) -> str:
+    """Save one image or audio clip beside the call's other artifacts; the line naming it."""
+    kind = block.type
+    try:
+        data = base64.b64decode(block.data, validate=True)
+    except (binascii.Error, ValueError):
+        return f"[{kind}: {block.mime_type}, not valid base64, not saved]"
+    cap = ctx.config.tool_output.artifact_max_bytes
+    if cap is not None and len(data) > cap:
+        return (
+            f"[{kind}: {block.mime_type}, {format_size(len(data))}, not saved: over "
+            f"tool_output.artifact_max_bytes ({format_size(cap)})]"
+        )
+    mime = block.mime_type.split(";")[0].strip().lower()
+    extension = _EXTENSIONS.get(mime) or mimetypes.guess_extension(mime) or ".bin"
+    # The store's naming (session folder, call id), with the media's own extension.
+    path = ctx.artifact_path(f"{kind}-{n}")
+    path = path.with_name(path.name.removesuffix(".txt") + extension)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        return f"[{kind}: {block.mime_type}, {format_size(len(data))}, not saved: {exc}]"
+    return f"[{kind}: {block.mime_type}, {format_size(len(data))}, saved to {path}]"
 
 
 def _remote_tool(connection: McpConnection, remote: types.Tool, name: str) -> McpTool:
