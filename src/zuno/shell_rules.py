@@ -1,0 +1,616 @@
+"""Shell command analysis for permission rules, from a real parse.
+
+A ``shell`` (or ``execute``) rule matches what bash would run, not the text
+of the command. The command is parsed with tree-sitter-bash, and the tree
+gives two answers:
+
+* **plain**: the words of the command when the WHOLE command is exactly one
+  simple command whose every word is a literal after quote removal: no
+  parameter, arithmetic or tilde expansion, no command or process
+  substitution, no globs or brace expansion, no assignments in front, no
+  redirections or here-documents, no separators. Only such a command can be
+  covered by an ``allow`` rule, and only when its words start with the rule's
+  words. Each word's source text is also checked against a whitelist of
+  quoting forms bash leaves literal, so a misreading by the parser can never
+  widen an allow.
+* **commands**: every simple command found anywhere in the tree (inside
+  substitutions, subshells, function bodies, pipelines, here-documents) with
+  its normalised name (quotes and backslashes removed, directory dropped:
+  ``\\rm``, ``'r'm``, ``/bin/rm`` all give ``rm``). Wrappers are seen through
+  (``env``, ``command``, ``exec``, ``sudo``, ``nice``, ``timeout 5``,
+  ``xargs``, ``find -exec``, ...) and ``bash -c``/``sh -c`` strings are parsed
+  recursively. ``deny`` and ``ask`` rules match any of them.
+
+Some commands hide what they run: a command name that is an expansion
+(``$X rm``), ``eval`` and ``source``, a shell reading a script or stdin,
+arithmetic and ``${x@P}`` (both can run a command substitution held in a
+variable's value), text that does not parse. Such a command is **opaque**:
+it matches every ``deny`` and ``ask`` rule, and no ``allow`` rule.
+
+Why tree-sitter-bash: it is maintained by the tree-sitter organisation,
+ships binary wheels (no compiler at install time), covers the whole bash
+grammar (arithmetic, here-documents, ``case``, ``[[``, process substitution)
+and marks text it cannot parse, which is mapped to opaque. bashlex, a port
+of bash's own parser, had its last release in January 2023, raises
+``NotImplementedError`` on arithmetic and does not look inside ``${...}``.
+tree-sitter-bash's one known misreading that matters here, a
+backslash-newline inside a word (``r\\<newline>m``), is covered by analysing
+the command both as written and with line continuations removed.
+
+What this cannot see: a program that runs other programs by its own logic
+(``python -c``, ``make``, ``git -c core.pager=...``, a script in the
+workspace). A ``deny`` rule on a command name is a guard against mistakes,
+not a sandbox; the sandbox is the boundary.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import threading
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+__all__ = ["CommandAnalysis", "SimpleCommand", "analyse", "command_rule_matches"]
+
+_MAX_DEPTH = 12
+"""Nested ``bash -c`` strings and wrappers followed before giving up (opaque)."""
+_MAX_LENGTH = 200_000
+"""Longer commands are not parsed: opaque."""
+
+# Builtins whose arguments are code or can run code held in data.
+_CODE_BUILTINS = frozenset(
+    {"eval", "source", ".", "trap", "alias", "let", "bind", "complete", "compgen", "enable"}
+    | {"fc", "mapfile", "readarray", "hash", "shopt"}
+)
+# Builtins taking variable names: a name like `a[$(cmd)]` runs cmd.
+_NAME_BUILTINS = frozenset({"read", "getopts", "wait", "unset", "printf", "test", "[", "local"})
+_SHELLS = frozenset(
+    {"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
+    | {"tcsh", "csh", "busybox-sh"}
+)
+# Shell options that take the next word as their argument.
+_SHELL_ARG_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+# Programs that take a command string as an option argument: (program, option).
+_STRING_RUNNERS = {"su": "-c", "runuser": "-c", "script": "-c", "flock": "-c", "sg": "-c"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    """A program that runs the command given in its own arguments."""
+
+    arg_options: frozenset[str] = frozenset()
+    """Options that take the next word as their value."""
+    positionals: int = 0
+    """Words between the options and the command (``timeout DURATION``)."""
+    assignments: bool = False
+    """``NAME=value`` words may precede the command (``env``)."""
+
+
+def _w(options: str = "", positionals: int = 0, assignments: bool = False) -> _Wrapper:
+    return _Wrapper(frozenset(options.split()), positionals, assignments)
+
+
+_WRAPPERS: dict[str, _Wrapper] = {
+    "command": _w(),
+    "builtin": _w(),
+    "exec": _w("-a"),
+    "nohup": _w(),
+    "time": _w("-f --format -o --output"),
+    "coproc": _w(),
+    "setsid": _w(),
+    "unbuffer": _w(),
+    "busybox": _w(),
+    "firejail": _w(),
+    "catchsegv": _w(),
+    "proxychains": _w("-f"),
+    "proxychains4": _w("-f"),
+    "torsocks": _w("-u -p -a -P"),
+    "env": _w("-u --unset -C --chdir", assignments=True),
+    "sudo": _w(
+        "-u --user -g --group -h --host -p --prompt -C --close-from -D --chdir -r --role "
+        "-t --type -T --command-timeout -U --other-user -R --chroot"
+    ),
+    "doas": _w("-u -C"),
+    "nice": _w("-n --adjustment"),
+    "ionice": _w("-c --class -n --classdata -p --pid -P --pgid -u --uid"),
+    "timeout": _w("-s --signal -k --kill-after", positionals=1),
+    "stdbuf": _w("-i -o -e --input --output --error"),
+    "chrt": _w("-T -P -D", positionals=1),
+    "taskset": _w("", positionals=1),
+    "flock": _w("-w --timeout -E --conflict-exit-code", positionals=1),
+    "chroot": _w("--userspec --groups", positionals=1),
+    "unshare": _w("--map-user --map-group --setuid --setgid --wd -R --root -w -S -G"),
+    "nsenter": _w("-t --target -S -G --setuid --setgid -r -w --wd"),
+    "strace": _w("-e -o -p -s -u -E -a -b -I -O -P -S -X"),
+    "ltrace": _w("-e -o -p -s -u -a -A -D -F -n"),
+    "xargs": _w(
+        "-I -n -L -P -s -d -E -a --arg-file --delimiter --max-args --max-procs "
+        "--max-lines --max-chars --eof --replace --process-slot-var"
+    ),
+}
+# find's actions that run a command up to `;` or `+`; fd's options that run the rest.
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FD_EXEC = frozenset({"-x", "--exec", "-X", "--exec-batch"})
+
+# A word bash leaves literal: unquoted characters that are not special,
+# backslash escapes, single quotes, double quotes with nothing expanded.
+_PLAIN_WORD = re.compile(
+    r"""(?:[^\s\x00-\x1f\x7f|&;()<>$`\\'"*?\[{}!]|\\[^\n]|'[^']*'|"[^"$`\\]*")+\Z"""
+)
+_ASSIGNMENT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[|\+?=)")
+_TILDE = re.compile(r"(?:^|[=:])~")
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_LITERAL_NODES = frozenset({"word", "raw_string", "string", "concatenation", "number"})
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleCommand:
+    """One simple command found in the tree."""
+
+    name: str
+    """The normalised command name: quotes removed, directory dropped."""
+    words: tuple[str | None, ...]
+    """Every word after quote removal, the name as written first; None where not literal."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandAnalysis:
+    """What a shell command would run, as far as a parse can tell."""
+
+    plain: tuple[str, ...] | None
+    """The words when the whole command is one plain simple command, else None."""
+    commands: tuple[SimpleCommand, ...]
+    """Every simple command anywhere in the command, wrappers seen through."""
+    opaque: str | None
+    """Why the analysis cannot see everything the command runs, or None."""
+
+
+@dataclass
+class _Findings:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    opaque: str | None = None
+
+    def hide(self, reason: str) -> None:
+        if self.opaque is None:
+            self.opaque = reason
+
+
+_parser_lock = threading.Lock()
+_parser = Parser(Language(tree_sitter_bash.language()))
+
+
+def _parse(source: bytes) -> Node:
+    # A tree-sitter Parser is not safe to share between threads.
+    with _parser_lock:
+        return _parser.parse(source).root_node
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "surrogateescape")
+
+
+def _unquoted(text: str) -> str | None:
+    """The value of an unquoted word, or None when bash would expand it."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            if i + 1 < len(text) and text[i + 1] != "\n":
+                out.append(text[i + 1])
+            i += 2
+            continue
+        if c in "*?[$`" or (c == "~" and i == 0):
+            return None
+        if c == "{" and re.match(r"\{[^{}]*(?:,|\.\.)[^{}]*\}", text[i:]):
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _double_quoted(text: str) -> str | None:
+    inner = text[1:-1]
+    if re.search(r"(?<!\\)(?:\\\\)*[$`]", inner):
+        return None
+    return re.sub(r"\\([$`\"\\])|\\\n", lambda m: m.group(1) or "", inner)
+
+
+def _literal(node: Node) -> str | None:
+    """A word's value after quote removal, or None when it is not a literal."""
+    kind = node.type
+    if kind == "command_name":
+        named = node.named_children
+        return _literal(named[0]) if len(named) == 1 and node.child_count == 1 else None
+    if kind == "word":
+        return _unquoted(_text(node))
+    if kind == "number":
+        text = _text(node)
+        return text if text.isdigit() else None
+    if kind == "raw_string":
+        return _text(node)[1:-1]
+    if kind == "string":
+        return _double_quoted(_text(node))
+    if kind == "concatenation":
+        parts: list[str] = []
+        for child in node.children:
+            value = _literal(child) if child.is_named else None
+            if value is None:
+                return None
+            parts.append(value)
+        return "".join(parts)
+    return None
+
+
+def _command_name(word: str) -> str:
+    return word.rstrip("/").rsplit("/", 1)[-1] or word
+
+
+class _Walker:
+    """Collects the simple commands of one tree, and what hides others."""
+
+    def __init__(self, findings: _Findings, depth: int) -> None:
+        self.found = findings
+        self.depth = depth
+
+    def walk(self, node: Node) -> None:
+        kind = node.type
+        if kind == "ERROR" or node.is_missing:
+            self.found.hide("the command does not parse")
+        elif kind == "command":
+            self._command(node)
+        elif kind == "declaration_command":
+            self._declaration(node)
+        elif kind == "unset_command":
+            self._words([node.children[0].type, *map(_literal, node.named_children)])
+        elif kind == "test_command":
+            self._test(node)
+        elif kind in ("arithmetic_expansion", "c_style_for_statement") or (
+            kind == "compound_statement" and node.child_count and node.children[0].type == "(("
+        ):
+            self._arithmetic(node)
+        elif kind == "expansion":
+            self._expansion(node)
+        elif kind == "subscript":
+            self._subscript(node)
+        for child in node.children:
+            self.walk(child)
+
+    def _command(self, node: Node) -> None:
+        name = node.child_by_field_name("name")
+        if name is None:
+            return  # only assignments or redirections
+        words = [_literal(name)]
+        words += [_literal(arg) for arg in node.children_by_field_name("argument")]
+        self._words(words)
+
+    def _declaration(self, node: Node) -> None:
+        keyword = node.children[0].type
+        flags = [_text(c) for c in node.named_children if c.type == "word"]
+        # -i makes later assignments arithmetic, -n makes the name a reference.
+        if any(f.startswith(("-", "+")) and ("i" in f or "n" in f) for f in flags):
+            self.found.hide(f"`{keyword} {' '.join(flags)}` evaluates data as code")
+        self.found.commands.append(SimpleCommand(keyword, (keyword, *flags)))
+
+    def _test(self, node: Node) -> None:
+        if node.child_count and node.children[0].type == "[[":
+            ops = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
+            if ops & (_ARITHMETIC_TESTS | {"-v"}):
+                self.found.hide("a [[ ]] test with -v or arithmetic evaluates data as code")
+
+    def _arithmetic(self, node: Node) -> None:
+        # An identifier in arithmetic is evaluated recursively: a value like
+        # `a[$(cmd)]` runs cmd. Only arithmetic on bare numbers is transparent.
+        for n in _descendants(node):
+            if n.is_named and n.child_count == 0 and n.type != "number":
+                self.found.hide("arithmetic evaluates variables' values as code")
+                return
+
+    def _expansion(self, node: Node) -> None:
+        tokens = [c.type for c in node.children]
+        if len(tokens) > 1 and tokens[1] == "!":
+            self.found.hide("an indirect expansion ${!...} can run code held in data")
+        elif "@" in tokens:
+            self.found.hide("a ${...@...} transformation can run code held in data")
+        elif ":" in tokens:
+            at = tokens.index(":")
+            rest = node.children[at + 1 :]
+            if any(c.is_named and c.type != "number" for c in rest):
+                self.found.hide("a ${x:offset} expansion evaluates its offset as arithmetic")
+
+    def _subscript(self, node: Node) -> None:
+        index = node.child_by_field_name("index")
+        text = _text(index) if index is not None else ""
+        if not (text.isdigit() or text in ("@", "*")):
+            self.found.hide("an array subscript is evaluated as arithmetic")
+
+    def _words(self, words: list[str | None]) -> None:
+        """One simple command given by its words: record it, see through wrappers."""
+        if not words:
+            return
+        if self.depth > _MAX_DEPTH:
+            self.found.hide("commands nested too deeply to follow")
+            return
+        raw = words[0]
+        if raw is None:
+            self.found.hide("the command name is an expansion")
+            return
+        name = _command_name(raw)
+        self.found.commands.append(SimpleCommand(name, tuple(words)))
+        args = words[1:]
+        if name in _CODE_BUILTINS:
+            self.found.hide(f"`{name}` runs text as code")
+        elif name in _NAME_BUILTINS:
+            self._names(name, args)
+        elif name in _SHELLS:
+            self._shell(name, args)
+        elif name in _STRING_RUNNERS:
+            self._string_runner(_STRING_RUNNERS[name], args, name)
+        elif name == "watch":
+            self._watch(args)
+        elif name == "find":
+            self._find(args)
+        elif name in ("fd", "fdfind"):
+            self._fd(args)
+        if name in _WRAPPERS:
+            self._wrapped(name, _WRAPPERS[name], args)
+
+    def _inner(self) -> _Walker:
+        return _Walker(self.found, self.depth + 1)
+
+    def _names(self, name: str, args: list[str | None]) -> None:
+        # Variable names given as data: `read 'a[$(cmd)]'` runs cmd.
+        if name in ("test", "["):
+            if "-v" in args:
+                self.found.hide(f"`{name} -v` evaluates a variable name as code")
+            return
+        if name == "printf":
+            if "-v" not in args:
+                return
+            args = args[args.index("-v") + 1 : args.index("-v") + 2]
+        if any(a is None or "[" in a for a in args):
+            self.found.hide(f"`{name}` with this variable name can run code")
+
+    def _shell(self, name: str, args: list[str | None]) -> None:
+        i, has_c = 0, False
+        while i < len(args):
+            arg = args[i]
+            if arg is None:
+                self.found.hide(f"`{name}` gets an argument the analysis cannot read")
+                return
+            if arg == "--" or not arg.startswith(("-", "+")) or arg in ("-", "+"):
+                i += arg == "--"
+                break
+            if arg in _SHELL_ARG_OPTIONS:
+                i += 1
+            elif not arg.startswith("--") and "c" in arg[1:]:
+                has_c = True
+            i += 1
+        if not has_c or i >= len(args):
+            self.found.hide(f"`{name}` runs a script or stdin the rules cannot see")
+            return
+        self._inner().source(args[i], f"`{name} -c`")
+
+    def _string_runner(self, option: str, args: list[str | None], name: str) -> None:
+        for i, arg in enumerate(args):
+            if arg is not None and arg.startswith("--command="):
+                self._inner().source(arg.partition("=")[2], f"`{name} --command`")
+            elif arg in (option, "--command"):
+                value = args[i + 1] if i + 1 < len(args) else ""
+                self._inner().source(value, f"`{name} {option}`")
+            elif arg is None:
+                self.found.hide(f"`{name}` gets an argument the analysis cannot read")
+
+    def _watch(self, args: list[str | None]) -> None:
+        # watch runs its arguments joined by spaces through `sh -c`.
+        rest = [a for a in args if a is None or not a.startswith("-")]
+        if any(a is None for a in rest):
+            self.found.hide("`watch` gets an argument the analysis cannot read")
+        elif rest:
+            self._inner().source(" ".join(rest), "`watch`")
+
+    def _find(self, args: list[str | None]) -> None:
+        if any(a is None for a in args):
+            self.found.hide("`find` gets an argument the analysis cannot read")
+            return
+        i = 0
+        while i < len(args):
+            if args[i] in _FIND_EXEC:
+                end = i + 1
+                while end < len(args) and args[end] not in (";", "+"):
+                    end += 1
+                self._inner()._words(list(args[i + 1 : end]))
+                i = end
+            i += 1
+
+    def _fd(self, args: list[str | None]) -> None:
+        for i, arg in enumerate(args):
+            if arg is None:
+                self.found.hide("`fd` gets an argument the analysis cannot read")
+                return
+            if arg in _FD_EXEC:
+                self._inner()._words(list(args[i + 1 :]))
+                return
+
+    def _wrapped(self, name: str, wrapper: _Wrapper, args: list[str | None]) -> None:
+        i, unsure = 0, False
+        positionals = wrapper.positionals
+        while i < len(args):
+            arg = args[i]
+            if arg is None:
+                self.found.hide(f"`{name}` gets an argument the analysis cannot read")
+                return
+            if arg == "--":
+                i += 1
+                break
+            if name == "env" and arg.startswith(("-S", "--split-string")):
+                self.found.hide("`env -S` splits a string into a command")
+                return
+            if arg.startswith("-") and arg != "-":
+                if arg in wrapper.arg_options:
+                    i += 1
+                elif "=" not in arg:
+                    unsure = True  # an option this table does not know may take a value
+            elif wrapper.assignments and "=" in arg:
+                pass
+            elif positionals:
+                positionals -= 1
+            else:
+                break
+            i += 1
+        rest = list(args[i:])
+        if not rest:
+            return
+        self._inner()._words(rest)
+        if unsure and len(rest) > 1:
+            self._inner()._words(rest[1:])
+
+    def source(self, text: str | None, where: str) -> None:
+        """Analyse a command string given to a shell."""
+        if text is None:
+            self.found.hide(f"{where} gets a string the analysis cannot read")
+            return
+        if self.depth > _MAX_DEPTH:
+            self.found.hide("commands nested too deeply to follow")
+            return
+        _collect(text, self.found, self.depth)
+
+
+def _descendants(node: Node) -> list[Node]:
+    out: list[Node] = []
+    stack = list(node.children)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(n.children)
+    return out
+
+
+def _collect(text: str, found: _Findings, depth: int) -> Node | None:
+    """Add the commands of one command string to ``found``; its tree if it parsed."""
+    if len(text) > _MAX_LENGTH:
+        found.hide("the command is too long to analyse")
+        return None
+    try:
+        source = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        found.hide("the command is not valid text")
+        return None
+    # tree-sitter-bash splits a word at a backslash-newline where bash joins
+    # it: read the command both ways and keep what either reading finds.
+    readings = [source]
+    if b"\\\n" in source:
+        readings.append(source.replace(b"\\\n", b""))
+    trees = []
+    for reading in readings:
+        root = _parse(reading)
+        if root.has_error:
+            found.hide("the command does not parse")
+        _Walker(found, depth).walk(root)
+        trees.append(root)
+    return trees[0]
+
+
+def _plain_words(root: Node) -> tuple[str, ...] | None:
+    """The words when the whole text is one simple command of literal words."""
+    if root.has_error or len(root.children) != 1 or root.children[0].type != "command":
+        return None
+    command = root.children[0]
+    words: list[str] = []
+    end = 0
+    source = root.text or b""
+    for child in command.children:
+        node = child.named_children[0] if child.type == "command_name" else child
+        if child.type == "command_name" and child.child_count != 1:
+            return None
+        if node.type not in _LITERAL_NODES or not child.is_named:
+            return None
+        raw = _text(node)
+        value = _literal(node)
+        if value is None or not _PLAIN_WORD.match(raw):
+            return None
+        if not words and (_ASSIGNMENT_START.match(raw) or raw.startswith("#")):
+            return None
+        if (words and raw.startswith("#")) or _TILDE.search(raw):
+            return None  # a comment, or a tilde bash would expand
+        gap = source[end : child.start_byte]
+        if (words and not gap) or gap.strip(b" \t"):
+            return None  # every word stands alone, separated only by blanks
+        words.append(value)
+        end = child.end_byte
+    if source[end:].strip(b" \t") or not words:
+        return None
+    return tuple(words)
+
+
+@lru_cache(maxsize=512)
+def analyse(command: str) -> CommandAnalysis:
+    """Parse a shell command and say what it would run (cached)."""
+    found = _Findings()
+    try:
+        root = _collect(command, found, 0)
+    except RecursionError:
+        found.hide("the command is nested too deeply to analyse")
+        root = None
+    plain = None
+    if root is not None and found.opaque is None and "\\\n" not in command:
+        plain = _plain_words(root)
+    return CommandAnalysis(plain, tuple(found.commands), found.opaque)
+
+
+@lru_cache(maxsize=256)
+def _pattern_words(pattern: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(pattern))
+    except ValueError:
+        return tuple(pattern.split())
+
+
+def _word_matches(rule_word: str, word: str) -> bool:
+    if rule_word.endswith("*"):
+        return word.startswith(rule_word[:-1])
+    return word == rule_word
+
+
+def _starts_with(words: tuple[str, ...], rule: tuple[str, ...]) -> bool:
+    if len(words) < len(rule):
+        return False
+    return all(_word_matches(r, w) for r, w in zip(rule, words, strict=False))
+
+
+def _names_command(rule: tuple[str, ...], command: SimpleCommand) -> bool:
+    """Whether a deny/ask pattern names this command (conservative on unknown words)."""
+    if not _word_matches(_command_name(rule[0]), command.name):
+        return False
+    for i, rule_word in enumerate(rule[1:], start=1):
+        if i >= len(command.words):
+            return False
+        word = command.words[i]
+        if word is None:
+            return True  # an expansion may become any words
+        if not _word_matches(rule_word, word):
+            return False
+    return True
+
+
+def command_rule_matches(pattern: str, action: str, command: str) -> bool:
+    """Whether a ``shell``/``execute`` rule with this pattern and action matches a command.
+
+    ``allow`` covers only one plain simple command whose words start with the
+    pattern's words (a last pattern word ending in ``*`` matches by prefix).
+    ``deny`` and ``ask`` match when any command anywhere in it is named by the
+    pattern, and always when the command is opaque.
+    """
+    rule = _pattern_words(pattern)
+    if not rule:
+        return False
+    found = analyse(command)
+    if action == "allow":
+        return found.plain is not None and _starts_with(found.plain, rule)
+    if found.opaque is not None:
+        return True
+    return any(_names_command(rule, c) for c in found.commands)
