@@ -30,6 +30,7 @@ import anyio
 
 from zuno.config import AgentSettings, PermissionRule, PermissionSettings
 from zuno.declarations import Declaration, Effect
+from zuno.shell_rules import command_rule_matches
 
 __all__ = [
     "ApprovalDecision",
@@ -51,10 +52,6 @@ __all__ = [
 
 Action = Literal["allow", "ask", "deny"]
 MatchKind = Literal["path", "prefix", "glob"]
-
-# Shell control operators: a command containing one is several commands.
-_SHELL_SPLIT = re.compile(r"\|\||&&|;|\||&|\n|`|\$\(|>|<")
-
 
 def canonical_json(arguments: dict[str, Any]) -> str:
     """Normalized arguments as one canonical text (sorted keys, no spaces)."""
@@ -95,14 +92,6 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z")
 
 
-def _prefix_matches(pattern: str, command: str) -> bool:
-    pattern = pattern.strip()
-    command = command.strip()
-    if pattern.endswith("*"):
-        return command.startswith(pattern[:-1])
-    return command == pattern or command.startswith(pattern + " ")
-
-
 def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: MatchKind) -> bool:
     """Whether a rule applies to a call of ``tool`` whose main argument is ``subject``."""
     if rule.tool != "*" and not fnmatchcase(tool, rule.tool):
@@ -114,12 +103,9 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
     if kind == "path":
         return _path_regex(rule.pattern).match(subject) is not None
     if kind == "prefix":
-        segments = [s for s in _SHELL_SPLIT.split(subject) if s.strip()]
-        if rule.action == "allow":
-            # An allow covers only a single plain command: `git status; rm -rf ~`
-            # must not ride on an allow for `git status`.
-            return len(segments) == 1 and _prefix_matches(rule.pattern, segments[0])
-        return any(_prefix_matches(rule.pattern, s) for s in segments or [subject])
+        # Matched on bash's parse, not the text: an allow covers one plain
+        # command only; deny/ask see every command, however spelled or wrapped.
+        return command_rule_matches(rule.pattern, rule.action, subject)
     return fnmatchcase(subject, rule.pattern)
 
 
