@@ -145,6 +145,19 @@ class ToolContext:
             )
         return p
 
+    def ensure_writes_allowed(self, what: str) -> None:
+        """Raise :class:`WritesNotAllowed` when ``sandbox.mode`` is ``read-only``.
+
+        Args:
+            what: What the call would write, for the message.
+        """
+        settings = getattr(self.config, "sandbox", None)
+        if settings is not None and settings.mode == "read-only":
+            raise WritesNotAllowed(
+                f"cannot write {what}: sandbox.mode is read-only, so file tools may not "
+                "change files; ask the user to switch to workspace-write"
+            )
+
     def resolve_writable(self, path: str) -> Confined:
         """Where a file tool may write ``path``: beneath the workspace or a writable root.
 
@@ -160,12 +173,8 @@ class ToolContext:
             WritesNotAllowed: ``sandbox.mode`` is ``read-only``.
             PathOutsideWorkspace: The path's real location is under no root.
         """
+        self.ensure_writes_allowed(repr(path))
         settings = getattr(self.config, "sandbox", None)
-        if settings is not None and settings.mode == "read-only":
-            raise WritesNotAllowed(
-                f"cannot write {path!r}: sandbox.mode is read-only, so file tools may not "
-                "change files; ask the user to switch to workspace-write"
-            )
         p = self.resolve(path)
         real = _settled_real_path(p, path)
         roots = [self.workspace]
@@ -181,7 +190,8 @@ class ToolContext:
         if holding:
             root = _real_path(min(holding, key=lambda r: len(_real_path(r).parts)))
             return Confined(root, PurePosixPath(real.relative_to(root).as_posix()))
-        extra_note = " or a folder of sandbox.writable_roots" if len(roots) > 1 else ""
+        configured = settings is not None and settings.writable_roots
+        extra_note = " or an existing folder of sandbox.writable_roots" if configured else ""
         raise PathOutsideWorkspace(
             f"{path!r} is outside the workspace {self.workspace}; "
             f"use a path inside the workspace{extra_note}"

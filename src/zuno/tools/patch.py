@@ -135,6 +135,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
+        ctx.ensure_writes_allowed("files with a patch")  # read-only mode: before even parsing
         try:
             # A large file takes a while to verify; keep the event loop free. The
             # thread is not abandoned on cancellation: a write, once started, finishes.
