@@ -316,3 +316,19 @@ def test_disk_error_leaves_no_temporary_and_no_new_folder(ws: Path) -> None:
     assert len(errors) == 3
     assert all(e is not None and "File too large" in e for e in errors), errors
     assert tree(ws) == before  # no temporary file, no folder made for the new files
+
+
+# --- the approval prompt ------------------------------------------------------------
+
+
+def test_write_preview_never_shows_a_file_outside_the_workspace(ws: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOKEN=hunter2\n")
+    (ws / "link.txt").symlink_to(secret)
+    (ws / "dir").symlink_to(tmp_path)
+    tool = WriteTool()
+    for path in (str(secret), "../secret.txt", "link.txt", "dir/secret.txt"):
+        shown = tool.preview(WriteArgs(path=path, content="x\n"), ws)
+        assert "hunter2" not in shown, (path, shown)
+    inside = tool.preview(WriteArgs(path="a.txt", content="beta\n"), ws)
+    assert "-alpha" in inside and "+beta" in inside

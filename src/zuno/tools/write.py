@@ -20,7 +20,7 @@ import difflib
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import anyio.to_thread
 from pydantic import Field
@@ -90,19 +90,32 @@ class WriteTool(Tool[WriteArgs]):
         lines = _line_count(args.content)
         size = len(args.content.encode("utf-8", "replace"))
         header = f"write {args.path}"
+        new = f"{lines} lines ({format_size(size)})"
         try:
-            st = os.stat(target)
-        except (OSError, ValueError):
-            return f"{header}: new file, {lines} lines ({format_size(size)})"
-        if not stat.S_ISREG(st.st_mode):
+            rel = PurePosixPath(target.relative_to(base).as_posix())
+        except ValueError:
+            # A prompt never shows a file outside the workspace: the call may not reach it.
+            return f"{header}: a path outside the workspace, {new}; its content is not shown"
+        try:
+            with Beneath(base) as root:
+                spot = root.locate(rel, follow_links=True)
+                st = spot.stat
+                if st is None:
+                    return f"{header}: new file, {new}"
+                if not stat.S_ISREG(st.st_mode):
+                    raise IsADirectoryError
+                if st.st_size > _PREVIEW_MAX_OLD_BYTES:
+                    return (
+                        f"{header}: replaces {format_size(st.st_size)} with {new}; "
+                        "too large to diff"
+                    )
+                old = spot.folder.read(spot.name).decode("utf-8", "replace")
+        except EscapesRoot:
+            return f"{header}: leads through a symlink out of the workspace (it will be refused)"
+        except (FileNotFoundError, NotADirectoryError, ValueError):
+            return f"{header}: new file, {new}"
+        except IsADirectoryError:
             return f"{header}: the path exists and is not a regular file (the write will fail)"
-        if st.st_size > _PREVIEW_MAX_OLD_BYTES:
-            return (
-                f"{header}: replaces {format_size(st.st_size)} with {lines} lines "
-                f"({format_size(size)}); too large to diff"
-            )
-        try:
-            old = target.read_bytes().decode("utf-8", "replace")
         except OSError as exc:
             return f"{header}: replaces an existing file that could not be read ({exc.strerror})"
         if old == args.content:
