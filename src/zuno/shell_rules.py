@@ -64,10 +64,17 @@ _MAX_LENGTH = 200_000
 # Builtins whose arguments are code or can run code held in data.
 _CODE_BUILTINS = frozenset(
     {"eval", "source", ".", "trap", "alias", "let", "bind", "complete", "compgen", "enable"}
-    | {"fc", "mapfile", "readarray", "hash", "shopt"}
+    | {"fc", "hash"}
 )
 # Builtins taking variable names: a name like `a[$(cmd)]` runs cmd.
-_NAME_BUILTINS = frozenset({"read", "getopts", "wait", "unset", "printf", "test", "[", "local"})
+_NAME_BUILTINS = frozenset(
+    {"read", "getopts", "wait", "unset", "printf", "test", "[", "mapfile", "readarray"}
+)
+# Variables whose value bash itself runs or expands as a prompt (PS4 under set -x).
+_CODE_VARIABLES = frozenset(
+    {"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "BASH_ENV", "ENV", "SHELLOPTS"}
+    | {"BASHOPTS", "BASH_ALIASES", "BASH_CMDS"}
+)
 _SHELLS = frozenset(
     {"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
     | {"tcsh", "csh", "busybox-sh"}
@@ -277,6 +284,10 @@ class _Walker:
             self._expansion(node)
         elif kind == "subscript":
             self._subscript(node)
+        elif kind == "variable_assignment":
+            self._assignment(node)
+        elif kind == "array":
+            self._array(node)
         for child in node.children:
             self.walk(child)
 
@@ -290,17 +301,35 @@ class _Walker:
 
     def _declaration(self, node: Node) -> None:
         keyword = node.children[0].type
-        flags = [_text(c) for c in node.named_children if c.type == "word"]
-        # -i makes later assignments arithmetic, -n makes the name a reference.
-        if any(f.startswith(("-", "+")) and ("i" in f or "n" in f) for f in flags):
-            self.found.hide(f"`{keyword} {' '.join(flags)}` evaluates data as code")
-        self.found.commands.append(SimpleCommand(keyword, (keyword, *flags)))
+        words: list[str | None] = []
+        for child in node.named_children:
+            if child.type in ("variable_assignment", "variable_name"):
+                continue  # checked where the walk meets them
+            value = _literal(child)
+            words.append(value)
+            if value is None or "[" in value or value.partition("=")[0] in _CODE_VARIABLES:
+                self.found.hide(f"`{keyword}` with this argument can run code held in data")
+            # -i makes later assignments arithmetic, -n makes the name a reference.
+            elif value.startswith(("-", "+")) and ("i" in value or "n" in value):
+                self.found.hide(f"`{keyword} {value}` evaluates data as code")
+        self.found.commands.append(SimpleCommand(keyword, (keyword, *words)))
+
+    def _assignment(self, node: Node) -> None:
+        name = node.child_by_field_name("name")
+        if name is not None and _text(name) in _CODE_VARIABLES:
+            self.found.hide(f"bash runs the value of {_text(name)} as code")
+
+    def _array(self, node: Node) -> None:
+        # `a=([x]=1)`: an indexed array's subscript is arithmetic on x's value.
+        if any(_text(c).startswith("[") for c in node.named_children):
+            self.found.hide("an array subscript is evaluated as arithmetic")
 
     def _test(self, node: Node) -> None:
-        if node.child_count and node.children[0].type == "[[":
-            ops = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
-            if ops & (_ARITHMETIC_TESTS | {"-v"}):
-                self.found.hide("a [[ ]] test with -v or arithmetic evaluates data as code")
+        ops = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
+        if "-v" in ops:
+            self.found.hide("a -v test evaluates a variable name (and its subscript) as code")
+        if node.child_count and node.children[0].type == "[[" and ops & _ARITHMETIC_TESTS:
+            self.found.hide("an arithmetic test in [[ ]] evaluates variables as code")
 
     def _arithmetic(self, node: Node) -> None:
         # An identifier in arithmetic is evaluated recursively: a value like
@@ -364,6 +393,9 @@ class _Walker:
 
     def _names(self, name: str, args: list[str | None]) -> None:
         # Variable names given as data: `read 'a[$(cmd)]'` runs cmd.
+        if name in ("mapfile", "readarray") and any(a is None or a.startswith("-C") for a in args):
+            self.found.hide(f"`{name} -C` runs a callback given as text")
+            return
         if name in ("test", "["):
             if "-v" in args:
                 self.found.hide(f"`{name} -v` evaluates a variable name as code")
@@ -372,7 +404,7 @@ class _Walker:
             if "-v" not in args:
                 return
             args = args[args.index("-v") + 1 : args.index("-v") + 2]
-        if any(a is None or "[" in a for a in args):
+        if any(a is None or "[" in a or a in _CODE_VARIABLES for a in args):
             self.found.hide(f"`{name}` with this variable name can run code")
 
     def _shell(self, name: str, args: list[str | None]) -> None:
@@ -456,7 +488,8 @@ class _Walker:
                 elif "=" not in arg:
                     unsure = True  # an option this table does not know may take a value
             elif wrapper.assignments and "=" in arg:
-                pass
+                if arg.partition("=")[0] in _CODE_VARIABLES:
+                    self.found.hide(f"bash runs the value of {arg.partition('=')[0]} as code")
             elif positionals:
                 positionals -= 1
             else:
@@ -515,14 +548,13 @@ def _collect(text: str, found: _Findings, depth: int) -> Node | None:
     return trees[0]
 
 
-def _plain_words(root: Node) -> tuple[str, ...] | None:
+def _plain_words(root: Node, source: bytes) -> tuple[str, ...] | None:
     """The words when the whole text is one simple command of literal words."""
     if root.has_error or len(root.children) != 1 or root.children[0].type != "command":
         return None
     command = root.children[0]
     words: list[str] = []
     end = 0
-    source = root.text or b""
     for child in command.children:
         node = child.named_children[0] if child.type == "command_name" else child
         if child.type == "command_name" and child.child_count != 1:
@@ -538,11 +570,11 @@ def _plain_words(root: Node) -> tuple[str, ...] | None:
         if (words and raw.startswith("#")) or _TILDE.search(raw):
             return None  # a comment, or a tilde bash would expand
         gap = source[end : child.start_byte]
-        if (words and not gap) or gap.strip(b" \t"):
+        if (words and not gap) or gap.strip(b" \t" if words else b" \t\n"):
             return None  # every word stands alone, separated only by blanks
         words.append(value)
         end = child.end_byte
-    if source[end:].strip(b" \t") or not words:
+    if source[end:].strip(b" \t\n") or not words:
         return None
     return tuple(words)
 
@@ -558,7 +590,7 @@ def analyse(command: str) -> CommandAnalysis:
         root = None
     plain = None
     if root is not None and found.opaque is None and "\\\n" not in command:
-        plain = _plain_words(root)
+        plain = _plain_words(root, command.encode("utf-8", "surrogateescape"))
     return CommandAnalysis(plain, tuple(found.commands), found.opaque)
 
 

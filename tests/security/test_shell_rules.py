@@ -19,6 +19,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from shlex import join
+from shlex import quote as shlex_quote
 from typing import Any
 
 import pytest
@@ -456,3 +457,81 @@ def test_generated_commands_allowed_by_the_analysis_run_nothing_else(tmp_path: P
     check()
     print(f"\ngenerated commands run through bash: {dict(stats)}")
     assert stats["allowed"] and stats["refused, payload ran"]  # both sides were exercised
+
+
+_RM_NAMES = ["rm", "rm", "\\rm", "'r'm", '"rm"', 'r""m', "r\\m", "/bin/rm", "/usr/bin/rm", "r\\\nm"]
+_RM_WRAPPERS = [
+    "command",
+    "builtin command",
+    "env",
+    "env -i PATH=/usr/bin:/bin",
+    "nohup",
+    "time",
+    "nice",
+    "nice -n 3",
+    "timeout 5",
+    "timeout -s KILL 5",
+    "stdbuf -o0",
+    "setsid -w",
+    "ionice -c 3",
+]
+_RM_ARGS = ["victim", "-f victim", "-- victim", "'victim'", '"victim"']
+_RM_CONTEXTS = [
+    "{}",
+    "$({})",
+    "`{}`",
+    "({})",
+    "{{ {}; }}",
+    'echo "$({})"',
+    "x=$({})",
+    "true && {}",
+    "false || {}",
+    "true; {}",
+    "echo | {}",
+    "f() {{ {}; }}; f",
+    "if true; then {}; fi",
+    "cat <<EOF\n$({})\nEOF",
+]
+_RM_SHELLS = ["bash -c {}", "sh -c {}", "bash -xc {}", "nohup bash -c {}"]
+
+
+@st.composite
+def _rm_commands(draw: st.DrawFn) -> str:
+    """A command that deletes `victim` through some spelling, wrapper and context of rm."""
+    words = [draw(st.sampled_from(_RM_WRAPPERS)) for _ in range(draw(st.integers(0, 2)))]
+    text = " ".join([*words, draw(st.sampled_from(_RM_NAMES)), draw(st.sampled_from(_RM_ARGS))])
+    for _ in range(draw(st.integers(0, 2))):
+        if draw(st.booleans()):
+            text = draw(st.sampled_from(_RM_SHELLS)).format(shlex_quote(text))
+        else:
+            text = draw(st.sampled_from(_RM_CONTEXTS)).format(text)
+    return text
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_rm_commands())
+def test_generated_spellings_of_rm_are_denied(command: str) -> None:
+    assert _verdict(command, ALLOW, DENY) == "deny", command
+
+
+def test_generated_spellings_of_rm_that_delete_are_denied(tmp_path: Path) -> None:
+    """200 generated commands through real bash: each that deletes the victim is denied."""
+    stats: Counter[str] = Counter()
+    runs = iter(range(10_000))
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rm_commands())
+    def check(command: str) -> None:
+        work = tmp_path / f"run{next(runs)}"
+        work.mkdir()
+        (work / "victim").write_text("x")
+        denied = _verdict(command, ALLOW, DENY) == "deny"
+        _bash(command, work)
+        deleted = not (work / "victim").exists()
+        stats[f"{'deleted' if deleted else 'kept'}, {'denied' if denied else 'NOT denied'}"] += 1
+        shutil.rmtree(work)
+        assert denied or not deleted, command
+
+    check()
+    print(f"\ngenerated spellings of rm run through bash: {dict(stats)}")
+    assert stats["deleted, denied"]
