@@ -6,6 +6,12 @@ Every tool call carries an :class:`Effect` (what it may change), a
 declared separately on purpose: a call may be safe to overlap and still unsafe
 to repeat. A tool that declares nothing gets the strict defaults
 (SideEffecting / Never / Exclusive), so anything unknown fails closed.
+
+A read-only call may also declare that it *observes* the authoritative state
+(the workspace's files, the processes Zuno started). Only such calls satisfy
+the inspection rule after a failure: reading Zuno's own bookkeeping (todos,
+skills) or a web page says nothing about what a failed command changed. The
+default is False, so an undeclared tool (an MCP tool included) never counts.
 """
 
 from __future__ import annotations
@@ -13,7 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["BlockKind", "Concurrency", "Declaration", "Effect", "Outcome", "Replay"]
+__all__ = [
+    "INSPECTION",
+    "READ_ONLY_SAFE_PARALLEL",
+    "BlockKind",
+    "Concurrency",
+    "Declaration",
+    "Effect",
+    "Outcome",
+    "Replay",
+]
 
 
 class Effect(StrEnum):
@@ -76,9 +91,16 @@ class Declaration:
     effect: Effect = Effect.SIDE_EFFECTING
     replay: Replay = Replay.NEVER
     concurrency: Concurrency = Concurrency.EXCLUSIVE
+    observes: bool = False
+    """Whether a read-only call looks at the workspace or processes (it can inspect)."""
+
+    @property
+    def inspects(self) -> bool:
+        """Whether this call counts as an inspection of the real state: read-only and observing."""
+        return self.observes and self.effect is Effect.READ_ONLY
 
     def as_dict(self) -> dict[str, str]:
-        """The declaration as plain strings, for JSON output and storage."""
+        """The three policies as plain strings, for JSON output and storage."""
         return {
             "effect": self.effect.value,
             "replay": self.replay.value,
@@ -87,4 +109,7 @@ class Declaration:
 
 
 READ_ONLY_SAFE_PARALLEL = Declaration(Effect.READ_ONLY, Replay.SAFE, Concurrency.PARALLEL_SAFE)
-"""The declaration of plain inspections (read, glob, grep, ...)."""
+"""Read-only lookups that do not observe the real state (skills, web pages, work state)."""
+
+INSPECTION = Declaration(Effect.READ_ONLY, Replay.SAFE, Concurrency.PARALLEL_SAFE, observes=True)
+"""Calls that look at the workspace or processes (read, glob, grep, lsp, job, bg list)."""

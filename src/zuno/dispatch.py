@@ -28,6 +28,7 @@ from zuno.events import Event
 from zuno.hooks import HookCall
 from zuno.output import bound_text
 from zuno.preflight import Admitted, Blocked, Preflight
+from zuno.recovery import INSPECTED
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
 from zuno.tool import (
@@ -48,8 +49,8 @@ __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
 
 _NEVER_FAILED_NOTE = (
     "\n[Zuno: this call will not be run again automatically. Before any new change, inspect "
-    "the real state with a read-only call (read, grep, glob, job, bg output); side-effecting "
-    "calls are refused until one has run.]"
+    "the real state with a read-only call that looks at it (read, grep, glob, lsp, job, bg "
+    "output); side-effecting and delegating calls are refused until one has run.]"
 )
 
 
@@ -92,26 +93,29 @@ class Dispatcher:
             # Plain synchronous code: a cancellation cannot interrupt it.
             self._never_started(session, step, admitted, results)
             settled = [r for r in results if r is not None]
-            rt.store.append_events(
-                [
-                    *(
-                        Event(
-                            "call.result",
-                            session.session_id,
-                            r.call_id,
-                            {
-                                "index": r.index,
-                                "tool": r.tool,
-                                "outcome": r.outcome.value,
-                                "block_kind": r.block_kind.value if r.block_kind else None,
-                            },
-                        )
-                        for r in settled
-                    ),
-                    Event("dispatch.finished", session.session_id, data={"step": step}),
-                ],
-                deliver=rt.events.deliver,
-            )
+            closing: list[Event] = []
+            for r in settled:
+                if _inspected(r):
+                    # The inspection rule's evidence (a query, see zuno.recovery), written
+                    # with the step's close: no commit of its own.
+                    closing.append(
+                        Event(INSPECTED, session.session_id, r.call_id, {"tool": r.tool})
+                    )
+                closing.append(
+                    Event(
+                        "call.result",
+                        session.session_id,
+                        r.call_id,
+                        {
+                            "index": r.index,
+                            "tool": r.tool,
+                            "outcome": r.outcome.value,
+                            "block_kind": r.block_kind.value if r.block_kind else None,
+                        },
+                    )
+                )
+            closing.append(Event("dispatch.finished", session.session_id, data={"step": step}))
+            rt.store.append_events(closing, deliver=rt.events.deliver)
         return [r for r in results if r is not None]
 
     async def _execute_all(
@@ -323,7 +327,7 @@ class Dispatcher:
             result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc))
             outcome = Outcome.ERROR
         except anyio.get_cancelled_exc_class():
-            self._finish_cancelled(call, record)  # synchronous: cannot be interrupted
+            self._finish_cancelled(call, record, ctx)  # synchronous: cannot be interrupted
             raise
         except Exception as exc:
             result = ToolResult(
@@ -368,17 +372,18 @@ class Dispatcher:
         record.artifact = artifact
         if outcome in (Outcome.ERROR, Outcome.UNCERTAIN):
             record.reason = _one_line(result.reason or result.output)
+        finished_data: dict[str, object] = {
+            "index": call.index,
+            "tool": call.tool.name,
+            "attempt": attempt,
+            "outcome": outcome.value,
+        }
+        exit_status = (result.data or {}).get("exit_status")
+        if exit_status is not None:
+            # A command that ran to its end: how it ended, stored beside the row.
+            finished_data["exit_status"] = exit_status
         finished_event = Event(
-            "call.finished",
-            session.session_id,
-            call.call_id,
-            {
-                "index": call.index,
-                "tool": call.tool.name,
-                "attempt": attempt,
-                "outcome": outcome.value,
-            },
-            at=finished,
+            "call.finished", session.session_id, call.call_id, finished_data, at=finished
         )
         rt.store.call_finished(record, finished_event)
         rt.events.deliver(finished_event)
@@ -400,16 +405,36 @@ class Dispatcher:
             artifact=artifact,
         ), transient
 
-    def _finish_cancelled(self, call: Admitted, record: CallRecord) -> None:
+    def _finish_cancelled(self, call: Admitted, record: CallRecord, ctx: ToolContext) -> None:
+        """Store a call cancelled while running: what the tool left for this, else a default.
+
+        A read-only call changed nothing (``error``); otherwise the effect may
+        have happened (``uncertain``), unless the tool said it cannot have (a
+        question). A tool's own text, a command's output so far, is kept.
+        """
         rt = self._rt
-        harmless = call.declaration.effect is Effect.READ_ONLY
-        record.status = "finished"
-        record.outcome = (Outcome.ERROR if harmless else Outcome.UNCERTAIN).value
-        record.result = (
-            "Cancelled while running."
-            if harmless
-            else "Cancelled while running: the effect may or may not have happened."
+        left = ctx.on_cancel
+        if left is not None:
+            uncertain = left.uncertain
+            text = left.output
+        else:
+            uncertain = call.declaration.effect is not Effect.READ_ONLY
+            text = (
+                "Cancelled while running: the effect may or may not have happened."
+                if uncertain
+                else "Cancelled while running."
+            )
+        if uncertain and call.declaration.replay is Replay.NEVER:
+            text += _NEVER_FAILED_NOTE
+        bounded = bound_text(
+            text,
+            rt.output_limits,
+            lambda: rt.artifacts.path_for(record.session_id, call.call_id, "result"),
         )
+        record.status = "finished"
+        record.outcome = (Outcome.UNCERTAIN if uncertain else Outcome.ERROR).value
+        record.result = bounded.text
+        record.artifact = str(bounded.artifact or (left.artifact if left else None) or "") or None
         record.is_error = True
         record.finished_at = time.time()
         record.reason = "cancelled while it was running (the dispatch was cancelled)"
@@ -464,3 +489,9 @@ def _one_line(text: str, limit: int = 300) -> str:
     """The first non-empty line of text, cut to limit characters."""
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _inspected(result: CallResult) -> bool:
+    """Whether a result is a completed inspection of the real state."""
+    declaration = result.declaration
+    return result.outcome is Outcome.OK and declaration is not None and declaration.inspects

@@ -127,7 +127,12 @@ class Preflight:
             raise Blocked(BlockKind.DENIED, reason, call.declaration)
 
     def inspection_needed(self, session: SessionState, call: Admitted) -> str | None:
-        if call.declaration.effect is not Effect.SIDE_EFFECTING:
+        """Why this call must wait for an inspection, or None.
+
+        Side-effecting calls wait, and so do delegating ones: a child agent
+        could otherwise make the very changes its parent is held back from.
+        """
+        if call.declaration.effect not in (Effect.SIDE_EFFECTING, Effect.DELEGATING):
             return None
         if not self._rt.config.replay.require_inspection:
             return None

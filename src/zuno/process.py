@@ -229,6 +229,20 @@ async def _pump(fd: int, sink: OutputSink, done: anyio.Event) -> None:
         done.set()
 
 
+def _drain(fd: int, sink: OutputSink, limit: int = 2 * _PIPE_SIZE) -> None:
+    """Hand on what is already in a pipe, without waiting (at most limit bytes)."""
+    taken = 0
+    while taken < limit:
+        try:
+            data = os.read(fd, CHUNK_SIZE)
+        except OSError:  # empty for now (EAGAIN), or gone
+            return
+        if not data:
+            return
+        sink(data)
+        taken += len(data)
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -283,6 +297,7 @@ async def run_process(
     os.close(err_write)
     timed_out = False
     abandoned = False
+    cancelled = False
     try:
         out_done, err_done = anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as reading:
@@ -300,11 +315,19 @@ async def run_process(
             abandoned = not (out_done.is_set() and err_done.is_set())
             # Stops pumps blocked on pipes that a process which escaped the kill holds open.
             reading.cancel_scope.cancel()
+    except anyio.get_cancelled_exc_class():
+        cancelled = True
+        raise
     finally:
         with anyio.CancelScope(shield=True):
             kill_process_tree(process.pid)
             with anyio.move_on_after(drain_grace):
                 await process.aclose()
+            if cancelled:
+                # What the command printed before the cancellation may still sit in
+                # the pipes (the readers stop at once): hand it on, so it is kept.
+                _drain(out_read, on_stdout)
+                _drain(err_read, on_stderr)
             os.close(out_read)
             os.close(err_read)
     code = process.returncode

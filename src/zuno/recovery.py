@@ -6,9 +6,13 @@ prose (invariant 9).
 - :func:`settle_interrupted` turns rows left ``started`` by a process that is
   gone into outcomes: ``uncertain`` for a Never call (its effect may have
   happened; it is never run again), ``error`` for a read-only Safe call.
-- :func:`inspection_block` says why a side-effecting call must wait: after a
-  Never call ended in ``error`` or ``uncertain``, a read-only call has to
-  complete first, so the agent looks at the real state before mutating again.
+- :func:`inspection_block` says why a side-effecting or delegating call must
+  wait: after a Never call ended in ``error`` or ``uncertain``, an inspection
+  (a call that observes the workspace or processes, see
+  :attr:`~zuno.declarations.Declaration.inspects`) has to complete first, so
+  the agent looks at the real state before changing it again. The dispatcher
+  marks each completed inspection with a ``call.inspected`` event; the rule
+  is a query over those events and the call rows.
 - :func:`pending_notice` builds the notice of the next recovery turn: its
   attempt number and, for each failed or uncertain Never call not yet
   reported, the call id, tool, a short form of the arguments, the attempt,
@@ -28,6 +32,7 @@ from zuno.store import Store
 from zuno.store.records import iso
 
 __all__ = [
+    "INSPECTED",
     "RecoveryItem",
     "RecoveryNotice",
     "inspection_block",
@@ -113,13 +118,22 @@ def settle_interrupted(store: Store, session_id: str) -> list[str]:
     return settled
 
 
+INSPECTED = "call.inspected"
+"""The event kind marking a call that completed an inspection of the real state."""
+
+
 def inspection_block(store: Store, session_id: str) -> str | None:
-    """Why a side-effecting call must wait for an inspection, or None when it need not."""
+    """Why a side-effecting or delegating call must wait for an inspection, or None.
+
+    A failure counts as inspected once an inspection *started* after it ended:
+    one that overlapped it may have seen the state from before.
+    """
     rows = store.query(
         "SELECT f.call_id, f.tool, f.outcome, f.finished_at FROM calls f"
         " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
-        " AND NOT EXISTS (SELECT 1 FROM calls r WHERE r.session_id = f.session_id"
-        "   AND r.effect = 'read_only' AND r.outcome = 'ok' AND r.finished_at > f.finished_at)"
+        " AND NOT EXISTS (SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
+        f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}'"
+        "   AND r.outcome = 'ok' AND r.started_at > f.finished_at)"
         " ORDER BY f.finished_at DESC LIMIT 1",
         (session_id,),
     )
@@ -129,8 +143,9 @@ def inspection_block(store: Store, session_id: str) -> str | None:
     what = "may or may not have taken effect" if outcome == "uncertain" else "failed"
     return (
         f"the earlier {tool} call {call_id} {what}, and nothing has inspected the real state "
-        "since. Run a read-only call first (read the files it touched, grep, glob, job, or "
-        "bg output) to see what actually happened; then changes are allowed again"
+        "since. First see what actually happened with a read-only call that looks at it: "
+        "read (the files it touched), grep, glob, lsp, job or bg output (todo_get, skill and "
+        "web tools do not count); then changes are allowed again"
     )
 
 

@@ -125,6 +125,10 @@ class ToolContext:
     services: Any = None
     """The runtime (for delegation, jobs and state tools); typed loosely to avoid a cycle."""
     extra: dict[str, Any] = field(default_factory=lambda: {})
+    on_cancel: ToolResult | None = None
+    """What the dispatcher stores if the call is cancelled while running, set by a tool
+    that knows more than the default (the output a command printed so far; a question
+    that changed nothing). Its ``uncertain`` flag decides ``uncertain`` over ``error``."""
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute (relative ones are taken from the workspace)."""

@@ -128,7 +128,9 @@ async def test_requested_tools_narrow_and_may_not_widen(
     outcome = await run_turn(rt, "go", agent="lead")
     rows = rt.store.calls(outcome.session_id)
     assert rows[0].outcome == "ok"
-    assert rows[1].outcome == "error" and "shell" in (rows[1].result or "")
+    # Refused before anything started (issue 9): blocked, not failed.
+    assert rows[1].outcome == "blocked" and rows[1].block_kind == "invalid_arguments"
+    assert "shell" in (rows[1].result or "")
     assert "only narrow" in (rows[1].result or "")
     child_tools = [t["function"]["name"] for t in model_server.requests[1].body["tools"]]
     assert child_tools == ["grep"]
@@ -136,14 +138,14 @@ async def test_requested_tools_narrow_and_may_not_widen(
     rt.close()
 
 
-async def test_unknown_agent_is_an_error_naming_the_known_ones(
+async def test_unknown_agent_is_refused_naming_the_known_ones(
     workspace: Path, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue(Reply(tool_calls=[task_call("t1", "wizard", "x")]), Reply(text="ok"))
     rt = make_runtime(workspace, model_server)
     outcome = await run_turn(rt, "go")
     (row,) = rt.store.calls(outcome.session_id)
-    assert row.outcome == "error"
+    assert row.outcome == "blocked" and row.block_kind == "invalid_arguments"
     assert "wizard" in (row.result or "") and "explore" in (row.result or "")
     rt.close()
 
@@ -153,7 +155,8 @@ async def test_delegation_depth_is_capped(workspace: Path, model_server: FakeMod
     deep = rt.open_session(agent="build", model=MODEL, depth=MAX_DEPTH)
     async with rt:
         result = await rt.call(deep, "task", {"agent": "explore", "prompt": "x"})
-    assert result.outcome.value == "error"
+    assert result.outcome.value == "blocked"
+    assert result.block_kind is not None and result.block_kind.value == "invalid_arguments"
     assert f"limited to {MAX_DEPTH} levels" in result.output
     assert model_server.requests == []
     rt.close()

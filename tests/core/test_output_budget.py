@@ -69,7 +69,8 @@ def test_a_command_shows_its_output_under_a_1024_byte_budget(tmp_path: Path) -> 
     import anyio
 
     result = anyio.run(ShellTool().run, ShellArgs(command="seq 1 2000"), ctx)
-    stdout, _, _ = result.output.partition("[exit code")
+    status, _, stdout = result.output.partition("\n")  # the exit code comes first
+    assert status == "[exit code 0]"
     head, tail = _parts(stdout)
     assert len(result.output.encode()) <= 1024
     assert head.splitlines()[:20] == [str(i) for i in range(1, 21)]

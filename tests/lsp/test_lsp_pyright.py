@@ -15,7 +15,7 @@ import anyio
 import pytest
 from lsp_support import requires_pyright
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
+from zuno.declarations import INSPECTION, BlockKind, Outcome
 from zuno.dispatch import CallRequest, CallResult
 from zuno.lsp import LSP_SERVERS, LspClient
 from zuno.registry import SLOTS
@@ -219,7 +219,7 @@ async def test_a_server_that_is_not_installed_names_the_command_and_the_fix(
 async def test_declared_as_an_inspection(py_workspace: Path, make_runtime: Any) -> None:
     rt = make_runtime(py_workspace, **GENEROUS)
     result = await lsp(rt, action="symbols", path="a.py")
-    assert result.declaration == READ_ONLY_SAFE_PARALLEL
+    assert result.declaration == INSPECTION
 
 
 def test_lsp_is_a_slot_absent_from_the_default_surface(

@@ -45,7 +45,7 @@ from pydantic import Field
 
 from zuno.config import Config
 from zuno.declarations import (
-    READ_ONLY_SAFE_PARALLEL,
+    INSPECTION,
     BlockKind,
     Concurrency,
     Declaration,
@@ -165,7 +165,8 @@ class PeekTool(Tool[PeekArgs]):
     name: ClassVar[str] = "peek"
     description: ClassVar[str] = "Count the lines of the effects file."
     args_model = PeekArgs
-    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    # It looks at the real state, so it satisfies the inspection rule (issue 9).
+    declaration: ClassVar[Declaration] = INSPECTION
 
     async def run(self, args: PeekArgs, ctx: ToolContext) -> ToolResult:
         await anyio.sleep(random.uniform(0, _JITTER))

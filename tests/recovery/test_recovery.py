@@ -81,11 +81,12 @@ async def test_a_failure_inside_a_step_gates_the_later_side_effects(
     failed, write = await rt.dispatch(
         s,
         [
-            CallRequest("shell", {"command": "exit 3"}),
+            # Timed out: a non-zero exit would be a completed call (issue 9), not a failure.
+            CallRequest("shell", {"command": "sleep 30", "timeout": 1}),
             CallRequest("write", {"path": "after.txt", "content": "x"}),
         ],
     )
-    assert failed.outcome is Outcome.ERROR
+    assert failed.outcome is Outcome.UNCERTAIN
     assert write.outcome is Outcome.BLOCKED and write.block_kind is BlockKind.DENIED
     assert not (workspace / "after.txt").exists()
     kinds = [e.kind for e in rt.store.events(s.session_id) if e.call_id == write.call_id]
@@ -95,7 +96,8 @@ async def test_a_failure_inside_a_step_gates_the_later_side_effects(
 async def test_inspection_rule_can_be_switched_off(workspace: Path, tmp_path: Path) -> None:
     rt = make_runtime(workspace, tmp_path / "z.db", replay={"require_inspection": False})
     s = rt.open_session()
-    await rt.call(s, "shell", {"command": "exit 3"})
+    failed = await rt.call(s, "shell", {"command": "sleep 30", "timeout": 1})
+    assert failed.outcome is Outcome.UNCERTAIN
     assert (await rt.call(s, "write", {"path": "a", "content": "x"})).outcome is Outcome.OK
 
 
@@ -155,7 +157,8 @@ def test_show_prints_the_notice(workspace: Path, tmp_path: Path) -> None:
             timeout=120,
         )
 
-    failed = json.loads(zuno("call", "shell", '{"command": "exit 4"}', "--yes", "--json").stdout)
+    timed_out = '{"command": "sleep 30", "timeout": 1}'
+    failed = json.loads(zuno("call", "shell", timed_out, "--yes", "--json").stdout)
     shown = zuno("show", failed["session_id"])
     assert "Recovery notice" in shown.stdout and failed["call_id"] in shown.stdout
     body = json.loads(zuno("show", failed["session_id"], "--json").stdout)

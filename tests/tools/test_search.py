@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
+from zuno.declarations import INSPECTION
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.tool import ToolContext, ToolError, ToolResult
 from zuno.tools import search
@@ -80,7 +80,7 @@ async def glob(ctx: ToolContext, **raw: Any) -> ToolResult:
 
 def test_tools_are_read_only_safe_parallel_and_match_paths(workspace: Path) -> None:
     for tool in (GlobTool(), GrepTool()):
-        assert tool.declaration == READ_ONLY_SAFE_PARALLEL
+        assert tool.declaration == INSPECTION
         assert (tool.rule_argument, tool.rule_match) == ("path", "path")
     grep_tool = GrepTool()
     args = GrepArgs(pattern="x", path=str(workspace / "src"))

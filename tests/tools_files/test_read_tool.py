@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
+from zuno.declarations import INSPECTION
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.tool import ToolContext, ToolError, ToolResult
 from zuno.tools.read import MAX_LINE_CHARS, ReadArgs, ReadTool
@@ -53,7 +53,7 @@ def numbered(n: int) -> str:
 
 def test_declared_as_plain_inspection() -> None:
     tool = ReadTool()
-    assert tool.declare(ReadArgs(path="x")) == READ_ONLY_SAFE_PARALLEL
+    assert tool.declare(ReadArgs(path="x")) == INSPECTION
     assert (tool.rule_argument, tool.rule_match) == ("path", "path")
 
 

@@ -7,6 +7,11 @@ surface, the child agent's own surface and any narrower list asked for. Every
 call the child makes goes through the dispatcher again and is authorized on
 its own; approving the delegation approves none of the child's effects.
 
+A delegation the parent cannot give (an unknown agent, tools it lacks, past
+:data:`MAX_DEPTH`) is refused before anything starts, with
+:class:`~zuno.tool.ArgumentsRejected`: the call is ``blocked:
+invalid_arguments``, not a failure.
+
 At most ``concurrency.delegations`` children run at once (the runtime's
 ``delegations`` limiter). A parent that is itself a child lends its slot to
 its own children while it waits for them, so nested delegation cannot
@@ -25,12 +30,12 @@ import anyio
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, provider_for
 from zuno.agent.providers import ProviderError
-from zuno.tool import ToolError
+from zuno.tool import ArgumentsRejected, ToolError
 
 if TYPE_CHECKING:
     from zuno.runtime import Runtime, SessionState
 
-__all__ = ["MAX_DEPTH", "ChildRun", "child_tools", "run_child", "session_model"]
+__all__ = ["MAX_DEPTH", "ChildRun", "check_depth", "child_tools", "run_child", "session_model"]
 
 MAX_DEPTH = 3
 """How deep delegation may nest: the agent the user runs is depth 0."""
@@ -59,28 +64,44 @@ def session_model(runtime: Runtime, session: SessionState) -> str | None:
     return record.model if record is not None else None
 
 
+def check_depth(parent: SessionState) -> int:
+    """The depth a child of ``parent`` would have.
+
+    Raises:
+        ArgumentsRejected: That is deeper than :data:`MAX_DEPTH`.
+    """
+    depth = parent.depth + 1
+    if depth > MAX_DEPTH:
+        raise ArgumentsRejected(
+            f"delegation is limited to {MAX_DEPTH} levels and this agent is already at "
+            f"depth {parent.depth}; do the work yourself"
+        )
+    return depth
+
+
 def child_tools(
     runtime: Runtime, parent: SessionState, agent: str, requested: Sequence[str] | None
 ) -> list[str]:
     """The tools of a child: parent's surface, child agent's surface and ``requested``, intersected.
 
     Raises:
-        ToolError: ``requested`` names a tool the parent does not have.
+        ArgumentsRejected: ``agent`` is unknown, or ``requested`` names a tool
+            the parent does not have.
     """
     mine = parent.surface.names
     if requested is not None:
         foreign = [name for name in requested if name not in mine]
         if foreign:
-            raise ToolError(
+            raise ArgumentsRejected(
                 f"tools {', '.join(foreign)} are not among your own tools; a delegation can "
                 f"only narrow them. Your tools: {', '.join(mine)}"
             )
+    try:
+        theirs = runtime.surface(agent).names
+    except LookupError as exc:  # UnknownAgent, with the known names
+        raise ArgumentsRejected(str(exc).strip("\"'")) from exc
     wanted = set(requested) if requested is not None else None
-    return [
-        name
-        for name in runtime.surface(agent).names
-        if name in mine and (wanted is None or name in wanted)
-    ]
+    return [name for name in theirs if name in mine and (wanted is None or name in wanted)]
 
 
 @dataclass(slots=True)
@@ -150,14 +171,10 @@ async def run_child(
         system: Replaces the body of the agent's system prompt.
 
     Raises:
-        ToolError: Too deep, or no usable model; nothing was started.
+        ArgumentsRejected: Too deep; nothing was started.
+        ToolError: No usable model; nothing was started.
     """
-    depth = parent.depth + 1
-    if depth > MAX_DEPTH:
-        raise ToolError(
-            f"delegation is limited to {MAX_DEPTH} levels and this agent is already at "
-            f"depth {parent.depth}; do the work yourself"
-        )
+    depth = check_depth(parent)
     try:
         settings = runtime.agent_settings(agent)
     except LookupError as exc:  # UnknownAgent, with the known names

@@ -14,7 +14,8 @@ synthesizer (an agent or a model; by default the asking session's model) then
 reads every answer, in a child session with no tools. The tool appears only
 for the agents listed in ``council.agents``.
 
-Declaration: Delegating / Never / ParallelSafe.
+Declaration: Delegating / Never / ParallelSafe. Past the delegation depth the
+call is refused before any member starts (``blocked: invalid_arguments``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import Field
 
-from zuno.agent.delegation import ChildRun, child_tools, run_child
+from zuno.agent.delegation import ChildRun, check_depth, child_tools, run_child
 from zuno.agent.loop import TurnStatus
 from zuno.agent.prompts import COUNCIL_MEMBER_PROMPT, SYNTHESIS_PROMPT
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
@@ -128,6 +129,8 @@ class CouncilTool(Tool[CouncilArgs]):
         council = ctx.config.council
         if runtime is None or parent is None or council is None:
             raise ToolError("no council is configured (council in zuno.json)")
+        # Too deep for children: refused before any member starts (blocked, not failed).
+        check_depth(parent)
         members = [(m, *_member(runtime, m)) for m in council.members]
         entries: list[dict[str, Any]] = [{} for _ in members]
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, Self
 import anyio.to_thread
 from pydantic import Field, model_validator
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
+from zuno.declarations import INSPECTION
 from zuno.lsp import (
     LSP_SERVERS,
     LspClient,
@@ -147,7 +147,7 @@ class LspTool(Tool[LspArgs]):
         "The server starts on first use, which can take a while."
     )
     args_model = LspArgs
-    declaration = READ_ONLY_SAFE_PARALLEL
+    declaration = INSPECTION
     rule_argument = "path"
     rule_match = "path"
 

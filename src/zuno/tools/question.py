@@ -8,7 +8,8 @@ model proceeds on its own judgement instead of waiting.
 
 The declaration is UserMediated / Never / Exclusive: a question needs a
 person by design (it is not an approval surface), is never asked twice
-behind the user's back, and holds the terminal alone.
+behind the user's back, and holds the terminal alone. A question cancelled
+before its answer is an ``error``, not ``uncertain``: asking changes nothing.
 """
 
 from __future__ import annotations
@@ -236,6 +237,10 @@ class QuestionTool(Tool[QuestionArgs]):
                 "assumptions you made.",
                 data={"answered": False, "answers": []},
             )
+        ctx.on_cancel = ToolResult(
+            "Cancelled before the user answered. Nothing was changed; no answer was given.",
+            is_error=True,
+        )
         answers = await questioner.ask(args.questions)
         if len(answers) != len(args.questions):
             answers = [*answers[: len(args.questions)]]

@@ -26,7 +26,7 @@ from typing import BinaryIO
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
+from zuno.declarations import INSPECTION
 from zuno.output import bound_text, format_size
 from zuno.signatures import binary_signature
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
@@ -135,7 +135,7 @@ class ReadTool(Tool[ReadArgs]):
         "answered with close matches."
     )
     args_model = ReadArgs
-    declaration = READ_ONLY_SAFE_PARALLEL
+    declaration = INSPECTION
     rule_argument = "path"
     rule_match = "path"
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, field_validator
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.declarations import INSPECTION, Declaration
 from zuno.output import bound_text
 from zuno.ripgrep import (
     FileCount,
@@ -148,7 +148,7 @@ _SearchArgs = TypeVar("_SearchArgs", GlobArgs, GrepArgs)
 class _RipgrepTool(Tool[_SearchArgs]):
     """What glob and grep share: read-only, ruled by the searched path, rg needed."""
 
-    declaration: ClassVar[Declaration] = READ_ONLY_SAFE_PARALLEL
+    declaration: ClassVar[Declaration] = INSPECTION
     rule_argument: ClassVar[str | None] = "path"
     rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "path"
 

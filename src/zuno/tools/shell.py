@@ -2,20 +2,30 @@
 
 Both run one command with a hard deadline (see :mod:`zuno.process`), under the
 sandbox the configuration selects (see :mod:`zuno.sandbox`), and report its
-stdout, stderr and exit status within the output limits, with the full
-streams saved as artifacts. A command that outlives its deadline is killed
-with everything it started and reported as an uncertain outcome: it may have
-partly happened, so the runtime never runs it again.
+exit status (first line) and its stdout and stderr within the output limits,
+with the full streams saved as artifacts.
+
+A command that ran to its end is a completed call, outcome ``ok``, whatever
+its exit status: a failing test run is information, not a failure of the
+tool (``data["exit_status"]`` holds the code, or the signal's name). A
+command that outlives its deadline, or whose call is cancelled, is killed
+with everything it started and reported as an uncertain outcome, with the
+output it printed until then: it may have partly happened, so the runtime
+never runs it again. Arguments that cannot be honoured (a timeout over the
+maximum, a missing working directory or program) are refused before
+anything starts (``blocked: invalid_arguments``).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
+import anyio
 from pydantic import Field
 
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
@@ -31,7 +41,7 @@ from zuno.sandbox import (
     prepared_launch,
     select_sandbox,
 )
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
 
@@ -42,10 +52,11 @@ _TIMEOUT_HELP = (
 _WORKDIR_HELP = "Working directory relative to the workspace root (default: the root)."
 
 _LIMITS_NOTE = (
-    "Output over 50 KiB or 2000 lines keeps its head and tail, and the full output is "
-    "saved to a file that read can open; the exit code and the end of stderr are always "
-    "shown. stdin is empty: do not start interactive programs. A command that times out "
-    "is killed with everything it started; it may have partly run and is not retried."
+    "The first line is the exit code. Output over 50 KiB or 2000 lines keeps its head and "
+    "tail, and the full output is saved to a file that read can open; the end of stderr "
+    "is always shown. stdin is empty: do not start interactive programs. A command that "
+    "times out is killed with everything it started; it may have partly run and is not "
+    "retried."
 )
 _SANDBOX_NOTE = (
     "Runs under the sandbox: by default only the workspace and $TMPDIR are writable "
@@ -114,26 +125,39 @@ def _status_line(result: ProcessResult, timeout: int) -> str:
     return f"[exit code {code}]"
 
 
-def _render(out: BoundedText, err: BoundedText, result: ProcessResult, timeout: int) -> str:
-    parts: list[str] = []
+def _render(out: BoundedText, err: BoundedText, status: str, abandoned: bool = False) -> str:
+    """The status line first, then stdout, then stderr."""
+    parts: list[str] = [status + "\n"]
     if out.text:
         parts.append(out.text if out.text.endswith("\n") else out.text + "\n")
     if err.text:
         parts.append("[stderr]\n")
         parts.append(err.text if err.text.endswith("\n") else err.text + "\n")
-    if not parts:
+    if not out.text and not err.text:
         parts.append("(no output)\n")
-    if result.output_abandoned:
+    if abandoned:
         parts.append("[output after the kill was not read: a process kept the pipes open]\n")
-    parts.append(_status_line(result, timeout))
-    return "".join(parts)
+    return "".join(parts).rstrip("\n")
+
+
+_CANCELLED = (
+    "[cancelled while running: the command and everything it started were killed. It may "
+    "have partly run; check its effects before running it again.]"
+)
+
+
+def _exit_status(result: ProcessResult) -> int | str | None:
+    """How a command that ran to its end ended: its exit code, or the signal's name."""
+    if result.timed_out:
+        return None
+    return result.exit_code if result.exit_code is not None else result.signal_name
 
 
 def _resolve_timeout(requested: int | None, settings: SandboxSettings) -> int:
     if requested is None:
         return settings.timeout_default
     if requested > settings.timeout_max:
-        raise ToolError(
+        raise ArgumentsRejected(
             f"timeout {requested} s is over the maximum of {settings.timeout_max} s; "
             f"ask for at most {settings.timeout_max} s or run the command with background=true"
         )
@@ -143,8 +167,25 @@ def _resolve_timeout(requested: int | None, settings: SandboxSettings) -> int:
 def _resolve_workdir(ctx: ToolContext, workdir: str | None) -> Path:
     cwd = ctx.resolve_inside(workdir or ".")
     if not cwd.is_dir():
-        raise ToolError(f"workdir {workdir!r} is not a folder in the workspace")
+        raise ArgumentsRejected(f"workdir {workdir!r} is not a folder in the workspace")
     return cwd
+
+
+def _check_program(program: str, cwd: Path, env: dict[str, str]) -> None:
+    """Refuse a program that cannot be found, before a sandbox starts for nothing.
+
+    The sandbox sees the host's programs, so a program found neither on the
+    command's PATH nor as a path from the working directory cannot start there.
+    """
+    if "/" in program:
+        found = (cwd / program).is_file() and os.access(cwd / program, os.X_OK)
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    if not found:
+        where = "relative to the working directory" if "/" in program else "on PATH"
+        raise ArgumentsRejected(
+            f"no executable program {program!r} {where}; check its name or give its full path"
+        )
 
 
 def _selected(settings: SandboxSettings) -> Sandbox:
@@ -161,13 +202,22 @@ async def run_sandboxed(
     time_limit: int | None,
     workdir: str | None,
     settings: SandboxSettings,
+    check_program: bool = False,
 ) -> ToolResult:
-    """Run argv in the foreground under settings' sandbox and the context's limits."""
+    """Run argv in the foreground under settings' sandbox and the context's limits.
+
+    Raises:
+        ArgumentsRejected: The timeout, the working directory or (with
+            ``check_program``) the program cannot be used; nothing started.
+        ToolError: The sandbox or the program could not start.
+    """
     seconds = _resolve_timeout(time_limit, settings)
     cwd = _resolve_workdir(ctx, workdir)
+    env = command_environment(settings.env_remove, keep=settings.env_keep)
+    if check_program:
+        _check_program(argv[0], cwd, dict(env))
     sandbox = _selected(settings)
     policy: SandboxPolicy = policy_for(settings, ctx.workspace)
-    env = command_environment(settings.env_remove)
     out_limits, err_limits = _split_limits(ctx.limits)
     cap = _artifact_cap(ctx)
     stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
@@ -185,10 +235,25 @@ async def run_sandboxed(
                 )
             except OSError as exc:
                 raise ToolError(f"cannot start {argv[0]!r}: {exc}") from exc
-    finally:
-        out = stdout.finish("stdout")
-        err = stderr.finish("stderr")
+    except anyio.get_cancelled_exc_class():
+        # The dispatcher stores this in place of a result: what was printed is kept.
+        out, err = stdout.finish("stdout"), stderr.finish("stderr")
+        ctx.on_cancel = ToolResult(
+            output=_render(out, err, _CANCELLED),
+            is_error=True,
+            uncertain=True,
+            artifact=out.artifact or err.artifact,
+        )
+        raise
+    except BaseException:
+        stdout.finish("stdout")  # closes the artifacts
+        stderr.finish("stderr")
+        raise
+    out = stdout.finish("stdout")
+    err = stderr.finish("stderr")
+    status = _status_line(result, seconds)
     data: dict[str, Any] = {
+        "exit_status": _exit_status(result),
         "exit_code": result.exit_code,
         "signal": result.signal_name,
         "timed_out": result.timed_out,
@@ -199,14 +264,14 @@ async def run_sandboxed(
         "stderr_artifact": str(err.artifact) if err.artifact else None,
         "duration_s": round(result.elapsed, 3),
     }
-    failed = result.timed_out or result.signal is not None or result.exit_code != 0
+    # Only a timeout leaves the outcome open; any exit status is a completed call.
     return ToolResult(
-        output=_render(out, err, result, seconds),
+        output=_render(out, err, status, result.output_abandoned),
         data=data,
-        is_error=failed,
+        is_error=result.timed_out,
         uncertain=result.timed_out,
         artifact=out.artifact or err.artifact,
-        reason=_status_line(result, seconds).strip("[]") if failed else None,
+        reason=status.strip("[]") if result.timed_out else None,
     )
 
 
@@ -290,7 +355,7 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
             workdir=_resolve_workdir(ctx, args.workdir),
             sandbox=_selected(settings),
             policy=policy_for(settings, ctx.workspace),
-            env=command_environment(settings.env_remove),
+            env=command_environment(settings.env_remove, keep=settings.env_keep),
             time_limit=timeout,
         )
 
@@ -324,11 +389,12 @@ class ExecuteTool(_SandboxedCommand, Tool[ExecuteArgs]):
         return shlex.join(args.argv)
 
     async def run(self, args: ExecuteArgs, ctx: ToolContext) -> ToolResult:
-        """Run the program in the foreground."""
+        """Run the program in the foreground (a program that cannot be found is refused)."""
         return await run_sandboxed(
             args.argv,
             ctx,
             time_limit=args.timeout,
             workdir=args.workdir,
             settings=self.settings_for(ctx),
+            check_program=True,
         )

@@ -4,7 +4,8 @@ The child runs in its own session, linked to this call, with at most the
 delegating agent's tools (see :mod:`zuno.agent.delegation`). Its every call
 goes through the dispatcher and is authorized on its own, so approving a
 ``task`` in strict mode approves the delegation, never the child's effects.
-The child's final answer is the result.
+The child's final answer is the result. A delegation the parent cannot give
+(an unknown agent, tools it lacks, too deep) is ``blocked: invalid_arguments``.
 
 Declaration: Delegating / Never / ParallelSafe. Several tasks in one reply
 run side by side, at most ``concurrency.delegations`` children at once. With
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from zuno.agent.delegation import ChildRun, child_tools, run_child
+from zuno.agent.delegation import ChildRun, check_depth, child_tools, run_child
 from zuno.agent.loop import TurnStatus
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
@@ -124,10 +125,9 @@ class TaskTool(Tool[TaskArgs]):
         parent = ctx.extra.get("session")
         if runtime is None or parent is None:
             raise ToolError("task needs a runtime session; call it through the dispatcher")
-        try:
-            tools = child_tools(runtime, parent, args.agent, args.tools)
-        except LookupError as exc:  # an unknown agent
-            raise ToolError(str(exc).strip("\"'")) from exc
+        # Refused here, before a job or a child starts: blocked, not failed.
+        check_depth(parent)
+        tools = child_tools(runtime, parent, args.agent, args.tools)
         title = args.description or args.prompt.splitlines()[0][:80]
 
         async def delegate() -> ChildRun:
