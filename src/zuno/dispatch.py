@@ -136,14 +136,16 @@ class Dispatcher:
                 results[call.index] = await self._execute(session, step, call, batch)
 
         for group in plan_groups(admitted):
-            if group.exclusive or len(group.calls) == 1:
-                call = group.calls[0]
-                results[call.index] = await self._execute(session, step, call, batch)
-                continue
-            async with anyio.create_task_group() as tg:
-                for call in group.calls:
-                    bounded = call.declaration.concurrency is Concurrency.PARALLEL_SAFE
-                    tg.start_soon(run, call, bounded)
+            # The barrier spans this session's steps running at once (MCP requests).
+            async with session.barrier.hold(group.exclusive):
+                if group.exclusive or len(group.calls) == 1:
+                    call = group.calls[0]
+                    results[call.index] = await self._execute(session, step, call, batch)
+                    continue
+                async with anyio.create_task_group() as tg:
+                    for call in group.calls:
+                        bounded = call.declaration.concurrency is Concurrency.PARALLEL_SAFE
+                        tg.start_soon(run, call, bounded)
 
     def _never_started(
         self,
@@ -225,9 +227,9 @@ class Dispatcher:
         self, session: SessionState, step: int, call: Admitted, batch: _Batch
     ) -> CallResult:
         rt = self._rt
-        if batch.failed:
-            # A Never call of this very step failed after pre-flight: the
-            # inspection rule applies to the calls that follow it.
+        if batch.failed or session.barrier.overlapped:
+            # A Never call of this very step, or of a step of this session running
+            # at once, may have failed after pre-flight: the inspection rule applies.
             reason = self._preflight.inspection_needed(session, call)
             if reason:
                 blocked = Blocked(BlockKind.DENIED, reason, call.declaration)

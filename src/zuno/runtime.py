@@ -14,7 +14,7 @@ import sys
 import weakref
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from zuno.owner import process_identity
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
 from zuno.recovery import settle_interrupted
 from zuno.registry import Registry, Surface
+from zuno.scheduling import SessionBarrier
 from zuno.store import Store, open_store
 from zuno.tool import Tool
 
@@ -80,6 +81,8 @@ class SessionState:
     depth: int = 0
     narrowed_to: frozenset[str] | None = None
     """The tool names a delegation narrowed this session to, if any."""
+    barrier: SessionBarrier = field(default_factory=SessionBarrier)
+    """Keeps Exclusive calls apart across this session's steps running at once."""
 
 
 class Runtime:
@@ -133,6 +136,10 @@ class Runtime:
         """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
         self.identity = process_identity()
         self._sessions: weakref.WeakSet[SessionState] = weakref.WeakSet()
+        self._barriers: weakref.WeakValueDictionary[str, SessionBarrier] = (
+            weakref.WeakValueDictionary()
+        )
+        """One barrier per session id, however many states were opened for it."""
         self._stack: AsyncExitStack | None = None
         """This process, written on every call row it runs (``pid:start``)."""
 
@@ -227,6 +234,7 @@ class Runtime:
             effective_permissions(self.config.permission, settings),
             depth,
             narrowed,
+            self._barriers.setdefault(record.session_id, SessionBarrier()),
         )
         self._sessions.add(state)
         return state
