@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from fake_api import FakeModelServer, Reply, free_port
 
+from zuno.trust import trust
+
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"
 
@@ -83,6 +85,7 @@ def test_run_non_interactive_end_to_end(
     )
     config = {"permission": {"rules": [{"tool": "task", "action": "allow"}]}}
     (workspace / "zuno.json").write_text(json.dumps(config))
+    trust(workspace)  # allow rules count from a trusted folder only
     proc = cli.run("run", "What is the answer?", "--model", MODEL)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr

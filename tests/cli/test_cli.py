@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from zuno.trust import trust
+
 ZUNO = [sys.executable, "-m", "zuno"]
 
 
@@ -178,6 +180,7 @@ def test_a_stop_signal_cancels_the_call_settles_it_and_kills_its_command(
     (zuno.workspace / "zuno.json").write_text(
         json.dumps({"sandbox": {"kind": "landlock", "mode": "full-access"}})
     )
+    trust(zuno.workspace)  # sandbox.kind and full-access count from a trusted folder only
     marker = f"zuno-stop-{os.getpid()}-{signum}"
     command = f"echo start >> log.txt; exec -a {marker} sleep 60"
     proc = subprocess.Popen(

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from zuno.trust import trust
+
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 
 
@@ -25,6 +27,7 @@ def zuno(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def configure(workspace: Path, **servers: Any) -> None:
     (workspace / "zuno.json").write_text(json.dumps({"mcp": {"servers": servers}}))
+    trust(workspace)  # MCP servers are started from a trusted folder only
 
 
 def demo(**extra: Any) -> dict[str, Any]:

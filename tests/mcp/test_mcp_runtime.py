@@ -14,6 +14,7 @@ from zuno.config import Config
 from zuno.declarations import Outcome
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
+from zuno.trust import trust
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +49,7 @@ async def test_entering_the_runtime_adds_the_servers_tools_to_open_sessions(
 
 def test_zuno_call_reaches_a_configured_mcp_server(workspace: Path, tmp_path: Path) -> None:
     (workspace / "zuno.json").write_text(json.dumps(_config(tmp_path / "marks")))
+    trust(workspace)  # MCP servers are started from a trusted folder only
     proc = subprocess.run(
         [
             sys.executable,
@@ -72,6 +74,7 @@ def test_zuno_call_reaches_a_configured_mcp_server(workspace: Path, tmp_path: Pa
 def test_a_server_that_cannot_start_is_one_clear_line(workspace: Path, tmp_path: Path) -> None:
     config = {"mcp": {"servers": {"ghost": {"command": "no-such-mcp-server-here"}}}}
     (workspace / "zuno.json").write_text(json.dumps(config))
+    trust(workspace)
     proc = subprocess.run(
         [sys.executable, "-m", "zuno", "call", "read", '{"path": "."}', "--json"],
         cwd=workspace,

@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from zuno.declarations import Effect
 from zuno.mcp.server import annotations_for
 from zuno.tools import builtin_tools
+from zuno.trust import trust
 
 pytestmark = pytest.mark.anyio
 
@@ -123,6 +124,7 @@ async def test_permission_rules_allow_without_yes(project: tuple[Path, Path]) ->
     workspace, db = project
     rules = [{"tool": "write", "pattern": "allowed/**", "action": "allow"}]
     (workspace / "zuno.json").write_text(json.dumps({"permission": {"rules": rules}}))
+    trust(workspace)  # allow rules count from a trusted folder only
     async with Client(serve_params(workspace, db)) as client:
         allowed = await client.call_tool("write", {"path": "allowed/a.txt", "content": "a"})
         other = await client.call_tool("write", {"path": "b.txt", "content": "b"})

@@ -19,6 +19,7 @@ from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
 from zuno.tools.web import WebFetchArgs, WebFetchTool
 from zuno.tools.web_search import MAX_QUERIES, MAX_RESULTS, WebSearchArgs, WebSearchTool
+from zuno.trust import trust
 from zuno.web_settings import MAX_DOWNLOAD_CEILING
 
 json_values = st.recursive(
@@ -136,6 +137,7 @@ def test_web_section_loads_and_normalizes(workspace: Path) -> None:
             }
         },
     )
+    trust(workspace)  # web.search is honoured from a trusted folder only
     web = load_config(workspace).web
     assert web.timeout == 5
     assert web.blocked_domains == ["example.com", "tracker.net"]
