@@ -3,13 +3,21 @@
 A call is authorized in three steps:
 
 1. The rules of ``permission.rules`` (and the agent's own) that match the call
-   are collected; deny beats ask beats allow.
+   are collected; deny beats ask beats allow. A call touching several paths
+   (or one path by a name that is not its real location) is matched on each:
+   a deny or ask on any of them applies, an allow must cover all of them.
 2. With no matching rule, the mode decides: in ``strict`` mode (the default) a
-   SideEffecting or Delegating call must be approved, ReadOnly and
-   UserMediated calls are not prompted; ``permissive`` asks nothing.
+   SideEffecting or Delegating call must be approved, and so must a read-only
+   call that reaches outside the workspace or fetches from an unlisted host;
+   other ReadOnly and UserMediated calls are not prompted; ``permissive`` asks
+   nothing.
 3. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
-   session" remembers that fingerprint, nothing broader.
+   session" remembers that fingerprint, nothing broader, except where the tool
+   names a wider scope (``webfetch``: every fetch from that host).
+
+What the runtime guards whatever the rules say (process secrets, control
+files) is in :mod:`zuno.preflight` and :mod:`zuno.real_paths`.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import inspect
 import json
 import re
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -47,11 +55,13 @@ __all__ = [
     "evaluate",
     "fingerprint",
     "fingerprint_of",
+    "path_pattern_matches",
     "rule_matches",
 ]
 
 Action = Literal["allow", "ask", "deny"]
 MatchKind = Literal["path", "prefix", "glob"]
+
 
 def canonical_json(arguments: dict[str, Any]) -> str:
     """Normalized arguments as one canonical text (sorted keys, no spaces)."""
@@ -74,7 +84,12 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     i = 0
     while i < len(pattern):
         c = pattern[i]
-        if pattern.startswith("**/", i):
+        if pattern.startswith("/**", i) and i + 3 == len(pattern):
+            # "dir/**" covers the folder itself too: a deny on everything in it
+            # also refuses listing or searching it.
+            out.append("(?:/.*)?")
+            i += 3
+        elif pattern.startswith("**/", i):
             out.append("(?:.*/)?")
             i += 3
         elif pattern.startswith("**", i):
@@ -90,6 +105,14 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(c))
             i += 1
     return re.compile("".join(out) + r"\Z")
+
+
+def path_pattern_matches(pattern: str, subject: str) -> bool:
+    """Whether a path rule pattern matches a path subject (``*`` one folder, ``**`` any depth).
+
+    ``dir/**`` also matches ``dir`` itself.
+    """
+    return _path_regex(pattern).match(subject) is not None
 
 
 def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: MatchKind) -> bool:
@@ -121,11 +144,13 @@ class Verdict:
 def effective_permissions(
     base: PermissionSettings, agent: AgentSettings | None
 ) -> PermissionSettings:
-    """The agent's overrides over the file's: its mode, and its rules added to the file's."""
+    """The agent's overrides over the file's: its mode, its rules and read roots added."""
     if agent is None or agent.permission is None:
         return base
     return PermissionSettings(
-        mode=agent.permission.mode, rules=[*agent.permission.rules, *base.rules]
+        mode=agent.permission.mode,
+        rules=[*agent.permission.rules, *base.rules],
+        read_roots=[*agent.permission.read_roots, *base.read_roots],
     )
 
 
@@ -133,22 +158,54 @@ def evaluate(
     settings: PermissionSettings,
     tool: str,
     declaration: Declaration,
-    subject: str | None,
+    subject: str | Sequence[str] | None,
     kind: MatchKind,
+    *,
+    strict_reason: str | None = None,
 ) -> Verdict:
-    """Rules first (deny > ask > allow), then the mode's default for the effect."""
-    matched = [r for r in settings.rules if rule_matches(r, tool, subject, kind)]
-    for action in ("deny", "ask", "allow"):
-        for rule in matched:
-            if rule.action == action:
-                where = f" matching {rule.pattern!r}" if rule.pattern not in ("*", "**") else ""
-                return Verdict(action, f"rule '{rule.action} {rule.tool}'{where}", rule)
+    """Rules first (deny > ask > allow), then the mode's default for the call.
+
+    Args:
+        settings: The session's mode and rules.
+        tool: The tool's name.
+        declaration: The call's declaration (its effect decides strict mode's default).
+        subject: What rule patterns are matched against: one string, several (every
+            path a call touches, as named and as really reached), or None.
+        kind: How patterns match (``path``, ``prefix``, ``glob``).
+        strict_reason: Why strict mode asks for this call although its effect
+            alone would not (a read outside the workspace, a fetch from an
+            unlisted host). An allow rule covering the call still lets it through.
+
+    With several subjects a deny or ask rule applies when it matches any of
+    them, and allow rules apply only when every subject is matched by one: a
+    call reaching one path no rule allows is not allowed by rule.
+    """
+    subjects: list[str | None] = (
+        [subject] if subject is None or isinstance(subject, str) else [*subject]
+    ) or [None]
+    for action in ("deny", "ask"):
+        for rule in settings.rules:
+            if rule.action == action and any(rule_matches(rule, tool, s, kind) for s in subjects):
+                return _rule_verdict(rule)
+    allows = [r for r in settings.rules if r.action == "allow"]
+    covering = [next((r for r in allows if rule_matches(r, tool, s, kind)), None) for s in subjects]
+    if allows and all(covering):
+        rule = covering[0]
+        assert rule is not None
+        return _rule_verdict(rule)
     if settings.mode == "strict" and declaration.effect in (
         Effect.SIDE_EFFECTING,
         Effect.DELEGATING,
     ):
         return Verdict("ask", f"strict mode: {declaration.effect.value} calls need approval")
+    if settings.mode == "strict" and strict_reason is not None:
+        return Verdict("ask", f"strict mode: {strict_reason}")
     return Verdict("allow", f"{declaration.effect.value} call in {settings.mode} mode")
+
+
+def _rule_verdict(rule: PermissionRule) -> Verdict:
+    where = f" matching {rule.pattern!r}" if rule.pattern not in ("*", "**") else ""
+    return Verdict(rule.action, f"rule '{rule.action} {rule.tool}'{where}", rule)
 
 
 class ApprovalDecision(StrEnum):
@@ -156,7 +213,8 @@ class ApprovalDecision(StrEnum):
 
     APPROVE_ONCE = "once"
     APPROVE_SESSION = "session"
-    """Approve this exact call (same tool, same arguments) for the rest of the session."""
+    """Approve this exact call (same tool, same arguments) for the rest of the session,
+    or what the request's ``covers`` names (a webfetch: that host)."""
     DENY = "deny"
 
 
@@ -172,6 +230,9 @@ class ApprovalRequest:
     preview: str
     reason: str
     fingerprint: str
+    covers: str = "this exact call"
+    """What approving for the session covers, in words ("this exact call", "fetches from
+    docs.python.org")."""
 
 
 class Approver(Protocol):
@@ -246,7 +307,7 @@ class TerminalApprover:
                     return ApprovalDecision.APPROVE_SESSION
                 if choice in ("n", "no", "d", "deny", ""):
                     return ApprovalDecision.DENY
-                text = "Please answer y (once), s (this exact call for the session) or n (deny): "
+                text = f"Please answer y (once), s ({request.covers} for the session) or n (deny): "
 
 
 def _prompt_text(request: ApprovalRequest) -> str:
@@ -256,7 +317,7 @@ def _prompt_text(request: ApprovalRequest) -> str:
     return (
         f"\nZuno wants to run {request.tool} ({request.declaration.effect.value}): "
         f"{request.reason}\n{preview}\n"
-        "Allow? [y] once  [s] this exact call for the session  [N] deny: "
+        f"Allow? [y] once  [s] {request.covers} for the session  [N] deny: "
     )
 
 

@@ -11,24 +11,29 @@ its kind, and nothing of it ran.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from zuno.arguments import ArgumentsError, parse_arguments, raw_arguments, validation_message
 from zuno.calls import CallRequest, CallResult
+from zuno.config import PermissionSettings
 from zuno.declarations import BlockKind, Declaration, Effect, Outcome
 from zuno.events import Event
 from zuno.hooks import HookCall
 from zuno.permissions import (
     ApprovalDecision,
     ApprovalRequest,
+    Verdict,
     canonical_json,
     evaluate,
     fingerprint_of,
 )
+from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
 from zuno.store.records import CallRecord
 from zuno.tool import Tool
@@ -36,7 +41,7 @@ from zuno.tool import Tool
 if TYPE_CHECKING:
     from zuno.runtime import Runtime, SessionState
 
-__all__ = ["Admitted", "Blocked", "Preflight"]
+__all__ = ["Admitted", "Blocked", "Preflight", "is_control_file"]
 
 
 @dataclass(slots=True)
@@ -161,22 +166,92 @@ class Preflight:
 
     async def _authorize(self, session: SessionState, call: Admitted) -> None:
         rt = self._rt
-        # Matching needs the subject only when there are rules to match.
-        subject = (
-            call.tool.rule_subject(call.args, rt.workspace) if session.permissions.rules else None
-        )
+        tool = call.tool
+        # Path tools are resolved whatever the rules: the guards below hold without any.
+        touched = self._touched(call)
+        for path in touched:
+            if path.refusal is not None:
+                raise Blocked(
+                    BlockKind.DENIED,
+                    f"{path.given!r} is never opened by a file tool: {path.refusal}",
+                    call.declaration,
+                )
+        permissions = session.permissions
+        if tool.rule_match == "path":
+            subjects = [subject for path in touched for subject in path.subjects]
+        elif permissions.rules:
+            subjects = tool.rule_subjects(call.args, rt.workspace)
+        else:
+            subjects = []  # no rules: nothing to match, no subject work
+        strict_reason = None
+        if permissions.mode == "strict":
+            strict_reason = self._outside_reads(permissions, call, touched) or tool.strict_reason(
+                call.args, rt.config
+            )
         verdict = evaluate(
-            session.permissions, call.tool.name, call.declaration, subject, call.tool.rule_match
+            permissions,
+            tool.name,
+            call.declaration,
+            subjects,
+            tool.rule_match,
+            strict_reason=strict_reason,
         )
-        if verdict.action == "allow":
-            return
         if verdict.action == "deny":
             raise Blocked(
                 BlockKind.DENIED,
                 f"denied by {verdict.reason}; this call is not allowed in this workspace",
                 call.declaration,
             )
-        if rt.store.has_session_approval(session.session_id, call.args_hash):
+        control = next((p for p in touched if p.writes and is_control_file(p)), None)
+        if control is not None:
+            # Neither an allow rule nor permissive mode skips this: a changed
+            # zuno.json or git hook runs code outside the sandbox later.
+            verdict = Verdict(
+                "ask",
+                f"it changes {control.real}, a control file (zuno.json, .zuno/, .git/) "
+                "that is always asked about",
+            )
+        if verdict.action == "allow":
+            return
+        await self._ask(session, call, verdict)
+
+    def _touched(self, call: Admitted) -> list[TouchedPath]:
+        """The real locations of every path the call can reach."""
+        raws = call.tool.touched_paths(call.args)
+        if not raws:
+            return []
+        writes = call.declaration.effect is not Effect.READ_ONLY
+        return [touch(raw, self._rt.workspace, writes=writes) for raw in raws]
+
+    def _outside_reads(
+        self, permissions: PermissionSettings, call: Admitted, touched: list[TouchedPath]
+    ) -> str | None:
+        """Why a read-only file call needs approval in strict mode: it reads outside."""
+        if call.declaration.effect is not Effect.READ_ONLY:
+            return None
+        outside = [p for p in touched if not p.inside]
+        if not outside:
+            return None
+        roots = [str(self._rt.store.artifacts_root), *permissions.read_roots]
+        readable = [real_path(_absolute(root, self._rt.workspace))[0] for root in roots]
+        for path in outside:
+            if not any(is_inside(path.real_abs, root) for root in readable):
+                return (
+                    f"{call.tool.name} of {path.real_abs} reaches outside the workspace "
+                    "(permission.read_roots lists folders read without asking)"
+                )
+        return None
+
+    async def _ask(self, session: SessionState, call: Admitted, verdict: Verdict) -> None:
+        """Put the call to the approver; a no (or a failing approver) blocks it."""
+        rt = self._rt
+        scope = call.tool.session_scope(call.args)
+        if scope is None:
+            key, covers = call.args_hash, "this exact call"
+        else:
+            # A wider approval (webfetch: a host) is stored under its scope, not the call.
+            key, covers = fingerprint_of(call.tool.name, "\0scope\0" + scope[0]), scope[1]
+        if rt.store.has_session_approval(session.session_id, key):
             return
         try:
             preview = call.tool.preview(call.args, rt.workspace)
@@ -190,7 +265,8 @@ class Preflight:
             call.declaration,
             preview,
             verdict.reason,
-            call.args_hash,
+            key,
+            covers,
         )
         rt.events.emit(
             Event(
@@ -216,7 +292,7 @@ class Preflight:
             )
         )
         if decision is ApprovalDecision.APPROVE_SESSION:
-            rt.store.add_session_approval(session.session_id, call.args_hash, call.tool.name)
+            rt.store.add_session_approval(session.session_id, key, call.tool.name)
         if decision is ApprovalDecision.DENY:
             who = verdict_note or (
                 "no one was available to approve it (non-interactive run)"
@@ -292,3 +368,28 @@ class Preflight:
             started_at=now,
             finished_at=now,
         )
+
+
+_CONTROL_DIRS = (".zuno", ".git")
+
+
+def is_control_file(path: TouchedPath) -> bool:
+    """Whether a path is one of the workspace's control files, by name or real location.
+
+    ``zuno.json`` at the workspace's top, anything in its ``.zuno/`` folder, and
+    anything in a ``.git`` folder (or a ``.git`` file) at any depth: hooks and
+    configuration there run commands outside the sandbox later.
+    """
+    for name in (path.real, path.lexical):
+        if name.startswith("/") or name == ".":
+            continue  # outside the workspace (write tools refuse it anyway)
+        parts = name.split("/")
+        if name == "zuno.json" or parts[0] == ".zuno" or ".git" in parts:
+            return True
+    return False
+
+
+def _absolute(path: str, workspace: Path) -> str:
+    """A configured folder as an absolute path (``~`` expanded; relative to the workspace)."""
+    expanded = os.path.expanduser(path)
+    return expanded if expanded.startswith("/") else str(workspace / expanded)

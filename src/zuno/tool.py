@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from zuno.beneath import Confined
 from zuno.declarations import Declaration
 from zuno.output import ArtifactStore, OutputLimits
+from zuno.real_paths import touch
 
 if TYPE_CHECKING:
     from zuno.config import Config
@@ -271,6 +272,55 @@ class Tool(ABC, Generic[A]):
                     return p.as_posix()
             return Path(os.path.normpath(text)).as_posix()
         return text
+
+    def touched_paths(self, args: A) -> list[str]:
+        """Every path argument this call can reach, as given (empty: it takes no path).
+
+        A path tool (``rule_match == "path"``) names its ``rule_argument``; tools
+        reaching several paths (``apply_patch``) or a default one (``grep`` and
+        ``glob`` search the workspace when no path is given) override this.
+        The pre-flight resolves each to its real location (see
+        :mod:`zuno.real_paths`) before rules and guards see it.
+        """
+        if self.rule_match != "path" or self.rule_argument is None:
+            return []
+        value = getattr(args, self.rule_argument, None)
+        return [] if value is None else [str(value)]
+
+    def rule_subjects(self, args: A, workspace: Path) -> list[str]:
+        """Every string permission rule patterns are matched against.
+
+        For a path tool: each touched path, by its real location and by the
+        name used when that differs (a symlink, ``sub/..``), workspace-relative
+        when inside. Otherwise the one :meth:`rule_subject`, if any. A deny or
+        ask rule applies when it matches any subject; an allow must match all.
+        """
+        if self.rule_match == "path":
+            return [
+                subject
+                for raw in self.touched_paths(args)
+                for subject in touch(raw, workspace, writes=False).subjects
+            ]
+        subject = self.rule_subject(args, workspace)
+        return [] if subject is None else [subject]
+
+    def strict_reason(self, args: A, config: Config) -> str | None:
+        """Why strict mode asks for this call although its effect alone would not.
+
+        None by default; ``webfetch`` names a host not in ``web.allowed_domains``.
+        (Reads outside the workspace are found by the pre-flight from
+        :meth:`touched_paths`.) An allow rule covering the call lets it through.
+        """
+        return None
+
+    def session_scope(self, args: A) -> tuple[str, str] | None:
+        """What "approve for the session" covers beyond this exact call, or None.
+
+        Returns:
+            A key naming the scope (approvals are stored under it) and the
+            words an approval prompt shows ("fetches from docs.python.org").
+        """
+        return None
 
     def preview(self, args: A, workspace: Path | None = None) -> str:
         """What an approval prompt shows about this call (a diff for a patch)."""

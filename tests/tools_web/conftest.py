@@ -33,13 +33,23 @@ RuntimeFactory = Callable[..., Runtime]
 def make_runtime(workspace: Path, tmp_path: Path) -> RuntimeFactory:
     """A runtime with the built-in tools, strict mode and an approver that denies all.
 
-    The web tools are read-only, so they must run anyway. ``web`` settings are
-    merged over a default that lets them reach the local test server.
+    Strict mode asks before a fetch from a host ``web.allowed_domains`` does not
+    list, so a rule allows webfetch everywhere: the fetches here must run without
+    anyone to approve them. ``web`` settings are merged over a default that lets
+    them reach the local test server.
     """
 
     def make(web: dict[str, Any] | None = None, **config: Any) -> Runtime:
         settings = {"allow_private_networks": True, **(web or {})}
-        cfg = Config.model_validate({"web": settings, "replay": {"base_delay": 0.0}, **config})
+        rules = [{"tool": "webfetch", "pattern": "*", "action": "allow"}]
+        cfg = Config.model_validate(
+            {
+                "web": settings,
+                "replay": {"base_delay": 0.0},
+                "permission": {"mode": "strict", "rules": rules},
+                **config,
+            }
+        )
         return Runtime(
             workspace,
             config=cfg,

@@ -39,14 +39,19 @@ async def test_in_the_default_surface_and_declared_as_inspection(
         assert tool is not None and tool.declaration == READ_ONLY_SAFE_PARALLEL
 
 
-async def test_strict_mode_does_not_prompt(
+async def test_strict_mode_prompts_for_an_unlisted_host_unless_allowed(
     make_runtime: RuntimeFactory, server: LocalServer
 ) -> None:
-    # The runtime's approver denies everything: a prompted call would be blocked.
-    rt = make_runtime()
-    assert rt.config.permission.mode == "strict"
-    result = await fetch(rt, url=server.url("/page.html"))
-    assert result.outcome is Outcome.OK, result.output
+    # The runtime's approver denies everything: a prompted call is blocked.
+    asked = make_runtime(permission={"mode": "strict"})
+    listed = make_runtime(permission={"mode": "strict"}, web={"allowed_domains": ["127.0.0.1"]})
+    ruled = make_runtime()
+    assert ruled.config.permission.mode == "strict"
+    blocked = await fetch(asked, url=server.url("/page.html"))
+    assert blocked.block_kind is BlockKind.DENIED and "allowed_domains" in blocked.output
+    for rt in (listed, ruled):
+        result = await fetch(rt, url=server.url("/page.html"))
+        assert result.outcome is Outcome.OK, result.output
 
 
 async def test_tools_map_switches_webfetch_off(make_runtime: RuntimeFactory) -> None:

@@ -52,10 +52,12 @@ from zuno.ripgrep._search import (
     list_files,
     search_lines,
 )
+from zuno.ripgrep._select import Exclusion
 
 __all__ = [
     "INSTALL_HINT",
     "MINIMUM_VERSION",
+    "Exclusion",
     "FileCount",
     "Line",
     "Query",

@@ -11,13 +11,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from zuno.ripgrep._locate import find_ripgrep_async
 from zuno.ripgrep._run import Ripgrep, StreamExit
+from zuno.ripgrep._select import Exclusion, plain_message, selection_args
 
 __all__ = [
     "FileCount",
@@ -55,8 +57,10 @@ class Query:
         pattern: A Rust-syntax regex, or a literal when ``fixed_strings``.
         fixed_strings: Match ``pattern`` literally.
         ignore_case: Match case-insensitively.
-        include: A glob restricting the files searched (``*.py``, ``src/**/*.{ts,tsx}``).
+        include: A glob restricting the files searched (``*.py``, ``src/**/*.{ts,tsx}``);
+            files the ignore files ignore stay ignored.
         hidden: Also search hidden files and folders (``.git`` itself stays excluded).
+        exclusion: Paths never searched nor returned (what permission rules deny).
     """
 
     pattern: str
@@ -64,6 +68,7 @@ class Query:
     ignore_case: bool = False
     include: str | None = None
     hidden: bool = False
+    exclusion: Exclusion | None = None
 
     def matcher_args(self) -> list[str]:
         """The rg options choosing how lines match (no file selection)."""
@@ -76,19 +81,9 @@ class Query:
         args += ["--regexp", self.pattern]
         return args
 
-    def selection_args(self) -> list[str]:
-        """The rg options choosing which files are searched."""
-        return _selection_args(self.include, self.hidden)
-
-
-def _selection_args(glob: str | None, hidden: bool) -> list[str]:
-    args: list[str] = []
-    if glob is not None:
-        args += ["--glob", glob]
-    if hidden:
-        # rg's --hidden would also descend into .git, which nobody wants searched.
-        args += ["--hidden", "--glob", "!.git"]
-    return args
+    def selection(self) -> AbstractContextManager[list[str]]:
+        """The rg options choosing which files are searched (see :func:`selection_args`)."""
+        return selection_args(self.include, self.hidden, self.exclusion)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,9 +158,18 @@ class _Target:
         return cls(root.parent, root.name)
 
 
-def _search_args(mode: Sequence[str], query: Query, target: _Target) -> list[str]:
+def _search_args(
+    mode: Sequence[str], query: Query, selection: list[str], target: _Target
+) -> list[str]:
     """rg's arguments: the output ``mode``, then the query's options, then the target."""
-    return [*mode, *query.selection_args(), *query.matcher_args(), "--", target.arg]
+    return [*mode, *selection, *query.matcher_args(), "--", target.arg]
+
+
+def _kept(skip: Callable[[str], bool] | None) -> Callable[[bytes], bool]:
+    """Whether a raw result path survives the exclusion's filter."""
+    if skip is None:
+        return lambda raw: True
+    return lambda raw: not skip(_display(raw, errors="surrogateescape"))
 
 
 def _path_key(raw: bytes) -> bytes:
@@ -174,10 +178,10 @@ def _path_key(raw: bytes) -> bytes:
     return raw.replace(b"/", b"\0")
 
 
-def _display(raw: bytes) -> str:
+def _display(raw: bytes, errors: str = "replace") -> str:
     if raw.startswith(b"./"):
         raw = raw[2:]
-    return raw.decode("utf-8", errors="replace")
+    return raw.decode("utf-8", errors=errors)
 
 
 class _Smallest(Generic[_K]):
@@ -206,7 +210,7 @@ class _Smallest(Generic[_K]):
 
 def _check(status: StreamExit) -> None:
     if status.returncode == 2 and status.stderr:
-        raise RipgrepError(status.stderr.removeprefix("rg: "))
+        raise RipgrepError(plain_message(status.stderr.removeprefix("rg: ")))
 
 
 async def list_files(
@@ -215,6 +219,7 @@ async def list_files(
     glob: str | None = None,
     hidden: bool = False,
     limit: int,
+    exclusion: Exclusion | None = None,
     rg: Ripgrep | None = None,
 ) -> SearchResult[str]:
     """The files under ``root`` that rg would search, as ``rg --files`` lists them.
@@ -224,9 +229,11 @@ async def list_files(
 
     Args:
         root: The directory to list.
-        glob: Only files matching this gitignore-style glob, taken from ``root``.
+        glob: Only files matching this gitignore-style glob, taken from ``root``
+            (files the ignore files ignore stay out).
         hidden: Include hidden files and folders (never ``.git``).
         limit: How many paths to return at most.
+        exclusion: Paths never listed.
         rg: The executable; found with :func:`find_ripgrep` when None.
 
     Returns:
@@ -237,8 +244,10 @@ async def list_files(
     """
     rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
-    args = ["--files", "--null", *_selection_args(glob, hidden), "--", target.arg]
-    return await _paths(rg, target, args, limit)
+    skip = exclusion.skip if exclusion is not None else None
+    with selection_args(glob, hidden, exclusion) as selection:
+        args = ["--files", "--null", *selection, "--", target.arg]
+        return await _paths(rg, target, args, limit, skip)
 
 
 async def files_with_matches(
@@ -260,16 +269,25 @@ async def files_with_matches(
     """
     rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
-    args = _search_args(["--files-with-matches", "--null"], query, target)
-    return await _paths(rg, target, args, limit)
+    skip = query.exclusion.skip if query.exclusion is not None else None
+    with query.selection() as selection:
+        args = _search_args(["--files-with-matches", "--null"], query, selection, target)
+        return await _paths(rg, target, args, limit, skip)
 
 
-async def _paths(rg: Ripgrep, target: _Target, args: list[str], limit: int) -> SearchResult[str]:
+async def _paths(
+    rg: Ripgrep,
+    target: _Target,
+    args: list[str],
+    limit: int,
+    skip: Callable[[str], bool] | None,
+) -> SearchResult[str]:
     """Run rg printing NUL-ended paths; keep the first ``limit`` in path order."""
     smallest: _Smallest[bytes] = _Smallest(limit)
+    kept = _kept(skip)
 
     def consume(records: list[bytes]) -> bool:
-        smallest.extend([_path_key(raw) for raw in records])
+        smallest.extend([_path_key(raw) for raw in records if kept(raw)])
         return True
 
     status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0")
@@ -285,6 +303,7 @@ async def _counts(
     smallest: _Smallest[tuple[bytes, int]] = _Smallest(limit)
     total = 0
     carry = b""
+    kept = _kept(query.exclusion.skip if query.exclusion is not None else None)
 
     def consume(records: list[bytes]) -> bool:
         nonlocal total, carry
@@ -298,14 +317,17 @@ async def _counts(
             if not nul:
                 carry = record
                 continue
+            if not kept(raw):
+                continue
             n = int(count)
             total += n
             found.append((_path_key(raw), n))
         smallest.extend(found)
         return True
 
-    args = _search_args(["--count", "--with-filename", "--null"], query, target)
-    status = await rg.stream(args, cwd=target.cwd, consume=consume)
+    with query.selection() as selection:
+        args = _search_args(["--count", "--with-filename", "--null"], query, selection, target)
+        status = await rg.stream(args, cwd=target.cwd, consume=consume)
     _check(status)
     found = [(key.replace(b"\0", b"/"), n) for key, n in smallest.result()]
     return found, total, smallest.seen, status

@@ -151,6 +151,10 @@ class LspTool(Tool[LspArgs]):
     rule_argument = "path"
     rule_match = "path"
 
+    def touched_paths(self, args: LspArgs) -> list[str]:
+        """The file asked about; the whole workspace (``.``) for workspace_symbols."""
+        return [args.path if args.path is not None else "."]
+
     async def run(self, args: LspArgs, ctx: ToolContext) -> ToolResult:
         """Answer one question, under the runtime's ``concurrency.lsp_requests`` bound."""
         settings: LspSettings = ctx.config.lsp

@@ -6,9 +6,10 @@ written, and then written all or nothing, so a failed call changed nothing
 (unless the write phase itself failed and could not restore, which is reported
 as an uncertain outcome).
 
-``rule_argument`` stays None: a patch touches several paths while a permission
-rule subject is one string. :meth:`ApplyPatchTool.affected_paths` lists the
-paths for a permission layer that can match every one of them.
+Permission rules see every path the patch touches (:meth:`ApplyPatchTool.touched_paths`:
+each added, updated and deleted file and each move's destination), resolved to
+their real locations by the pre-flight: a deny on ``.env`` refuses a patch that
+deletes it, moves it away, or moves another file onto it.
 
 apply_patch keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -92,6 +93,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
     name = "apply_patch"
     description = _DESCRIPTION
     args_model = ApplyPatchArgs
+    rule_match = "path"
 
     def __init__(self, workspace: Path | None = None) -> None:
         """Create the tool.
@@ -132,6 +134,13 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
             if isinstance(op, UpdateFile) and op.move_to is not None:
                 paths.append(op.move_to)
         return paths
+
+    def touched_paths(self, args: ApplyPatchArgs) -> list[str]:
+        """The paths permission rules are matched against: :meth:`affected_paths`.
+
+        A patch that does not parse touches nothing: it is refused before any write.
+        """
+        return self.affected_paths(args)
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""

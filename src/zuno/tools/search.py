@@ -10,6 +10,7 @@ always said out loud so the model knows to narrow the search.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -17,7 +18,9 @@ from pydantic import Field, field_validator
 
 from zuno.declarations import INSPECTION, Declaration
 from zuno.output import bound_text
+from zuno.real_paths import is_inside
 from zuno.ripgrep import (
+    Exclusion,
     FileCount,
     Line,
     Query,
@@ -30,7 +33,8 @@ from zuno.ripgrep import (
     list_files,
     search_lines,
 )
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.search_fence import search_exclusion
+from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = ["GlobArgs", "GlobTool", "GrepArgs", "GrepTool"]
 
@@ -38,6 +42,13 @@ _MAX_LINE_CHARS = 500
 """Matching lines are cut here: one minified line must not fill the model window."""
 
 _NARROW_GREP = "the search: a more specific pattern, a path or an include glob"
+
+
+def _one_line(value: str | None) -> str | None:
+    """Reject a glob holding a line break (rg reads globs as lines of an ignore file)."""
+    if value is not None and ("\n" in value or "\r" in value):
+        raise ValueError("must be a single line")
+    return value
 
 
 def _plain_text(value: str | None) -> str | None:
@@ -81,6 +92,11 @@ class GlobArgs(ToolArgs):
     @classmethod
     def _no_nul(cls, value: str | None) -> str | None:
         return _plain_text(value)
+
+    @field_validator("pattern")
+    @classmethod
+    def _single_line(cls, value: str) -> str | None:
+        return _one_line(value)
 
 
 class GrepArgs(ToolArgs):
@@ -141,6 +157,11 @@ class GrepArgs(ToolArgs):
     def _no_nul(cls, value: str | None) -> str | None:
         return _plain_text(value)
 
+    @field_validator("include")
+    @classmethod
+    def _single_line(cls, value: str | None) -> str | None:
+        return _one_line(value)
+
 
 _SearchArgs = TypeVar("_SearchArgs", GlobArgs, GrepArgs)
 
@@ -156,6 +177,10 @@ class _RipgrepTool(Tool[_SearchArgs]):
         """The searched path; the workspace (``.``) when no path was given."""
         return super().rule_subject(args, workspace) if args.path is not None else "."
 
+    def touched_paths(self, args: _SearchArgs) -> list[str]:
+        """The searched path; the workspace (``.``) when no path was given."""
+        return [args.path if args.path is not None else "."]
+
     def startup_check(self) -> None:
         """A missing or too old rg is a startup error, never a slower fallback."""
         find_ripgrep()
@@ -167,9 +192,9 @@ class GlobTool(_RipgrepTool[GlobArgs]):
     name: ClassVar[str] = "glob"
     description: ClassVar[str] = (
         "Find files by name pattern. Returns paths relative to the workspace, one per line, "
-        "sorted by path. Files ignored by .gitignore/.ignore are skipped, and hidden files "
-        "are listed only when the pattern names a dot-entry (e.g. '.github/**/*.yml'). "
-        "Lists files only, not directories."
+        "sorted by path. Files ignored by .gitignore/.ignore/.rgignore, .git/ and paths "
+        "permission rules deny are skipped; hidden files are listed only when the pattern "
+        "names a dot-entry (e.g. '.github/**/*.yml'). Lists files only, not directories."
     )
     args_model = GlobArgs
 
@@ -179,8 +204,11 @@ class GlobTool(_RipgrepTool[GlobArgs]):
         if not root.is_dir():
             raise ToolError(f"{args.path!r} is a file; glob needs a directory to search in")
         hidden = _names_hidden(args.pattern)
+        exclusion = _exclusion(self.name, root, ctx)
         try:
-            found = await list_files(root, glob=args.pattern, hidden=hidden, limit=args.limit)
+            found = await list_files(
+                root, glob=args.pattern, hidden=hidden, limit=args.limit, exclusion=exclusion
+            )
         except RipgrepError as exc:
             raise ToolError(f"invalid glob {args.pattern!r}: {exc.message}") from exc
         except RipgrepUnavailable as exc:
@@ -207,8 +235,9 @@ class GrepTool(_RipgrepTool[GrepArgs]):
     name: ClassVar[str] = "grep"
     description: ClassVar[str] = (
         "Search file contents with a regex (ripgrep). Results are sorted by path then line; "
-        "paths are relative to the workspace. Files ignored by .gitignore/.ignore, hidden "
-        "files (unless hidden=true) and binary files are skipped. Long lines are cut at "
+        "paths are relative to the workspace. Files ignored by .gitignore/.ignore/.rgignore, "
+        "hidden files (unless hidden=true), .git/, binary and special files, and paths "
+        "permission rules deny are skipped. Long lines are cut at "
         f"{_MAX_LINE_CHARS} characters. Use output_mode 'files' or 'count' to survey "
         "before reading lines."
     )
@@ -223,6 +252,7 @@ class GrepTool(_RipgrepTool[GrepArgs]):
             ignore_case=args.ignore_case,
             include=args.include,
             hidden=args.hidden,
+            exclusion=_exclusion(self.name, root, ctx) if root.is_dir() else None,
         )
         prefix = _prefix(root if root.is_dir() else root.parent, ctx.workspace)
         try:
@@ -336,14 +366,56 @@ def _more_files(found: SearchResult[Any], narrow: str) -> str:
 
 
 def _existing(path: str | None, ctx: ToolContext) -> Path:
-    """The path to search, absolute; a missing one is the model's error to fix."""
+    """The path to search, absolute: an existing folder or regular file.
+
+    A missing path is the model's error to fix. A special file (a named pipe,
+    ``/dev/zero``) is refused: rg would wait on it, or read it forever. So is a
+    tree holding ``/proc`` (``/`` or a folder in it): its files are processes'
+    memory and environments, and some never end.
+    """
     root = ctx.resolve(path) if path is not None else Path(os.path.normpath(ctx.workspace))
-    if not root.exists():
+    try:
+        st = root.stat()
+    except (OSError, ValueError):
         raise ToolError(
             f"{path!r} does not exist (resolved to {root}); "
             "give an existing file or directory, relative to the workspace"
+        ) from None
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        raise ArgumentsRejected(
+            f"{path!r} is a {_special_kind(st.st_mode)}, not a regular file or folder; "
+            "only files and folders are searched"
+        )
+    real = os.path.realpath(root)
+    if real == "/" or is_inside(real, "/proc"):
+        raise ArgumentsRejected(
+            f"searching {real} is refused: it holds /proc, where processes' memory and "
+            "environments are; search a narrower folder"
         )
     return root
+
+
+def _special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
+
+
+def _exclusion(tool: str, root: Path, ctx: ToolContext) -> Exclusion:
+    """What the session's permission rules keep this search from (see :mod:`zuno.search_fence`)."""
+    session = ctx.extra.get("session")
+    permissions = getattr(session, "permissions", None)
+    if permissions is None and ctx.config is not None:
+        permissions = ctx.config.permission
+    rules = permissions.rules if permissions is not None else []
+    workspace = os.path.realpath(ctx.workspace)
+    return search_exclusion(rules, tool, os.path.realpath(root), workspace)
 
 
 def _prefix(directory: Path, workspace: Path) -> str:

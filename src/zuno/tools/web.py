@@ -1,8 +1,11 @@
 """The ``webfetch`` tool: one http(s) URL, read as markdown, plain text or raw.
 
-A fetch is a plain inspection (ReadOnly / Safe / ParallelSafe): it is never
-prompted in strict mode, and the dispatcher may attempt it again after a
-transient failure. How failures are classified::
+A fetch is a plain inspection (ReadOnly / Safe / ParallelSafe), and the
+dispatcher may attempt it again after a transient failure. It sends its URL
+out, though: in strict mode a fetch from a host ``web.allowed_domains`` does not
+list is asked about, and approving it for the session covers that host.
+Permission rules match the host (``{"tool": "webfetch", "pattern":
+"docs.python.org", "action": "allow"}``). How failures are classified::
 
     bad URL, refused scheme, domain or address    ArgumentsRejected (nothing was sent)
     HTTP 4xx, TLS failure, unknown host           ToolError
@@ -23,7 +26,9 @@ an artifact the ``read`` tool can open.
 
 from __future__ import annotations
 
-from typing import Literal
+import ipaddress
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
@@ -32,9 +37,12 @@ from pydantic import Field
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.html_text import html_to_text, looks_like_html
 from zuno.output import OutputLimits, bound_text, format_size
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.web import Page, check_domain, decode, fetch, parse_url
-from zuno.web_settings import MAX_DOWNLOAD_CEILING
+from zuno.web_settings import MAX_DOWNLOAD_CEILING, domain_matches
+
+if TYPE_CHECKING:
+    from zuno.config import Config
 
 __all__ = ["WebFetchArgs", "WebFetchTool", "room_for_marker"]
 
@@ -95,6 +103,35 @@ class WebFetchTool(Tool[WebFetchArgs]):
     rule_argument = "url"
     rule_match = "glob"
 
+    def rule_subject(self, args: WebFetchArgs, workspace: Path) -> str | None:
+        """The host the fetch goes to (lower case): rules name hosts, ``*.python.org``.
+
+        A URL that does not parse is matched as written (the fetch refuses it anyway).
+        """
+        return _host(args.url) or args.url
+
+    def strict_reason(self, args: WebFetchArgs, config: Config) -> str | None:
+        """A fetch sends the URL to its host: in strict mode an unlisted host is asked about.
+
+        Hosts the fetch refuses anyway (blocked, missing from a non-empty
+        ``web.allowed_domains``, a private address literal) are not asked about.
+        """
+        host = _host(args.url)
+        web = config.web
+        if host is None or web.allowed_domains or domain_matches(host, web.blocked_domains):
+            return None
+        if not web.allow_private_networks and _private_address(host):
+            return None  # refused by the fetch's address check: nothing to ask
+        return (
+            f"webfetch sends a request to {host}, which web.allowed_domains does not list "
+            "(the URL could carry data out)"
+        )
+
+    def session_scope(self, args: WebFetchArgs) -> tuple[str, str] | None:
+        """Approving a fetch for the session approves every fetch from its host."""
+        host = _host(args.url)
+        return None if host is None else (f"host:{host}", f"fetches from {host}")
+
     async def run(self, args: WebFetchArgs, ctx: ToolContext) -> ToolResult:
         """Fetch ``args.url`` within the configured limits and render it."""
         web = ctx.config.web
@@ -134,6 +171,23 @@ class WebFetchTool(Tool[WebFetchArgs]):
             },
             artifact=bounded.artifact,
         )
+
+
+def _host(url: str) -> str | None:
+    """The host a URL names, lower case and without a trailing dot; None if it is not a URL."""
+    try:
+        host = parse_url(url).host
+    except ArgumentsRejected:
+        return None
+    return host.lower().rstrip(".") or None
+
+
+def _private_address(host: str) -> bool:
+    """Whether ``host`` is an IP address outside the public internet (names are not resolved)."""
+    try:
+        return not ipaddress.ip_address(host.strip("[]").split("%", 1)[0]).is_global
+    except ValueError:
+        return False
 
 
 def _is_html(page: Page, text: str) -> bool:
