@@ -109,9 +109,10 @@ def test_secret_looking_variables_are_removed_case_insensitively() -> None:
 
 
 def test_the_removal_list_is_configurable() -> None:
-    env = {"GITHUB_TOKEN": "t", "INTERNAL_URL": "u"}
+    # A configured list adds to the built-in patterns; it never replaces them.
+    env = {"GITHUB_TOKEN": "t", "INTERNAL_URL": "u", "HOME": "/h"}
     kept = command_environment(SandboxSettings(env_remove=("INTERNAL_*",)).env_remove, env)
-    assert kept == {"GITHUB_TOKEN": "t"}
+    assert kept == {"HOME": "/h"}
 
 
 def test_relative_writable_roots_are_taken_from_the_workspace(tmp_path: Path) -> None:
