@@ -118,6 +118,44 @@ def test_an_mcp_tool_never_observes_on_a_servers_word() -> None:
     assert chosen.effect is Effect.READ_ONLY and not chosen.observes
 
 
+DEMO_SERVER = Path(__file__).parents[1] / "mcp" / "mcp_demo_server.py"
+
+
+def _demo_server(tmp_path: Path, **settings: Any) -> dict[str, Any]:
+    server = {
+        "command": sys.executable,
+        "args": [str(DEMO_SERVER)],
+        "env": {"DEMO_MARKS": str(tmp_path / "marks")},
+        **settings,
+    }
+    return {"mcp": {"servers": {"demo": server}}}
+
+
+@pytest.mark.parametrize(
+    ("settings", "counts"),
+    [
+        ({"trusted": True}, False),
+        ({"tools": {"lookup": {"effect": "read_only", "observes": True}}}, True),
+    ],
+    ids=["trusted-hint", "configured"],
+)
+async def test_an_mcp_tool_inspects_only_when_configured_to(
+    workspace: Path, tmp_path: Path, settings: dict[str, Any], counts: bool
+) -> None:
+    rt = make_runtime(workspace, tmp_path, **_demo_server(tmp_path, **settings))
+    s = rt.open_session()
+    async with rt:
+        await leave_uncertain(rt, s)
+        looked = await rt.call(s, "mcp__demo__lookup", {"key": "k"})
+        assert looked.outcome is Outcome.OK
+        assert looked.declaration is not None
+        assert looked.declaration.effect is Effect.READ_ONLY
+        write = await rt.call(s, "write", {"path": "x.txt", "content": "x"})
+    assert (write.outcome is Outcome.OK) is counts, write.output
+    assert (workspace / "x.txt").exists() is counts
+    rt.close()
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
     [("todo_get", {}), ("skill", {}), ("plan_get", {}), ("goal_get", {})],

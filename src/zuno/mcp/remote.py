@@ -129,7 +129,7 @@ def choose_declaration(remote: types.Tool, settings: McpServerSettings) -> Decla
             # replay and concurrency no longer apply; only configured ones do.
             replay = configured.replay or Replay.NEVER
             concurrency = configured.concurrency or Concurrency.EXCLUSIVE
-        declaration = Declaration(effect, replay, concurrency)
+        declaration = Declaration(effect, replay, concurrency, observes=configured.observes)
         sources.insert(0, "configured")
         if notes:
             notes = [n.replace("ignored", "overridden by the configuration") for n in notes]

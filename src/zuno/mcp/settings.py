@@ -44,6 +44,9 @@ class McpToolDeclaration(_Section):
     effect: Effect | None = None
     replay: Replay | None = None
     concurrency: Concurrency | None = None
+    observes: bool = False
+    """A read-only tool that looks at the workspace or processes: it satisfies the
+    inspection rule after a failure. Only the configuration can say so."""
 
 
 class McpServerSettings(_Section):
