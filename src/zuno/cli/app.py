@@ -11,13 +11,14 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config import ConfigError, config_schema, load_config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.permissions import ApproveAll, default_approver
 from zuno.runtime import Runtime, UnknownAgent, UnknownSession
-from zuno.store import open_store
+from zuno.store import StoreError, open_store
 
 __all__ = ["app", "main"]
 
@@ -59,7 +60,8 @@ class _UsageError(Exception):
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]zuno:[/] {message}", markup=True, highlight=False)
+    # One line however long (scripts grep it), and the message is never read as markup.
+    err.print(f"[bold red]zuno:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -80,6 +82,7 @@ def user_errors() -> Generator[None]:
         RipgrepUnavailable,
         SandboxError,
         McpServerError,
+        StoreError,
     ) as exc:
         fail(str(exc).strip("'\""))
 
@@ -92,7 +95,7 @@ def warn_untrusted(config: Any) -> None:
     warning = config.untrusted_warning()
     if warning and warning not in _warned:
         _warned.add(warning)
-        err.print(f"[yellow]zuno:[/] {warning}", markup=True, highlight=False)
+        err.print(f"[yellow]zuno:[/] {escape(warning)}", markup=True, highlight=False)
 
 
 @contextmanager
@@ -199,7 +202,10 @@ def _parse_args_json(text: str | None) -> dict[str, Any] | str:
     # The dispatcher parses the text, so bad JSON becomes a recorded blocked call.
     if text is None:
         return {}
-    return sys.stdin.read() if text == "-" else text
+    if text != "-":
+        return text
+    # Bytes that are not UTF-8 reach the dispatcher (as surrogates) and are refused there.
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
 
 
 @app.command()
@@ -235,10 +241,16 @@ def batch(
 ) -> None:
     """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
     try:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
-        items = json.loads(text)
+        data = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+        items = json.loads(data.decode("utf-8"))
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror}")
+    except UnicodeDecodeError as exc:
+        name = "standard input" if str(file) == "-" else str(file)
+        fail(
+            f"{name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+            "save it as UTF-8"
+        )
     except json.JSONDecodeError as exc:
         fail(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
     if not isinstance(items, list) or not all(
@@ -290,7 +302,8 @@ def sessions(json_: Json = False, db: Db = None, workspace: Workspace = Path("."
     """List sessions, newest first."""
     from zuno.cli.render import print_sessions
 
-    store = open_store(db)
+    with user_errors():
+        store = open_store(db, migrate=False)  # reads: never changes the schema
     try:
         records = store.list_sessions()
         if json_:
@@ -312,7 +325,8 @@ def show(
     from zuno.cli.render import print_transcript
     from zuno.recovery import last_notice, pending_notice, settle_interrupted
 
-    store = open_store(db)
+    with user_errors():
+        store = open_store(db, migrate=False)  # reads: never changes the schema
     try:
         record = store.get_session(session)
         if record is None:
@@ -321,10 +335,16 @@ def show(
                 fail(f"no session {session!r}; `zuno sessions` lists them")
             record = store.get_session(matches[0])
             assert record is not None
-        settle_interrupted(store, record.session_id)
+        # A store that needs an upgrade is read as it is, through a read-only
+        # connection: nothing is settled or recorded.
+        current = store.migration_needed is None
+        if current:
+            settle_interrupted(store, record.session_id)
+        else:
+            err.print(store.migration_needed, style="dim", markup=False, highlight=False)
         calls = store.calls(record.session_id)
         children = store.child_sessions(record.session_id)
-        notice = pending_notice(store, record.session_id)
+        notice = pending_notice(store, record.session_id) if current else None
         conversation = [
             {"role": role, "text": body.get("text") or body.get("content") or ""}
             for role, body in store.messages(record.session_id)
@@ -338,7 +358,9 @@ def show(
                     "children": [c.session_id for c in children],
                     "messages": conversation,
                     "recovery": notice.as_dict() if notice else None,
-                    "last_recovery_notice": last_notice(store, record.session_id),
+                    "last_recovery_notice": (
+                        last_notice(store, record.session_id) if current else None
+                    ),
                 }
             )
         else:
@@ -422,4 +444,8 @@ def config_show(workspace: Workspace = Path(".")) -> None:
 
 def main() -> None:
     """Entry point of the console script."""
+    # Undecodable bytes in arguments arrive as surrogates; echoing them back
+    # must not end the command.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # pyright: ignore[reportAttributeAccessIssue]
     app()

@@ -15,6 +15,7 @@ from pathlib import Path
 import platformdirs
 
 from zuno.store.connection import StoreConnection, StoreCursor
+from zuno.store.errors import StoreError, StoreUnavailable, StoreVersionError
 from zuno.store.records import CallRecord, EventRecord, SessionRecord
 from zuno.store.sqlite import SQLiteStore
 
@@ -26,6 +27,9 @@ __all__ = [
     "Store",
     "StoreConnection",
     "StoreCursor",
+    "StoreError",
+    "StoreUnavailable",
+    "StoreVersionError",
     "default_db_path",
     "open_store",
 ]
@@ -60,12 +64,21 @@ def _postgres_dsn(location: str) -> str | None:
     return f"{match.group(1)}://{location[match.end() :]}"
 
 
-def open_store(path: Path | str | None = None) -> Store:
-    """Open (creating when needed) the store at ``path`` or the default location."""
+def open_store(path: Path | str | None = None, *, migrate: bool = True) -> Store:
+    """Open the store at ``path`` or the default location.
+
+    ``migrate`` (a writing command): create the store when needed and upgrade
+    an older schema. False (a command that only reads): no schema change and
+    no new file; an older store is read as it is.
+
+    Raises:
+        StoreUnavailable: It cannot be opened or reached (one line: what, what to do).
+        StoreVersionError: Its schema is newer than this Zuno supports.
+    """
     location = str(path) if path is not None else os.environ.get("ZUNO_DB") or ""
     dsn = _postgres_dsn(location)
     if dsn is not None:
         from zuno.store.postgres import PostgresStore
 
-        return PostgresStore(dsn)
-    return SQLiteStore(Path(path) if path is not None else default_db_path())
+        return PostgresStore(dsn, migrate=migrate)
+    return SQLiteStore(Path(path) if path is not None else default_db_path(), migrate=migrate)
