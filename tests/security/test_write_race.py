@@ -1,11 +1,13 @@
 """Writes that cannot be raced: a symlink swapper against write, edit and apply_patch.
 
-A real process, started outside any sandbox, atomically exchanges a folder of
-the workspace with a symlink to a folder outside it (``renameat2`` with
-``RENAME_EXCHANGE``), and a file of the workspace with a symlink to a file
-outside, as fast as it can. Meanwhile more than 2,000 writes, edits and patches
-(add, update, delete, move) run through the tools, some of them through the
-Python API (:class:`zuno.runtime.Runtime` and its dispatcher). Judged on disk
+A real process atomically exchanges a folder of the workspace with a symlink
+to a folder outside it (``renameat2`` with ``RENAME_EXCHANGE``), and a file of
+the workspace with a symlink to a file outside, as fast as it can: started by
+the test outside any sandbox, or as a background job of the shell tool under
+bubblewrap and under Landlock. Meanwhile writes, edits and patches (add,
+update, delete, move) run through the tools, some of them through the Python
+API (:class:`zuno.runtime.Runtime` and its dispatcher): 2,160 in one run, 3,000
+over the four setups. Judged on disk
 afterwards: nothing outside changed, no temporary file was left anywhere,
 every call that reported success made its change inside, and every refused
 call changed nothing.
@@ -14,6 +16,8 @@ call changed nothing.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -31,15 +35,38 @@ from zuno.declarations import Outcome
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
+from zuno.sandbox.probing import probe_bubblewrap, probe_landlock
+from zuno.sandbox.settings import SandboxSettings
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, UncertainOutcome
 from zuno.tools.edit import EditArgs, EditTool
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.tools.write import WriteArgs, WriteTool
 
-ROUNDS = {"openat2": 270, "walk": 90}
-"""Rounds per way of resolving paths; each round runs one operation of each of the
-8 kinds: 2,160 operations where the kernel resolves (openat2), 720 more where the
-component walk does (kernels without openat2)."""
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One run of the race.
+
+    Attributes:
+        resolution: Who resolves paths: the kernel (``openat2``) or the
+            component ``walk`` that replaces it on kernels without openat2.
+        attacker: Where the swapper runs: a plain ``process`` started by the
+            test, or a background job of the shell tool under ``bubblewrap`` or
+            ``landlock`` (the issue's sandboxed background process).
+        rounds: Each round runs one operation of each of the 8 kinds.
+    """
+
+    resolution: str
+    attacker: str
+    rounds: int
+
+
+SETUPS = [
+    Setup("openat2", "process", 270),  # 2,160 operations in one run
+    Setup("walk", "process", 45),
+    Setup("openat2", "bubblewrap", 30),
+    Setup("openat2", "landlock", 30),
+]
 THROUGH_RUNTIME_EVERY = 9
 """Every 9th round sends its writes and patches through the Runtime's dispatcher."""
 
@@ -232,39 +259,74 @@ async def run_dispatched(rt: Runtime, i: int, kind: str, tally: Tally) -> None:
         tally.unexpected.append(f"round {i} {kind}: {result.outcome}: {result.output}")
 
 
-async def run_rounds(arena: Arena, rounds: int, tally: Tally) -> None:
+async def run_rounds(arena: Arena, setup: Setup, tally: Tally) -> int:
+    """Run every operation; return how many swaps the attacker made meanwhile."""
     ctx = context(arena.ws)
-    rt = Runtime(
-        arena.ws,
-        config=Config(),
-        db_path=arena.root / "z.db",
-        approver=ApproveAll(),
-        tools=[WriteTool(), EditTool(), ApplyPatchTool(arena.ws)],
-    )
+    sandboxed = setup.attacker != "process"
+    sandbox = SandboxSettings.model_validate({"kind": setup.attacker if sandboxed else "auto"})
+    config = Config(sandbox=sandbox)
+    rt = Runtime(arena.ws, config=config, db_path=arena.root / "z.db", approver=ApproveAll())
     try:
         async with rt:
-            for i in range(rounds):
+            job = await start_sandboxed_swapper(rt, arena) if sandboxed else None
+            for i in range(setup.rounds):
                 for kind in KINDS:
                     if i % THROUGH_RUNTIME_EVERY == 0 and kind not in ("edit",):
                         await run_dispatched(rt, i, kind, tally)
                     else:
                         await run_direct(ctx, i, kind, tally)
+            if job is None:
+                return -1
+            (arena.root / "stop").touch()
+            session = rt.open_session()
+            await rt.call(session, "bg", {"action": "wait", "job_id": job, "timeout": 60})
+            output = await rt.call(session, "bg", {"action": "output", "job_id": job})
+            counts = re.findall(r"^(\d+)$", output.output, re.MULTILINE)
+            assert counts, output.output
+            return int(counts[-1])
     finally:
         rt.close()
 
 
-@pytest.fixture(params=sorted(ROUNDS))
-def rounds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    """How paths are resolved (by openat2, or by the walk that replaces it) and how often."""
-    if request.param == "walk":
+def swapper_argv(arena: Arena) -> list[str]:
+    script = arena.root / "swapper.py"
+    script.write_text(_SWAPPER)
+    ws = arena.ws
+    names = [ws / "d", ws / "d.swap", ws / "t.txt", ws / "t.swap", arena.root / "stop"]
+    return [sys.executable, str(script), *map(str, names)]
+
+
+async def start_sandboxed_swapper(rt: Runtime, arena: Arena) -> str:
+    """Start the swapper as a background job of the shell tool, in its sandbox."""
+    session = rt.open_session()
+    command = shlex.join(swapper_argv(arena))
+    started = await rt.call(session, "shell", {"command": command, "background": True})
+    assert started.outcome is Outcome.OK and started.data is not None, started.output
+    job = str(started.data["job_id"])
+    for _ in range(600):  # until it has begun swapping (bounded: 60 s)
+        output = await rt.call(session, "bg", {"action": "output", "job_id": job})
+        if "swapping" in output.output:
+            return job
+        assert "exit code" not in output.output, output.output
+        await anyio.sleep(0.1)
+    raise AssertionError("the sandboxed swapper never started")
+
+
+@pytest.fixture(params=SETUPS, ids=lambda s: f"{s.resolution}-{s.attacker}")
+def setup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Setup:
+    chosen: Setup = request.param
+    if chosen.resolution == "walk":
         monkeypatch.setattr(beneath, "_openat2_enabled", False)
     elif not beneath.openat2_available():
         pytest.skip("this kernel has no openat2")
-    return ROUNDS[request.param]
+    probe = {"bubblewrap": probe_bubblewrap, "landlock": probe_landlock}.get(chosen.attacker)
+    if probe is not None and not probe().available:
+        pytest.skip(f"{chosen.attacker} does not work here")
+    return chosen
 
 
 @pytest.fixture
-def arena(tmp_path: Path, rounds: int) -> Arena:
+def arena(tmp_path: Path, setup: Setup) -> Arena:
     ws = tmp_path / "ws"
     outside = tmp_path / "outside"
     (ws / "d").mkdir(parents=True)
@@ -274,24 +336,23 @@ def arena(tmp_path: Path, rounds: int) -> Arena:
     (outside / "t.txt").write_text("decoy outside\n")
     (ws / "t.swap").symlink_to(outside / "t.txt")
     arena = Arena(tmp_path, ws, outside)
-    prepare(arena, rounds)  # before the swapper starts
+    prepare(arena, setup.rounds)  # before the swapper starts
     return arena
 
 
 @pytest.fixture
-def swapper(arena: Arena) -> Iterator[subprocess.Popen[str]]:
-    """The attacker: a real process exchanging the names until told to stop."""
-    stop = arena.root / "stop"
-    ws = arena.ws
-    argv = [sys.executable, "-c", _SWAPPER]
-    argv += [str(ws / "d"), str(ws / "d.swap"), str(ws / "t.txt"), str(ws / "t.swap"), str(stop)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+def swapper(arena: Arena, setup: Setup) -> Iterator[subprocess.Popen[str] | None]:
+    """The attacker as a plain process, exchanging the names until told to stop."""
+    if setup.attacker != "process":
+        yield None  # started by the shell tool, inside the runtime
+        return
+    proc = subprocess.Popen(swapper_argv(arena), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     try:
         assert proc.stdout.readline().strip() == "swapping"
         yield proc
     finally:
-        stop.touch()
+        (arena.root / "stop").touch()
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -300,14 +361,15 @@ def swapper(arena: Arena) -> Iterator[subprocess.Popen[str]]:
 
 
 def test_symlink_swapper_never_gets_a_write_outside(
-    arena: Arena, rounds: int, swapper: subprocess.Popen[str]
+    arena: Arena, setup: Setup, swapper: subprocess.Popen[str] | None
 ) -> None:
     outside_before = snapshot(arena.outside)
     tally = Tally()
-    anyio.run(run_rounds, arena, rounds, tally)
-    (arena.root / "stop").touch()
-    out, _ = swapper.communicate(timeout=60)
-    swaps = int(out.split()[-1])
+    swaps = anyio.run(run_rounds, arena, setup, tally)
+    if swapper is not None:
+        (arena.root / "stop").touch()
+        out, _ = swapper.communicate(timeout=60)
+        swaps = int(out.split()[-1])
 
     landed = sum(n for key, n in tally.counts.items() if key.startswith("landed"))
     refused = sum(n for key, n in tally.counts.items() if key.startswith("refused"))
@@ -315,8 +377,8 @@ def test_symlink_swapper_never_gets_a_write_outside(
         f"\nwrite race: {len(tally.results)} operations, {landed} landed inside, "
         f"{refused} refused, {swaps} swaps; {dict(sorted(tally.counts.items()))}"
     )
-    assert len(tally.results) == rounds * len(KINDS)
-    assert sum(ROUNDS.values()) * len(KINDS) >= 2000
+    assert len(tally.results) == setup.rounds * len(KINDS)
+    assert max(s.rounds for s in SETUPS) * len(KINDS) >= 2000
     assert swaps > 0
 
     outside_after = snapshot(arena.outside)
