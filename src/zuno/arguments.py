@@ -13,18 +13,22 @@ value or the raw text. So is nesting deeper than :data:`MAX_DEPTH`. Both are
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from zuno.store.storable import storable
 from zuno.tool import Tool
 
+if TYPE_CHECKING:
+    from zuno.calls import CallRequest
+
 __all__ = [
     "MAX_DEPTH",
     "ArgumentsError",
     "parse_arguments",
+    "planned_calls",
     "raw_arguments",
     "validation_message",
 ]
@@ -50,6 +54,31 @@ def raw_arguments(arguments: str | Mapping[str, Any] | None) -> str:
             return storable(repr(arguments))
         except RecursionError:
             return f"<{type(arguments).__name__} nested too deeply to show>"
+
+
+def planned_calls(requests: Sequence[CallRequest], limit: int = 200) -> list[dict[str, str]]:
+    """What a step asked for, short: each call's tool and arguments (cut to ``limit`` characters).
+
+    Kept with the step's opening, so a call that never got a row (the process
+    was killed before it started) can still be shown as not run.
+    """
+    planned: list[dict[str, str]] = []
+    for request in requests:
+        arguments = request.arguments
+        if isinstance(arguments, Mapping):
+            # Long values are cut first: a whole file's content is not dumped to be dropped.
+            arguments = {
+                str(k): (v[:limit] if isinstance(v, str) else v)
+                for k, v in arguments.items()  # pyright: ignore[reportUnknownVariableType]
+            }
+        text = raw_arguments(arguments)
+        planned.append(
+            {
+                "tool": storable(str(request.tool)),
+                "arguments": text if len(text) <= limit else text[: limit - 3] + "...",
+            }
+        )
+    return planned
 
 
 def parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from zuno.arguments import planned_calls
 from zuno.calls import CallRequest, CallResult, new_id
 from zuno.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.events import Event
@@ -74,7 +75,17 @@ class Dispatcher:
     ) -> list[CallResult]:
         """Dispatch one model step; results come back in the model's order."""
         rt = self._rt
-        opening = Event("dispatch.started", session.session_id, data={"calls": len(requests)})
+        # The step's calls as asked, and who runs them: calls a kill stops before
+        # they start have no row, and `zuno show` lists them as not run.
+        opening = Event(
+            "dispatch.started",
+            session.session_id,
+            data={
+                "calls": len(requests),
+                "requests": planned_calls(requests),
+                "runner": rt.identity,
+            },
+        )
         step = rt.store.begin_step(session.session_id, opening)
         rt.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
