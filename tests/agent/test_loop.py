@@ -310,14 +310,15 @@ async def test_a_continued_session_gets_the_recovery_notice_once(
     workspace: Path, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue(
-        Reply(tool_calls=[("c1", "shell", '{"command": "exit 3"}')]),
+        # Timed out: a command that exits 3 ran to its end and is ok (issue 9).
+        Reply(tool_calls=[("c1", "shell", '{"command": "sleep 30", "timeout": 1}')]),
         Reply(text="That failed."),
         Reply(text="Noted."),
     )
     rt = make_runtime(workspace, model_server)
     first = await run_turn(rt, "run it")
     (row,) = rt.store.calls(first.session_id)
-    assert (row.outcome, row.replay) == ("error", "never")
+    assert (row.outcome, row.replay) == ("uncertain", "never")
     # The step after the failure is the recovery turn: its notice comes from SQL.
     sent = model_server.requests[1].body["messages"]
     notice = sent[-1]
@@ -354,13 +355,17 @@ async def test_a_failed_side_effect_makes_the_next_step_a_recovery_turn(
     workspace: Path, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue(
-        Reply(tool_calls=[("c1", "shell", '{"command": "echo hi >> log.txt; exit 3"}')]),
+        Reply(
+            tool_calls=[
+                ("c1", "shell", '{"command": "echo hi >> log.txt; sleep 30", "timeout": 1}')
+            ]
+        ),
         Reply(text="I will inspect first."),
     )
     rt = make_runtime(workspace, model_server)
     outcome = await run_turn(rt, "do it")
     (call,) = rt.store.calls(outcome.session_id)
-    assert call.outcome == "error"
+    assert call.outcome == "uncertain"
     second = json.dumps(model_server.requests[1].body)
     assert "Recovery notice (recovery attempt 1" in second and call.call_id in second
     # The notice was given once and recorded; resuming does not repeat it.
