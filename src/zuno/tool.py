@@ -36,7 +36,7 @@ from zuno.output import ArtifactStore, OutputLimits
 from zuno.real_paths import touch
 
 if TYPE_CHECKING:
-    from zuno.config import Config
+    from zuno.config import Config, PermissionSettings
 
 __all__ = [
     "ArgumentsRejected",
@@ -205,6 +205,18 @@ class ToolContext:
     def artifact_path(self, name: str) -> Path:
         """Where this call may keep a full output called ``name``."""
         return self.artifacts.path_for(self.session_id, self.call_id, name)
+
+    @property
+    def permissions(self) -> PermissionSettings | None:
+        """The session's permission settings (an agent's rules included), if known.
+
+        Tools that reach paths the pre-flight could not name (a search's
+        results, a file opened after a symlink swap) match them against these.
+        """
+        found: PermissionSettings | None = getattr(self.extra.get("session"), "permissions", None)
+        if found is None and self.config is not None:
+            found = self.config.permission
+        return found
 
 
 def _real_path(p: Path) -> Path:

@@ -716,3 +716,38 @@ def test_webfetch_through_the_cli_sends_nothing(
     code, answer, _ = cli_call(places, home, tmp_path / "cli.db", "webfetch", {"url": url})
     assert code != 0 and answer.get("outcome") == "blocked"
     assert seen == []
+
+
+# --- a symlink swapped between the check and the open ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("read", {"path": "swap"}),
+        ("grep", {"pattern": PROBE, "path": "swap", "hidden": True}),
+        ("glob", {"pattern": "**", "path": "swap"}),
+    ],
+)
+async def test_a_symlink_swapped_after_the_check_does_not_reach_a_denied_path(
+    tmp_path: Path, tool: str, args: dict[str, Any]
+) -> None:
+    # An ask rule on the link's name puts the approver between the pre-flight's
+    # resolution and the run; the approver swaps the link the way a background
+    # process could, then approves.
+    places = Places.build(tmp_path)
+    swap = places.ws / "swap"
+    swap.symlink_to("sub/a.txt" if tool == "read" else "sub")
+    target = ".env" if tool == "read" else "secrets"
+    rules = [*DENY_RULES, {"tool": tool, "pattern": "swap", "action": "ask"}]
+
+    def swap_then_approve(request: ApprovalRequest) -> ApprovalDecision:
+        swap.unlink()
+        swap.symlink_to(target)
+        return ApprovalDecision.APPROVE_ONCE
+
+    config = {"permission": {"mode": "permissive", "rules": rules}}
+    rt = api_runtime(places, tmp_path, config, CallbackApprover(swap_then_approve))
+    result = await rt.call(rt.open_session(), tool, args)
+    answer = result.output + json.dumps(result.data)
+    assert SECRET not in answer and "key.txt" not in answer, answer

@@ -10,7 +10,12 @@ output limits, whatever the file.
 
 Read is a plain inspection (ReadOnly / Safe / ParallelSafe). It may open any
 path, including absolute ones outside the workspace and the runtime's artifact
-files; ``permission.rules`` on ``path`` are what narrow that.
+files; ``permission.rules`` on ``path`` are what narrow that, matched on where
+the path really leads (see :mod:`zuno.real_paths`), and in strict mode a path
+outside the workspace, the artifacts and ``permission.read_roots`` is asked
+about first. Processes' secrets under ``/proc`` are never read. The file is
+read through the descriptor that was checked, so a symlink swapped in after the
+pre-flight cannot redirect it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pydantic import Field
 
 from zuno.declarations import INSPECTION
 from zuno.output import bound_text, format_size
+from zuno.permissions import rule_matches
+from zuno.real_paths import proc_refusal, relative_subject
 from zuno.signatures import binary_signature
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
@@ -131,8 +138,9 @@ class ReadTool(Tool[ReadArgs]):
         f"Lines longer than {MAX_LINE_CHARS} characters are cut with a marker. Output is "
         "also capped by the tool output byte limit. Binary files are refused; invalid "
         "UTF-8 is replaced. Works on workspace files, saved tool outputs and absolute "
-        "paths elsewhere, unless permission rules deny the path. A missing path is "
-        "answered with close matches."
+        "paths elsewhere (in strict mode, paths outside the workspace need approval unless "
+        "permission.read_roots lists them), unless permission rules deny the path. A "
+        "missing path is answered with close matches."
     )
     args_model = ReadArgs
     declaration = INSPECTION
@@ -157,24 +165,33 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
         raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
     offset = args.offset or 1
     limit = args.limit or DEFAULT_LIMIT
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        # Refused before opening: opening a device can itself do something.
+        raise ToolError(
+            f"cannot read {shown}: it is a {_file_type(st.st_mode)}, not a regular file or folder"
+        )
     try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
+    try:
+        # Everything below reads what was opened, through its descriptor: a
+        # symlink swapped in after the pre-flight checked the path changes nothing.
+        opened = _checked(fd, st, shown, ctx)
         if stat.S_ISDIR(st.st_mode):
-            page = _list_folder(path, offset, limit)
+            page = _list_folder(opened, offset, limit)
             kind = "directory"
             if not page.lines and page.total == 0:
                 return _empty(f"{shown} is an empty folder.", path, kind)
-        elif stat.S_ISREG(st.st_mode):
-            kind = "file"
-            if st.st_size == 0 and _is_really_empty(path):
-                return _empty(f"{shown} is empty (0 bytes).", path, kind)
-            page = _read_file(path, shown, st.st_size, offset, limit, ctx)
         else:
-            raise ToolError(
-                f"cannot read {shown}: it is a {_file_type(st.st_mode)}, not a regular file "
-                "or folder"
-            )
+            kind = "file"
+            if st.st_size == 0 and _is_really_empty(opened):
+                return _empty(f"{shown} is empty (0 bytes).", path, kind)
+            page = _read_file(opened, shown, st.st_size, offset, limit, ctx)
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
+    finally:
+        os.close(fd)
     if page.first > 1 and not page.lines:
         raise ToolError(_past_end_message(shown, offset, page))
     text = _render(page, ctx)
@@ -187,6 +204,40 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
             "total_lines": page.total,
             "next_offset": page.first + len(page.lines) if page.more else None,
         },
+    )
+
+
+def _checked(fd: int, before: os.stat_result, shown: str, ctx: ToolContext) -> Path:
+    """The opened file as a path of its descriptor, once it is known to be the one checked.
+
+    The pre-flight matched the rules on where the path led then; a process
+    swapping a symlink since could make the open reach a denied file or a
+    process's secrets. The descriptor's real path is checked again here.
+    """
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+        raise ToolError(f"cannot read {shown}: it changed while being opened; try again")
+    opened = f"/proc/self/fd/{fd}"
+    try:
+        real = os.readlink(opened)
+    except OSError:
+        return Path(opened)
+    refusal = proc_refusal(real)
+    if refusal is None and _denied(real, ctx):
+        refusal = "a permission rule denies reading it"
+    if refusal is not None:
+        raise ToolError(f"cannot read {shown}: it leads to {real}, and {refusal}")
+    return Path(opened)
+
+
+def _denied(real: str, ctx: ToolContext) -> bool:
+    permissions = ctx.permissions
+    if permissions is None:
+        return False
+    subject = relative_subject(real, os.path.realpath(ctx.workspace))
+    return any(
+        rule.action == "deny" and rule_matches(rule, "read", subject, "path")
+        for rule in permissions.rules
     )
 
 

@@ -409,10 +409,7 @@ def _special_kind(mode: int) -> str:
 
 def _exclusion(tool: str, root: Path, ctx: ToolContext) -> Exclusion:
     """What the session's permission rules keep this search from (see :mod:`zuno.search_fence`)."""
-    session = ctx.extra.get("session")
-    permissions = getattr(session, "permissions", None)
-    if permissions is None and ctx.config is not None:
-        permissions = ctx.config.permission
+    permissions = ctx.permissions
     rules = permissions.rules if permissions is not None else []
     workspace = os.path.realpath(ctx.workspace)
     return search_exclusion(rules, tool, os.path.realpath(root), workspace)
