@@ -179,7 +179,7 @@ async def test_the_rest_of_the_workspace_stays_writable(repo: Workspace, kind: s
         "git status --porcelain && git log --oneline | wc -l"
     )
     result = await repo.run(command, kind=kind)
-    assert not result.is_error, result.output
+    assert result.data is not None and result.data["exit_status"] == 0, result.output
     assert (repo.path / "renamed.txt").read_text() == "new\n"
     assert (repo.path / "README.md").read_text() == "hello\nmore\n"
     assert (repo.path / "src" / "a.py").read_text() == "x = 2\n"
@@ -190,7 +190,7 @@ async def test_the_rest_of_the_workspace_stays_writable(repo: Workspace, kind: s
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_bare_workspace_is_left_as_it_was(bare: Workspace, kind: str) -> None:
     result = await bare.run("echo made > made.txt && ls -a", kind=kind)
-    assert not result.is_error, result.output
+    assert result.data is not None and result.data["exit_status"] == 0, result.output
     assert sorted(p.name for p in bare.path.iterdir()) == ["made.txt", "notes.txt"]
 
 
