@@ -105,15 +105,19 @@ def commit_changes(changes: Sequence[FileChange]) -> None:
 
 def _prepare(root: Beneath, change: FileChange) -> _Step:
     """Open the change's folder beneath its root and stage its new content there."""
-    writing = change.data is not None
+    shown = str(change.path.path)
     try:
-        spot = root.locate(change.path.rel, follow_links=writing, create_folders=writing)
+        return _stage(root, change, shown)
     except OSError as error:
-        error.filename = str(change.path.path)
+        error.filename = shown  # not the temporary's name, nor one relative to its folder
         raise
+
+
+def _stage(root: Beneath, change: FileChange, shown: str) -> _Step:
+    writing = change.data is not None
+    spot = root.locate(change.path.rel, follow_links=writing, create_folders=writing)
     step = _Step(change, spot)
     st = spot.stat
-    shown = str(change.path.path)
     if change.data is None:
         if st is None:
             raise FileNotFoundError(errno.ENOENT, "the file to delete is gone", shown)
@@ -129,8 +133,10 @@ def _prepare(root: Beneath, change: FileChange) -> _Step:
 def _apply(steps: list[_Step]) -> None:
     """Rename every temporary into place and every deleted file aside; roll back on failure."""
     done: list[_Step] = []
+    shown = ""
     try:
         for step in steps:
+            shown = str(step.change.path.path)
             folder, name = step.spot.folder, step.spot.name
             if step.change.data is None:
                 step.aside = folder.rename_aside(name, "del")
@@ -140,8 +146,7 @@ def _apply(steps: list[_Step]) -> None:
                 step.temp = None
             done.append(step)
     except OSError as error:
-        if not error.filename:
-            error.filename = str(step.change.path.path)
+        error.filename = shown  # not the temporary's name, nor one relative to its folder
         problems = _roll_back(done)
         _discard(steps)
         if problems:
