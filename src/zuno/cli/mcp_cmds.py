@@ -8,7 +8,9 @@ gives them, and the hints it does not believe.
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,12 +19,23 @@ import anyio
 import typer
 from rich.markup import escape
 
-from zuno.cli.app import AgentOpt, Db, Json, Workspace, app, err, fail, out, user_errors
+from zuno.cli.app import (
+    AgentOpt,
+    Db,
+    Json,
+    Workspace,
+    app,
+    err,
+    fail,
+    out,
+    user_errors,
+    warn_untrusted,
+)
 from zuno.cli.signals import run_until_stopped
 from zuno.config import Config, load_config
 from zuno.mcp.client import McpConnection, connect_mcp_servers
 from zuno.mcp.remote import McpTool, remote_tools
-from zuno.mcp.server import APPROVAL_NOTE, NoApprovalsOverMcp, ZunoMcpServer
+from zuno.mcp.server import APPROVAL_NOTE, NoApprovalsOverMcp, ZunoMcpServer, bind_http
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
 
@@ -71,24 +84,41 @@ def serve(
 ) -> None:
     """Serve Zuno over MCP."""
     chosen = _transport(transport, port)
-    with user_errors():
-        rt = Runtime(workspace, db_path=db, approver=ApproveAll() if yes else NoApprovalsOverMcp())
+    listener: socket.socket | None = None
+    if chosen == "http":
+        # Bound first: a port in use is one line, before a store or session is opened.
+        port = port or 8765
+        try:
+            listener = bind_http(port)
+        except OSError as exc:
+            why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc})"
+            fail(f"port {port} on 127.0.0.1 {why}; choose another with --port")
     try:
         with user_errors():
-            server = ZunoMcpServer(rt, agent=agent, session_id=session)
-            if chosen == "http":
-                run_until_stopped(server.serve_http, port or 8765)
-            else:
-                err.print(
-                    f"[dim]zuno: serving the {agent!r} agent over MCP on stdio "
-                    f"(session {server.session.session_id})[/]",
-                    markup=True,
-                )
-                run_until_stopped(server.serve_stdio)
-    except KeyboardInterrupt:
-        pass
+            rt = Runtime(
+                workspace, db_path=db, approver=ApproveAll() if yes else NoApprovalsOverMcp()
+            )
+        warn_untrusted(rt.config)
+        try:
+            with user_errors():
+                server = ZunoMcpServer(rt, agent=agent, session_id=session)
+                if listener is not None:
+                    run_until_stopped(server.serve_http, listener)
+                else:
+                    state = server.open_stdio_session()
+                    err.print(
+                        f"[dim]zuno: serving the {agent!r} agent over MCP on stdio "
+                        f"(session {state.session_id})[/]",
+                        markup=True,
+                    )
+                    run_until_stopped(server.serve_stdio)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            rt.close()
     finally:
-        rt.close()
+        if listener is not None:
+            listener.close()
 
 
 def _transport(transport: str, port: int | None) -> Literal["stdio", "http"]:
@@ -157,6 +187,7 @@ def tools(
     """Connect the configured MCP servers and list their tools with Zuno's declarations."""
     with user_errors():
         config = load_config(workspace.resolve())
+        warn_untrusted(config)
         unknown = [name for name in server or [] if name not in config.mcp.servers]
         if unknown:
             known = ", ".join(config.mcp.servers) or "none"

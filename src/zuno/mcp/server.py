@@ -2,7 +2,10 @@
 
 Each tool keeps its description and JSON Schema; its annotations come from its
 declaration (``read_only_hint`` for ReadOnly, ``destructive_hint`` for
-SideEffecting, ``idempotent_hint`` for Safe). Every call goes through
+SideEffecting, ``idempotent_hint`` for Safe, ``open_world_hint`` for what
+reaches past the workspace). The surface is read at each request, so the
+configured MCP servers' tools are listed once the runtime has connected them.
+Every call goes through
 :meth:`zuno.runtime.Runtime.dispatch` (architecture invariant 1) in a Zuno
 session opened for the MCP connection, so it is validated, classified,
 authorized and recorded exactly like a model's call.
@@ -13,28 +16,45 @@ not a person at a terminal). Unless the server runs with ``--yes``
 what strict mode would ask is denied by :class:`NoApprovalsOverMcp`, and the
 result says so.
 
-Sessions: a stdio server serves one connection, so one Zuno session. Over
-streamable HTTP a client on the handshake protocol has an ``mcp-session-id``
-and gets its own Zuno session; the stateless 2026 protocol has no connection
-identity, so its calls share the server's session.
+Sessions: one Zuno session per client connection. A stdio server serves one
+connection. Over streamable HTTP a client on the handshake protocol has an
+``mcp-session-id`` and gets its own Zuno session, opened at its first call; the
+stateless 2026 protocol has no connection identity, so its calls share one
+session, also opened at the first call (``--session`` names one for every
+connection). A connection's requests run at once, each its own step, under
+the session's barrier (:class:`zuno.scheduling.SessionBarrier`): an Exclusive
+call waits for the calls running and holds back the later ones, and the
+inspection rule sees the failures of the steps before it.
 """
 
 from __future__ import annotations
 
+import json
+import socket
 import sys
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from zuno.declarations import Effect, Outcome, Replay
 from zuno.dispatch import CallRequest, CallResult
+from zuno.mcp.remote import McpResourceTool, McpTool
 from zuno.permissions import ApprovalDecision, ApprovalRequest
 from zuno.runtime import Runtime, SessionState
 from zuno.tool import Tool
 
-__all__ = ["APPROVAL_NOTE", "NoApprovalsOverMcp", "ZunoMcpServer", "annotations_for"]
+__all__ = [
+    "APPROVAL_NOTE",
+    "NoApprovalsOverMcp",
+    "ZunoMcpServer",
+    "annotations_for",
+    "bind_http",
+    "open_world",
+]
 
 APPROVAL_NOTE = (
     "Approvals cannot be asked over MCP, so what strict mode would ask is denied. "
@@ -61,14 +81,40 @@ class NoApprovalsOverMcp:
         return ApprovalDecision.DENY
 
 
-def annotations_for(tool: Tool[Any]) -> types.ToolAnnotations:
-    """MCP annotations derived from a tool's declaration."""
+def annotations_for(tool: Tool[Any], *, network: bool = False) -> types.ToolAnnotations:
+    """MCP annotations derived from a tool's declaration.
+
+    ``network`` is whether the sandbox lets commands reach the network
+    (``sandbox.network``): it decides the open world of ``shell`` and its kin.
+    """
     decl = tool.declaration
     return types.ToolAnnotations(
         read_only_hint=decl.effect is Effect.READ_ONLY and not tool.mixed,
         destructive_hint=decl.effect is Effect.SIDE_EFFECTING or tool.mixed,
         idempotent_hint=decl.replay is Replay.SAFE,
+        open_world_hint=open_world(tool, network=network),
     )
+
+
+def open_world(tool: Tool[Any], *, network: bool = False) -> bool:
+    """Whether a tool may reach past the workspace and the local processes.
+
+    Delegating calls run children that may use any tool; MCP servers' tools and
+    the web tools reach other systems; commands do when the sandbox has the
+    network. Everything else works on the workspace (closed world).
+    """
+    from zuno.tools.background import BgTool
+    from zuno.tools.shell import ExecuteTool, ShellTool
+    from zuno.tools.web import WebFetchTool
+    from zuno.tools.web_search import WebSearchTool
+
+    if tool.declaration.effect is Effect.DELEGATING:
+        return True
+    if isinstance(tool, McpTool | McpResourceTool | WebFetchTool | WebSearchTool):
+        return True
+    if isinstance(tool, ShellTool | ExecuteTool | BgTool):
+        return network
+    return False
 
 
 def _outcome_line(result: CallResult) -> str:
@@ -93,34 +139,53 @@ class ZunoMcpServer:
     ) -> None:
         self.runtime = runtime
         self.agent = agent
-        self.surface = runtime.surface(agent)
-        self.session = runtime.open_session(session_id, agent=agent, title="MCP client")
-        """The session of the stdio connection (and of stateless HTTP calls)."""
-        self._http_sessions: dict[str, SessionState] = {}
-        self._schemas = {tool.name: tool.schema() for tool in self.surface.tools}
+        runtime.agent_settings(agent)  # an unknown agent fails now, not at the first call
+        self._named: SessionState | None = None
+        if session_id is not None:
+            # Resuming checks the id now; it creates nothing.
+            self._named = runtime.open_session(session_id, agent=agent)
+        self._shared: SessionState | None = None
+        self._connections: dict[str, SessionState] = {}
 
     # Handlers -----------------------------------------------------------------
 
+    def tools(self) -> list[Tool[Any]]:
+        """The agent's active surface now (configured servers' tools once connected)."""
+        return list(self.runtime.surface(self.agent).tools)
+
     def list_tools(self) -> list[types.Tool]:
         """The active surface as MCP tools, in the surface's order."""
+        network = self.runtime.config.sandbox.network
         return [
             types.Tool(
                 name=tool.name,
                 description=tool.description,
-                input_schema=self._schemas[tool.name],
-                annotations=annotations_for(tool),
+                input_schema=tool.schema(),
+                annotations=annotations_for(tool, network=network),
             )
-            for tool in self.surface.tools
+            for tool in self.tools()
         ]
 
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self.runtime.surface(self.agent).get(name)
+        return tool.schema() if tool is not None else None
+
+    def open_stdio_session(self) -> SessionState:
+        """The session of the one stdio connection (opened now unless ``--session`` named one)."""
+        return self.session_for(None)
+
     def session_for(self, connection: str | None) -> SessionState:
-        """The Zuno session of an MCP connection (None: the server's own)."""
+        """The Zuno session of an MCP connection (None: the requests without one)."""
+        if self._named is not None:
+            return self._named
         if connection is None:
-            return self.session
-        state = self._http_sessions.get(connection)
+            if self._shared is None:
+                self._shared = self.runtime.open_session(agent=self.agent, title="MCP client")
+            return self._shared
+        state = self._connections.get(connection)
         if state is None:
             state = self.runtime.open_session(agent=self.agent, title=f"MCP client {connection}")
-            self._http_sessions[connection] = state
+            self._connections[connection] = state
         return state
 
     async def call(
@@ -175,7 +240,7 @@ class ZunoMcpServer:
                 "Every call is validated, authorized and recorded; a result whose outcome "
                 "is blocked changed nothing."
             ),
-            get_tool_input_schema=self._schemas.get,
+            get_tool_input_schema=self._input_schema,
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
         )
@@ -186,20 +251,80 @@ class ZunoMcpServer:
         async with self.runtime, stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    async def serve_http(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+    async def serve_http(self, listener: socket.socket) -> None:
+        """Serve streamable HTTP on a bound socket (``http://host:port/mcp``) until interrupted."""
         import uvicorn
 
-        app = self.build().streamable_http_app(host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        host, port = listener.getsockname()[:2]
+        app = _handshake_only(self.build().streamable_http_app(host=host))
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
         async with self.runtime:
             print(
                 f"zuno: serving the {self.agent!r} agent over MCP at http://{host}:{port}/mcp "
-                f"(session {self.session.session_id})",
+                "(a session per client connection)",
                 file=sys.stderr,
                 flush=True,
             )
-            await uvicorn.Server(config).serve()
+            await uvicorn.Server(config).serve(sockets=[listener])
+
+
+def bind_http(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket for ``serve_http``, bound before anything else is opened.
+
+    Raises:
+        OSError: the port cannot be bound (in use, or not permitted).
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    listener.set_inheritable(True)
+    return listener
+
+
+def _handshake_only(app: Any) -> Any:
+    """The HTTP app, answering stateless-protocol requests with "use the handshake".
+
+    A session per client connection needs a connection identity; only the
+    handshake protocol has one (``mcp-session-id``). A client on the stateless
+    2026 protocol is told which versions are supported and, like the SDK's
+    ``mode="auto"``, falls back to the handshake.
+    """
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = cast(list[tuple[bytes, bytes]], scope["headers"])
+            version = next((v.decode("latin-1") for k, v in headers if k == _VERSION), None)
+            if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                data = {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version}
+                error = {
+                    "code": UNSUPPORTED_PROTOCOL_VERSION,
+                    "message": "this server speaks the initialize handshake (a session per client)",
+                    "data": data,
+                }
+                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return asgi
+
+
+_VERSION = b"mcp-protocol-version"
 
 
 def _connection_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
