@@ -25,7 +25,7 @@ from fnmatch import fnmatchcase
 
 from zuno.config import PermissionRule
 from zuno.permissions import path_pattern_matches
-from zuno.real_paths import proc_refusal, relative_subject
+from zuno.real_paths import is_inside, proc_refusal, relative_subject
 from zuno.ripgrep import Exclusion
 
 __all__ = ["search_exclusion"]
@@ -49,6 +49,8 @@ def search_exclusion(
     patterns = [rule.pattern for rule in rules if _fences(rule, tool, subject)]
     if any(p in _WHOLE for p in patterns):
         return Exclusion(("/**",), lambda rel: True)
+    if not patterns and not is_inside("/proc", root):
+        return Exclusion()  # nothing to leave out: no filter to pay for on every result
     base = root.rstrip("/")
 
     def skip(rel: str) -> bool:
