@@ -31,6 +31,7 @@ dumped (so every default is present), and the workspace file as written
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -209,7 +210,9 @@ def _walk(
 ) -> dict[str, Any]:
     out = dict(user)
     for key, raw_value in raw.items():
-        name = f"{path}.{key}" if path else key
+        # A map's keys come from the file: shown quoted when they hold control characters.
+        shown = key if key.isprintable() else json.dumps(key)
+        name = f"{path}.{shown}" if path else shown
         if name == "sources":
             continue  # not a setting: where the configuration was read from
         policy = table.get(key, table.get("*", _ignore))

@@ -235,6 +235,172 @@ def test_trusted_mcp_server_is_connected(attack: Attack) -> None:
     assert attack.marks_left() == ["mcp"]
 
 
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    [("bubblewrap", "workspace-write"), ("landlock", "workspace-write"), ("none", "full-access")],
+)
+def test_a_command_that_rewrites_a_trusted_file_gains_nothing(
+    attack: Attack, kind: str, mode: str
+) -> None:
+    sandbox = {"kind": kind, "mode": mode}
+    user = {"permission": {"mode": "strict", "rules": [USER_DENY]}, "sandbox": sandbox}
+    (attack.home / "zuno.json").write_text(json.dumps(user))
+    attack.write_config({"tools": {"webfetch": False}})
+    assert attack.zuno("trust").returncode == 0
+    evil = json.dumps({"hooks": {"before": [{"command": f"touch {attack.mark('hook')}"}]}})
+    command = f"printf '%s' '{evil}' > zuno.json"
+    attack.zuno("call", "shell", json.dumps({"command": command}), "--yes")
+    proc = attack.zuno("call", "read", '{"path": "README"}')
+    assert proc.returncode == 0, proc.stderr
+    assert attack.marks_left() == []
+    if mode == "full-access":
+        # Nothing stopped the command writing the file: it is a new version, untrusted.
+        assert "hooks" in json.loads((attack.ws / "zuno.json").read_text())
+        assert "hooks" in _warning(proc.stderr)
+
+
+def test_the_users_own_folder_is_the_users_file(attack: Attack) -> None:
+    """Zuno run inside the config folder: the one file there is the user's, trusted."""
+    (attack.home / "zuno.json").write_text(json.dumps({"permission": {"mode": "permissive"}}))
+    env = {**attack.env, "ZUNO_CONFIG_HOME": str(attack.home)}
+    proc = subprocess.run(
+        [ZUNO, "config", "show"],
+        cwd=attack.home,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "not trusted" not in proc.stderr
+    assert json.loads(proc.stdout)["config"]["permission"]["mode"] == "permissive"
+
+
+def test_trust_list_doctor_text_and_nothing_to_trust(attack: Attack) -> None:
+    empty = attack.zuno("trust")
+    assert empty.returncode == 2 and "nothing to trust" in empty.stderr
+    attack.write_config({"permission": {"mode": "permissive"}})
+    doctor = attack.zuno("doctor")
+    assert any(
+        line.startswith("trust:") and "untrusted" in line and "permission.mode" in line
+        for line in doctor.stdout.splitlines()
+    ), doctor.stdout
+    assert json.loads(attack.zuno("trust", "--list", "--json").stdout) == []
+    recorded = json.loads(attack.zuno("trust", "--json").stdout)
+    assert recorded["widens"] == ["permission.mode"]
+    (row,) = json.loads(attack.zuno("trust", "--list", "--json").stdout)
+    assert row == {
+        "folder": str(attack.ws.resolve()),
+        "sha256": recorded["sha256"],
+        "state": "trusted",
+    }
+    narrowing = {"permission": {"mode": "strict"}}
+    attack.write_config(narrowing)
+    shown = attack.zuno("trust")
+    assert shown.returncode == 0 and "only narrows" in shown.stdout
+
+
+def _dead_model_env(attack: Attack) -> dict[str, str]:
+    """A model that cannot be reached: the run stops after the configuration is used."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return {
+        **attack.env,
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+        "OPENAI_API_KEY": "sk-test",
+    }
+
+
+def test_run_without_a_terminal_never_asks(attack: Attack) -> None:
+    attack.write_config(attack.hostile())
+    proc = subprocess.run(
+        [ZUNO, "run", "hello", "--model", "openai:m"],
+        cwd=attack.ws,
+        env=_dead_model_env(attack),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Trust this folder" not in proc.stderr
+    assert "hooks" in _warning(proc.stderr)
+    assert not (attack.home / "trust.json").exists()
+    assert attack.marks_left() == []
+
+
+class _Pty:
+    """``zuno run`` on a pseudo-terminal, answering the trust question."""
+
+    def __init__(self, attack: Attack) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [ZUNO, "run", "hello", "--model", "openai:m"],
+            cwd=attack.ws,
+            env={**_dead_model_env(attack), "TERM": "dumb"},
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = ""
+
+    def read_until(self, text: str | None) -> None:
+        """Read until ``text`` shows (None: until the process closes the terminal)."""
+        import select
+
+        for _ in range(1200):  # bounded: 1200 waits of at most 0.1 s without output
+            if text is not None and text in self.output:
+                return
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                self.output += chunk.decode("utf-8", "replace")
+        assert text is None or text in self.output, self.output
+
+    def answer(self, line: str) -> int:
+        os.write(self.master, (line + "\n").encode())
+        self.read_until(None)
+        code = self.proc.wait(timeout=120)
+        os.close(self.master)
+        return code
+
+
+@pytest.mark.parametrize("answer", ["", "n", "y"])
+def test_run_on_a_terminal_asks_once_default_no(attack: Attack, answer: str) -> None:
+    data = attack.hostile()
+    del data["mcp"]
+    attack.write_config(data)
+    term = _Pty(attack)
+    try:
+        term.read_until("Trust this folder's zuno.json? [y/N]")
+        assert "hooks" in term.output and "permission.mode" in term.output
+        term.answer(answer)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
+    assert term.output.count("Trust this folder") == 1
+    from zuno.trust import TrustState, is_trusted
+
+    os.environ["ZUNO_CONFIG_HOME"] = str(attack.home)  # the autouse fixture restores it
+    expected = TrustState.TRUSTED if answer == "y" else TrustState.UNTRUSTED
+    assert is_trusted(attack.ws) == expected
+    if answer != "y":
+        assert "not trusted" in term.output
+
+
 # -- the Python API ------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
+from rich.markup import escape
 
 from zuno.cli.app import Json, app, err, fail, out, user_errors
 from zuno.config import CONFIG_NAME, Config, ConfigError, load_config
@@ -57,9 +58,11 @@ def trust_command(
             if json_:
                 _print({"folder": str(workspace), "revoked": found})
             elif found:
-                out.print(f"{workspace}: no longer trusted; its zuno.json can only narrow.")
+                out.print(
+                    f"{workspace}: no longer trusted; its zuno.json can only narrow.", markup=False
+                )
             else:
-                out.print(f"{workspace}: was not trusted; nothing changed.")
+                out.print(f"{workspace}: was not trusted; nothing changed.", markup=False)
             return
         if not (workspace / CONFIG_NAME).is_file():
             fail(f"{workspace} has no {CONFIG_NAME}; there is nothing to trust")
@@ -70,14 +73,21 @@ def trust_command(
             _print({"folder": str(workspace), "sha256": digest, "widens": config.untrusted_ignored})
             return
         if lines:
-            out.print(f"{workspace / CONFIG_NAME} widens what your own configuration allows:")
+            out.print(
+                f"{workspace / CONFIG_NAME} widens what your own configuration allows:",
+                markup=False,
+            )
             for line in lines:
                 out.print(f"  {line}", markup=False, highlight=False)
         else:
-            out.print(f"{workspace / CONFIG_NAME} only narrows; trusting it changes nothing today.")
+            out.print(
+                f"{workspace / CONFIG_NAME} only narrows; trusting it changes nothing today.",
+                markup=False,
+            )
         out.print(
             f"trusted: {workspace} (sha256 {digest[:12]}); a change to the file "
-            "makes it untrusted again. `zuno trust --revoke` undoes this."
+            "makes it untrusted again. `zuno trust --revoke` undoes this.",
+            markup=False,
         )
 
 
@@ -115,8 +125,8 @@ def offer_trust(workspace: Path) -> None:
     state = config.workspace_trust
     why = "changed since you trusted it" if state == TrustState.CHANGED else "is not trusted"
     err.print(
-        f"[yellow]{workspace.resolve() / CONFIG_NAME} {why}.[/] Until it is, these settings "
-        "that widen what your own configuration allows are ignored:",
+        f"[yellow]{escape(str(workspace.resolve() / CONFIG_NAME))} {why}.[/] Until it is, "
+        "these settings that widen what your own configuration allows are ignored:",
         markup=True,
     )
     for line in widening_lines(workspace.resolve(), config):
@@ -139,7 +149,7 @@ def _list(json_: bool) -> None:
         _print(rows)
         return
     if not rows:
-        out.print(f"no trusted folders ({trust_file()})")
+        out.print(f"no trusted folders ({trust_file()})", markup=False)
         return
     for row in rows:
         out.print(f"{row['folder']}  {row['state']}", markup=False, highlight=False)
