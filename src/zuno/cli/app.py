@@ -322,7 +322,7 @@ def show(
     workspace: Workspace = Path("."),
 ) -> None:
     """The transcript of a session, from the store."""
-    from zuno.cli.render import print_transcript
+    from zuno.cli.render import calls_not_run, print_transcript
     from zuno.recovery import last_notice, pending_notice, settle_interrupted
 
     with user_errors():
@@ -343,6 +343,8 @@ def show(
         else:
             err.print(store.migration_needed, style="dim", markup=False, highlight=False)
         calls = store.calls(record.session_id)
+        events = store.events(record.session_id)
+        not_run = calls_not_run(events, calls)
         children = store.child_sessions(record.session_id)
         notice = pending_notice(store, record.session_id) if current else None
         conversation = [
@@ -354,7 +356,8 @@ def show(
                 {
                     **record.as_dict(),
                     "calls": [c.as_dict() for c in calls],
-                    "events": [e.as_dict() for e in store.events(record.session_id)],
+                    "not_run": [n.as_dict() for n in not_run],
+                    "events": [e.as_dict() for e in events],
                     "children": [c.session_id for c in children],
                     "messages": conversation,
                     "recovery": notice.as_dict() if notice else None,
@@ -364,7 +367,7 @@ def show(
                 }
             )
         else:
-            print_transcript(out, record, calls, children)
+            print_transcript(out, record, calls, children, not_run)
             answers = [m["text"] for m in conversation if m["role"] == "assistant" and m["text"]]
             if answers:
                 out.print("\n[bold]final answer:[/]", markup=True)

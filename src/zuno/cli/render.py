@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -9,10 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from zuno.dispatch import CallResult
+from zuno.owner import identity_alive
 from zuno.registry import Surface, place_of
-from zuno.store.records import CallRecord, SessionRecord, iso
+from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 
 __all__ = [
+    "NotRun",
+    "calls_not_run",
     "outcome_style",
     "print_result",
     "print_sessions",
@@ -138,8 +143,66 @@ def print_sessions(console: Console, sessions: list[SessionRecord]) -> None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class NotRun:
+    """A call a step asked for that has no row: it never started."""
+
+    step: int
+    index: int
+    tool: str
+    arguments: str
+    running: bool
+    """The process running the step is alive: the call may still start."""
+
+    @property
+    def status(self) -> str:
+        if self.running:
+            return "not started yet (its step is still running)"
+        return "not run: the run stopped before this call started"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "index": self.index,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "status": "not_started" if self.running else "not_run",
+        }
+
+
+def calls_not_run(events: Sequence[EventRecord], calls: Sequence[CallRecord]) -> list[NotRun]:
+    """The calls each step asked for (its ``dispatch.started`` event) that have no row.
+
+    Steps recorded before the opening event kept its calls name them by count only.
+    """
+    have = {(c.step, c.index) for c in calls}
+    missing: list[NotRun] = []
+    for event in events:
+        step = event.data.get("step")
+        if event.kind != "dispatch.started" or not isinstance(step, int):
+            continue
+        asked: list[Any] = event.data.get("requests") or [{}] * int(event.data.get("calls", 0))
+        running = identity_alive(event.data.get("runner"))
+        for index, request in enumerate(asked):
+            if (step, index) not in have:
+                missing.append(
+                    NotRun(
+                        step,
+                        index,
+                        str(request.get("tool", "(not recorded)")),
+                        str(request.get("arguments", "")),
+                        running,
+                    )
+                )
+    return missing
+
+
 def print_transcript(
-    console: Console, session: SessionRecord, calls: list[CallRecord], children: list[SessionRecord]
+    console: Console,
+    session: SessionRecord,
+    calls: list[CallRecord],
+    children: list[SessionRecord],
+    not_run: Sequence[NotRun] = (),
 ) -> None:
     console.print(
         Text.assemble(
@@ -152,10 +215,21 @@ def print_transcript(
     if session.parent_call_id:
         console.print(f"  delegated by call {session.parent_call_id}", style="dim")
     step = None
-    for c in calls:
+    entries: list[CallRecord | NotRun] = sorted(
+        [*calls, *not_run],
+        key=lambda e: (e.step, e.index, e.attempt if isinstance(e, CallRecord) else 0),
+    )
+    for c in entries:
         if c.step != step:
             step = c.step
             console.print(Text(f"\nstep {step}", style="bold"))
+        if isinstance(c, NotRun):
+            console.print(
+                Text.assemble(f"  #{c.index} ", (c.tool, "bold"), ("  " + c.status, "yellow")),
+                highlight=False,
+            )
+            console.print(Text(f"     args: {c.arguments}", style="dim"), highlight=False)
+            continue
         kind = f": {c.block_kind}" if c.block_kind else ""
         decl = f"{c.effect or '-'}/{c.replay or '-'}/{c.concurrency or '-'}"
         status = c.outcome or "started (no result: outcome unknown)"
