@@ -40,6 +40,7 @@ from zuno.tool import (
     ToolUnavailable,
     TransientError,
     UncertainOutcome,
+    WritesNotAllowed,
 )
 
 if TYPE_CHECKING:
@@ -329,6 +330,8 @@ class Dispatcher:
             block_kind = (
                 BlockKind.UNAVAILABLE
                 if isinstance(exc, ToolUnavailable)
+                else BlockKind.DENIED  # a policy refusal, like a deny rule
+                if isinstance(exc, WritesNotAllowed)
                 else BlockKind.INVALID_ARGUMENTS
             )
             result = ToolResult(

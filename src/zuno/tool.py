@@ -12,7 +12,8 @@ stored outcomes::
       TransientError     -> outcome "error"   (a Safe call may be attempted again after backoff)
       ArgumentsRejected  -> outcome "blocked: invalid_arguments" (refused before any effect:
                             a patch whose context is not in the file, an unknown todo id)
-        WritesNotAllowed -> the same: ``sandbox.mode`` is ``read-only``, file tools may not write
+        WritesNotAllowed -> outcome "blocked: denied" (``sandbox.mode`` is ``read-only``:
+                            file tools may not write)
       ToolUnavailable    -> outcome "blocked: unavailable" (what the tool needs cannot be
                             reached and nothing was sent: an MCP server that is down)
     UncertainOutcome     -> outcome "uncertain" (the effect may have happened: timeout, lost reply)
@@ -71,7 +72,11 @@ class ArgumentsRejected(ToolError):
 
 
 class WritesNotAllowed(ArgumentsRejected):
-    """A file tool may not write at all in this sandbox mode (``read-only``); nothing ran."""
+    """A file tool may not write at all in this sandbox mode (``read-only``); nothing ran.
+
+    The dispatcher stores it as ``blocked: denied``: the configuration refused
+    the call, whatever its arguments.
+    """
 
 
 class ToolUnavailable(ToolError):

@@ -144,7 +144,7 @@ def test_read_only_through_the_runtime_is_blocked(ws: Path, tmp_path: Path) -> N
     results = anyio.run(main)
     assert len(results) == 7
     for outcome, kind, output in results:
-        assert (outcome, kind) == (Outcome.BLOCKED, BlockKind.INVALID_ARGUMENTS), output
+        assert (outcome, kind) == (Outcome.BLOCKED, BlockKind.DENIED), output
         assert "read-only" in output and "Nothing was changed" in output
     assert tree(ws) == before
 
@@ -176,7 +176,7 @@ def _cli(ws: Path, tmp_path: Path, mode: str, tool: str, arguments: dict[str, An
     )
     if mode == "read-only":
         result = json.loads(done.stdout)
-        assert result["outcome"] == "blocked", done.stdout
+        assert (result["outcome"], result["block_kind"]) == ("blocked", "denied"), done.stdout
         assert "read-only" in result["result"]
     return done.returncode
 
