@@ -30,10 +30,10 @@ import anyio
 import pytest
 
 from zuno import beneath
-from zuno.config import Config
+from zuno.config import Config, PermissionRule, PermissionSettings
 from zuno.declarations import Outcome
 from zuno.output import ArtifactStore, OutputLimits
-from zuno.permissions import ApproveAll
+from zuno.permissions import ApproveAll, CallbackApprover
 from zuno.runtime import Runtime
 from zuno.sandbox.probing import probe_bubblewrap, probe_landlock
 from zuno.sandbox.settings import SandboxSettings
@@ -401,3 +401,75 @@ def test_symlink_swapper_never_gets_a_write_outside(
     ]
     assert wrong == [], f"{len(wrong)} calls disagree with the files: {wrong[:10]}"
     assert landed > 0
+
+
+# --- redirected inside the workspace ------------------------------------------------
+
+REDIRECT_ROUNDS = 120
+"""Each round writes and patch-adds one file in each of two swapped folders: 480 calls."""
+
+
+async def run_redirected(ws: Path, db: Path, counts: Counter[str]) -> None:
+    """Write into d/ and e/ while they are swapped with links to .git/hooks and secret/."""
+    deny = PermissionRule(tool="*", pattern="secret/**", action="deny")
+    config = Config(permission=PermissionSettings(rules=[deny]))
+    # Approve everything but a control file: the user would say no to a git hook.
+    approver = CallbackApprover(lambda request: "control file" not in request.reason)
+    ctx = context(ws)
+    ctx.config = config
+    rt = Runtime(ws, config=config, db_path=db, approver=approver)
+    try:
+        async with rt:
+            for i in range(REDIRECT_ROUNDS):
+                for folder in ("d", "e"):
+                    add = f"*** Begin Patch\n*** Add File: {folder}/a{i}\n+x\n*** End Patch\n"
+                    calls = [
+                        ("write", {"path": f"{folder}/w{i}", "content": "echo pwned\n"}),
+                        ("apply_patch", {"patch": add}),
+                    ]
+                    for name, arguments in calls:
+                        if i % 2:
+                            result = await rt.call(rt.open_session(), name, arguments)
+                            counts[f"{result.outcome.value} (runtime)"] += 1
+                            continue
+                        tool, model = TOOLS[name]
+                        try:
+                            await tool.run(model.model_validate(arguments), ctx)
+                        except ToolError:
+                            counts["refused (tool)"] += 1
+                        else:
+                            counts["landed (tool)"] += 1
+    finally:
+        rt.close()
+
+
+def test_swapper_never_redirects_a_write_into_git_or_a_denied_folder(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    hooks = ws / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit.sample").write_text("sample\n")
+    (ws / "secret").mkdir()
+    (ws / "secret" / "key").write_text("k\n")
+    for name, target in (("d", ".git/hooks"), ("e", "secret")):
+        (ws / name).mkdir()
+        (ws / f"{name}.swap").symlink_to(target)
+    stop = tmp_path / "stop"
+    script = tmp_path / "swapper.py"
+    script.write_text(_SWAPPER)
+    names = [ws / "d", ws / "d.swap", ws / "e", ws / "e.swap", stop]
+    argv = [sys.executable, str(script), *map(str, names)]
+    guarded = {"hooks": snapshot(hooks), "secret": snapshot(ws / "secret")}
+    counts: Counter[str] = Counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "swapping"
+        anyio.run(run_redirected, ws, tmp_path / "z.db", counts)
+    finally:
+        stop.touch()
+        out, _ = proc.communicate(timeout=60)
+    print(f"\nredirect race: {dict(sorted(counts.items()))}, swaps: {out.split()[-1]}")
+    assert sum(counts.values()) == REDIRECT_ROUNDS * 4
+    after = {"hooks": snapshot(hooks), "secret": snapshot(ws / "secret")}
+    assert after == guarded
+    assert temporaries(tmp_path) == []
+    assert counts["landed (tool)"] + counts["ok (runtime)"] > 0
