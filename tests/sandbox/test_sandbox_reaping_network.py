@@ -341,9 +341,10 @@ async def test_ordinary_commands_still_work_with_the_network_off(box: Box, kind:
         "python3 -c 'import socket, subprocess; a, b = socket.socketpair(); "
         'print(subprocess.run(["echo", "py"], capture_output=True, text=True).stdout.strip())\' && '
         f"{rg} -c needle . && git status --porcelain && echo sub > sub.txt && cat sub.txt && "
+        "python3 -c 'import multiprocessing as m; m.Lock(); print(m.Pool(2).map(abs, [-7]))' && "
         "(sleep 0.1 & wait) && echo done"
     )
     result = await box.run(command, kind=kind)
     assert not result.is_error, result.output
-    for expected in ("a\n", "py\n", "a.txt:1", "?? a.txt", "sub\n", "done"):
+    for expected in ("a\n", "py\n", "a.txt:1", "?? a.txt", "sub\n", "[7]", "done"):
         assert expected in result.output

@@ -304,3 +304,12 @@ def test_commands_cannot_read_zunos_environment_or_memory(bare: Workspace, kind:
     else:
         assert secret not in done.stdout
         assert "MEM-OPEN" not in done.stdout
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_commands_hold_no_capabilities(bare: Workspace, kind: str) -> None:
+    # Run as root, a command with capabilities could load a kernel module from the workspace.
+    result = await bare.run("grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status", kind=kind)
+    lines = [line.split() for line in result.output.splitlines() if line.startswith("Cap")]
+    assert len(lines) == 4, result.output
+    assert all(int(value, 16) == 0 for _, value in lines), result.output

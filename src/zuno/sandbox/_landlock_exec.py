@@ -13,7 +13,7 @@ What it does, in order:
    The parent stays outside, waits, and exits the way the command did.
 2. The child is PID 1 of the new namespace: it dies with the parent
    (``PR_SET_PDEATHSIG``), mounts a fresh ``/proc`` (only the command's own
-   processes are visible), binds the policy's read-only paths (the
+   processes are visible) and a private ``/dev/shm``, binds the policy's read-only paths (the
    workspace's control files) read-only over themselves, and forks the command.
    It reaps orphans, and when the command exits it exits too, so that the
    kernel kills everything the command left behind (``setsid``, ``nohup``,
@@ -71,6 +71,8 @@ _MS_PRIVATE = 1 << 18
 _MS_NOATIME = 1024
 _MS_NODIRATIME = 2048
 _MS_RELATIME = 1 << 21
+_SHM = "/dev/shm"
+
 # Flags a remount inside a user namespace must keep (the kernel locks them).
 _KEPT_FLAGS = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
 
@@ -272,6 +274,14 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
     # Private first, so that no mount below reaches the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    if os.path.isdir(_SHM):
+        # A private, writable /dev/shm (POSIX semaphores, multiprocessing), as under bwrap.
+        _check(
+            _libc.mount(
+                b"tmpfs", _SHM.encode(), b"tmpfs", _ulong(_MS_NOSUID | _MS_NODEV), b"mode=1777"
+            ),
+            f"mount {_SHM}",
+        )
     for path in read_only:
         _bind_read_only(path)
     return status_write
@@ -367,9 +377,13 @@ def _load_seccomp() -> None:
 
 def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:
     """Restrict this process and exec command; returns an exit status only on failure."""
+    isolated = bool(policy.get("isolate", True))
+    write_dirs = list(policy["write_dirs"])  # type: ignore[call-overload]
+    if isolated and os.path.isdir(_SHM):
+        write_dirs.append(_SHM)  # the private tmpfs mounted by isolate()
     try:
-        restrict_self(policy["write_dirs"], policy["write_files"], network)  # type: ignore[arg-type]
-        if policy.get("isolate", True):
+        restrict_self(write_dirs, policy["write_files"], network)  # type: ignore[arg-type]
+        if isolated:
             drop_capabilities()
             if not network:
                 _load_seccomp()
