@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -61,7 +61,7 @@ def _ignore_line(glob: str) -> str:
 @contextmanager
 def selection_args(
     include: str | None, hidden: bool, exclusion: Exclusion | None = None
-) -> Iterator[list[str]]:
+) -> Generator[list[str]]:
     """The rg options choosing which files are searched, valid inside the ``with``.
 
     Args:
