@@ -132,8 +132,11 @@ def kill_process_tree(root: int) -> None:
     tree is frozen with SIGSTOP before it is killed: a parent killed first
     would orphan its children, and an orphan in a session of its own could no
     longer be found. A process that had already left the session and been
-    orphaned before the kill escapes; the bubblewrap sandbox's PID namespace
-    catches those too.
+    orphaned before the kill escapes this search; under bubblewrap and
+    Landlock it is caught anyway, because both run the command as the child
+    of the PID namespace's init, which the kill reaches, and the kernel kills
+    every process of a namespace whose init is gone. Only the ``none``
+    sandbox has no such net.
     """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(root, signal.SIGSTOP)

@@ -4,12 +4,16 @@ Settings (:class:`SandboxSettings`) choose the sandbox and mode;
 :func:`select_sandbox` probes once and returns the :class:`Sandbox`, or raises
 :class:`SandboxError` at startup; :func:`policy_for` and
 :func:`prepared_launch` turn a command into the argv that actually runs;
-:func:`sandbox_report` is what ``zuno doctor`` shows.
+:func:`sandbox_report` is what ``zuno doctor`` shows. Under both real
+sandboxes the workspace's control files (:data:`CONTROL_NAMES`) stay read-only,
+nothing a command starts outlives it, and with the network off no socket
+outside the sandbox is reachable.
 """
 
 from __future__ import annotations
 
 from zuno.sandbox.bubblewrap import BubblewrapSandbox
+from zuno.sandbox.control_files import CONTROL_NAMES
 from zuno.sandbox.environment import command_environment
 from zuno.sandbox.landlock import LandlockSandbox
 from zuno.sandbox.none import NoSandbox
@@ -19,6 +23,7 @@ from zuno.sandbox.selection import policy_for, sandbox_report, select_sandbox
 from zuno.sandbox.settings import DEFAULT_ENV_REMOVE, SandboxKind, SandboxMode, SandboxSettings
 
 __all__ = [
+    "CONTROL_NAMES",
     "DEFAULT_ENV_REMOVE",
     "BackendProbe",
     "BubblewrapSandbox",

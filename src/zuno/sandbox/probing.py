@@ -127,7 +127,13 @@ def probe_bubblewrap() -> BackendProbe:
 
 @functools.cache
 def probe_landlock() -> BackendProbe:
-    """Read the Landlock ABI and restrict a real ``true`` through the exec helper."""
+    """Read the Landlock ABI and run a real ``true`` through the exec helper.
+
+    The helper also creates the namespaces every launch uses (PID, mount, IPC,
+    network; a user namespace when not root), so a machine that forbids them
+    reports Landlock as unavailable, with the reason, rather than running
+    commands that could outlive their call.
+    """
     abi = abi_version()
     if abi < 1:
         return BackendProbe("landlock", False, "the kernel has no Landlock support", abi=0)
@@ -140,7 +146,7 @@ def probe_landlock() -> BackendProbe:
         return BackendProbe(
             "landlock",
             False,
-            f"Landlock ABI {abi} refused a ruleset: {done.stderr.strip()}",
+            f"Landlock ABI {abi}: the exec helper failed: {done.stderr.strip()}",
             abi=abi,
         )
     net = abi >= 4
