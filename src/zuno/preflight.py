@@ -227,7 +227,7 @@ class Preflight:
         self, permissions: PermissionSettings, call: Admitted, touched: list[TouchedPath]
     ) -> str | None:
         """Why a read-only file call needs approval in strict mode: it reads outside."""
-        if call.declaration.effect is not Effect.READ_ONLY:
+        if call.declaration.effect is not Effect.READ_ONLY or call.tool.workspace_only:
             return None
         outside = [p for p in touched if not p.inside]
         if not outside:

@@ -267,6 +267,9 @@ class Tool(ABC, Generic[A]):
     rule_argument: ClassVar[str | None] = None
     """The main argument that ``permission.rules`` patterns match."""
     rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "glob"
+    workspace_only: ClassVar[bool] = False
+    """True when the tool itself refuses paths outside the workspace (``lsp``): strict
+    mode then does not ask about a read outside, which would be refused anyway."""
 
     def declare(self, args: A) -> Declaration:
         """The declaration of one invocation, from its validated arguments."""

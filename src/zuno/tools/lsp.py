@@ -150,6 +150,7 @@ class LspTool(Tool[LspArgs]):
     declaration = INSPECTION
     rule_argument = "path"
     rule_match = "path"
+    workspace_only = True
 
     def touched_paths(self, args: LspArgs) -> list[str]:
         """The file asked about; the whole workspace (``.``) for workspace_symbols."""
