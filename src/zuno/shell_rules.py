@@ -149,6 +149,22 @@ _PLAIN_WORD = re.compile(
     r"""(?:[^\s\x00-\x1f\x7f|&;()<>$`\\'"*?\[{}!]|\\[^\n]|'[^']*'|"[^"$`\\]*")+\Z"""
 )
 _ASSIGNMENT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[|\+?=)")
+_UNESCAPED_BLANK = re.compile(r"(?<!\\)(?:\\\\)*[ \t\n]")
+_CONTINUATION = re.compile(rb"(?<!\\)((?:\\\\)*)\\\n")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RESERVED = frozenset(
+    {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "case", "esac"}
+    | {"while", "until", "for", "select", "function", "[["}
+)
+_UNQUOTED_LEAVES = frozenset(
+    {"word", "simple_expansion", "variable_name", "special_variable_name", "number"}
+)
+_KEYWORDS = _RESERVED | {"[", "]", "]]", "in"}
+_GRAMMAR = frozenset(
+    {"test_command", "compound_statement", "negated_command", "if_statement", "elif_clause"}
+    | {"else_clause", "while_statement", "for_statement", "c_style_for_statement"}
+    | {"case_statement", "do_group", "function_definition", "select_statement"}
+)
 _TILDE = re.compile(r"(?:^|[=:])~")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LITERAL_NODES = frozenset({"word", "raw_string", "string", "concatenation", "number"})
@@ -260,19 +276,44 @@ def _command_name(word: str) -> str:
 class _Walker:
     """Collects the simple commands of one tree, and what hides others."""
 
-    def __init__(self, findings: _Findings, depth: int) -> None:
+    def __init__(self, findings: _Findings, depth: int, source: bytes = b"") -> None:
         self.found = findings
         self.depth = depth
+        self.src = source
+
+    def _bounded(self, nodes: list[Node]) -> None:
+        """Hide the command unless each word starts and ends where bash's would.
+
+        tree-sitter-bash splits some words that bash keeps whole (``}rm``,
+        ``a#/rm``) and joins some that bash splits; either way its reading
+        is not bash's, and the command names it gives cannot be trusted.
+        """
+        for node in nodes:
+            if not (
+                _word_edge(self.src, node.start_byte, before=True)
+                and _word_edge(self.src, node.end_byte, before=False)
+            ):
+                self.found.hide("the parser read this command differently from bash")
+                return
 
     def walk(self, node: Node) -> None:
         kind = node.type
         if kind == "ERROR" or node.is_missing:
             self.found.hide("the command does not parse")
+        elif kind in _UNQUOTED_LEAVES and _UNESCAPED_BLANK.search(_text(node)):
+            # bash ends a word at an unescaped blank or newline; a parse that
+            # does not (`ls<newline>\rm x` read as one command) is not bash's.
+            self.found.hide("the parser read this command differently from bash")
+        elif kind in _KEYWORDS and node.parent is not None and node.parent.type in _GRAMMAR:
+            # A reserved word is a word of its own in bash: `[?m` or `{}` is a
+            # command name there, not a test or a group.
+            self._bounded([node])
         elif kind == "command":
             self._command(node)
         elif kind == "declaration_command":
             self._declaration(node)
         elif kind == "unset_command":
+            self._bounded(node.named_children)
             self._words([node.children[0].type, *map(_literal, node.named_children)])
         elif kind == "test_command":
             self._test(node)
@@ -288,19 +329,33 @@ class _Walker:
             self._assignment(node)
         elif kind == "array":
             self._array(node)
+        elif kind == "command_substitution" and re.match(r"`.*\\", _text(node), re.S):
+            # Inside backquotes bash removes a level of backslashes before
+            # parsing: the parse of the text is not what runs.
+            self.found.hide("backslashes inside a backquote substitution")
         for child in node.children:
             self.walk(child)
 
     def _command(self, node: Node) -> None:
         name = node.child_by_field_name("name")
+        self._bounded(
+            [c for c in node.children if c.type in ("command_name", "variable_assignment")]
+            + node.children_by_field_name("argument")
+        )
         if name is None:
             return  # only assignments or redirections
+        if name.child_count == 1 and name.children[0].type == "word":
+            text = _text(name)
+            # bash reads these as an assignment or a reserved word, not a name.
+            if _ASSIGNMENT_START.match(text) or text in _RESERVED:
+                self.found.hide("the parser read this command differently from bash")
         words = [_literal(name)]
         words += [_literal(arg) for arg in node.children_by_field_name("argument")]
         self._words(words)
 
     def _declaration(self, node: Node) -> None:
         keyword = node.children[0].type
+        self._bounded(node.named_children)
         words: list[str | None] = []
         for child in node.named_children:
             if child.type in ("variable_assignment", "variable_name"):
@@ -316,8 +371,14 @@ class _Walker:
 
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
-        if name is not None and _text(name) in _CODE_VARIABLES:
-            self.found.hide(f"bash runs the value of {_text(name)} as code")
+        if name is not None and name.type == "subscript":
+            name = name.child_by_field_name("name")
+        text = _text(name) if name is not None else ""
+        if not _IDENTIFIER.fullmatch(text):
+            # bash reads `@x=...` as a command word, not as an assignment.
+            self.found.hide("the parser read this command differently from bash")
+        elif text in _CODE_VARIABLES:
+            self.found.hide(f"bash runs the value of {text} as code")
 
     def _array(self, node: Node) -> None:
         # `a=([x]=1)`: an indexed array's subscript is arithmetic on x's value.
@@ -513,6 +574,22 @@ class _Walker:
         _collect(text, self.found, self.depth)
 
 
+_DELIMITERS = frozenset(b" \t\n;&|()<>`")
+
+
+def _word_edge(source: bytes, offset: int, *, before: bool) -> bool:
+    """Whether a word may start (``before``) or end at this byte offset in bash."""
+    at = offset - 1 if before else offset
+    if at < 0 or at >= len(source):
+        return True
+    if source[at] not in _DELIMITERS:
+        return False
+    backslashes = 0
+    while at - 1 - backslashes >= 0 and source[at - 1 - backslashes] == 0x5C:
+        backslashes += 1
+    return backslashes % 2 == 0  # an escaped delimiter is part of the word
+
+
 def _descendants(node: Node) -> list[Node]:
     out: list[Node] = []
     stack = list(node.children)
@@ -533,19 +610,37 @@ def _collect(text: str, found: _Findings, depth: int) -> Node | None:
     except UnicodeEncodeError:
         found.hide("the command is not valid text")
         return None
-    # tree-sitter-bash splits a word at a backslash-newline where bash joins
-    # it: read the command both ways and keep what either reading finds.
-    readings = [source]
-    if b"\\\n" in source:
-        readings.append(source.replace(b"\\\n", b""))
-    trees = []
-    for reading in readings:
-        root = _parse(reading)
-        if root.has_error:
-            found.hide("the command does not parse")
-        _Walker(found, depth).walk(root)
-        trees.append(root)
-    return trees[0]
+    if _CONTINUATION.search(source):
+        # tree-sitter-bash splits a word at a backslash-newline where bash
+        # joins it: parse the text bash parses, with the continuations
+        # removed. Only in a comment does bash keep one (the next line runs).
+        if b"#" in source:
+            found.hide("a line continuation next to a comment")
+        source = _CONTINUATION.sub(rb"\1", source)
+    root = _parse(source)
+    if root.has_error:
+        found.hide("the command does not parse")
+    elif not _fully_read(root, source):
+        found.hide("the parser read this command differently from bash")
+    _Walker(found, depth, source).walk(root)
+    return root
+
+
+def _fully_read(root: Node, source: bytes) -> bool:
+    """Whether every byte but blanks belongs to a token of the tree.
+
+    tree-sitter-bash can skip text bash reads as a word (``\\ `` at the
+    start of a command): a command made of skipped text would go unseen.
+    """
+    covered = bytearray(len(source))
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0 or node.type == "heredoc_body":
+            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+        else:
+            stack.extend(node.children)
+    return all(c or b in b" \t\n" for b, c in zip(source, covered, strict=True))
 
 
 def _plain_words(root: Node, source: bytes) -> tuple[str, ...] | None:

@@ -535,3 +535,77 @@ def test_generated_spellings_of_rm_that_delete_are_denied(tmp_path: Path) -> Non
     check()
     print(f"\ngenerated spellings of rm run through bash: {dict(stats)}")
     assert stats["deleted, denied"]
+
+
+# Word pieces, separators and constructs for commands that bash itself judges:
+# run with an empty PATH, every external command it would start goes to
+# command_not_found_handle, which logs the name. Each logged name must be
+# among the commands the analysis found, unless the analysis gave up (opaque).
+_PIECES = ["r", "m", "x", "'r'", '"m"', "\\r", "\\m", "]", "]]", "}", "{", "!", "#", "@", "="]
+_PIECES += ["%", ",", ":", "~", "-", "\\ ", "\\;", "$x", "${x}", "$'r'", "*", "?", "[", "1", "_"]
+_PIECES += ["\\\n", "'", '"', "\\\\", "$", "`", "."]
+_JOINS = [" ; ", ";", " && ", " || ", " | ", "\n", " & ", "\n\n"]
+_AROUND = ["{}", "$({})", "`{}`", "({})", "{{ {}; }}", "{{ {};}}", "if true; then {}; fi"]
+_AROUND += ["f() {{ {}; }}; f", "! {}", 'echo "$({})"', "x=$({}) ", "case a in a) {};; esac"]
+_AROUND += ["for i in 1; do {}; done"]
+_LOG_NAMES = '() { printf "%s\\0" "${1##*/}" >> "$LOG"; return 0; }'
+
+
+@st.composite
+def _shell_soup(draw: st.DrawFn, depth: int = 0) -> str:
+    def simple() -> str:
+        words = [
+            "".join(draw(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4)))
+            for _ in range(draw(st.integers(1, 3)))
+        ]
+        if draw(st.integers(0, 2)) == 0:
+            words[0] = draw(st.sampled_from(["rm", "r'm'", "\\rm", "ls"]))
+        return draw(st.sampled_from([" ", "  ", "\t"])).join(words)
+
+    text = simple()
+    for _ in range(draw(st.integers(0, 2))):
+        text += draw(st.sampled_from(_JOINS)) + simple()
+    if depth < 2 and draw(st.booleans()):
+        inner = draw(_shell_soup(depth + 1)) if draw(st.booleans()) else text
+        text = draw(st.sampled_from(_AROUND)).format(inner)
+    return text
+
+
+def test_analysis_sees_every_command_bash_starts(tmp_path: Path) -> None:
+    """Differential check against bash: 300 generated commands, names bash starts are seen."""
+    stats: Counter[str] = Counter()
+    env = {**os.environ, "PATH": "/nonexistent", "BASH_FUNC_command_not_found_handle%%": _LOG_NAMES}
+    runs = iter(range(10_000))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_shell_soup())
+    def check(command: str) -> None:
+        if "/" in command:
+            return  # a path would start a real program, not the logging handler
+        work = tmp_path / f"run{next(runs)}"
+        work.mkdir()
+        log = work / "names"
+        subprocess.run(
+            ["/bin/bash", "-c", command],
+            cwd=work,
+            env={**env, "LOG": str(log)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        started = set(log.read_text().split("\0")) - {""} if log.exists() else set()
+        shutil.rmtree(work)
+        found = analyse(command)
+        stats["opaque" if found.opaque else "analysed"] += 1
+        if found.opaque:
+            return
+        stats["analysed, bash started commands"] += bool(started)
+        # Inside single quotes bash keeps a backslash-newline the analysis drops:
+        # the names differ only in that literal text, never in what they name.
+        started = {name.replace("\\\n", "") for name in started}
+        assert started <= {c.name for c in found.commands}, command
+
+    check()
+    print(f"\ngenerated commands judged by bash: {dict(stats)}")
+    assert stats["analysed, bash started commands"]
