@@ -11,7 +11,10 @@ Tools:
 - ``die``: records, then the server kills itself with SIGKILL (mid-call).
 - ``broken_output``: declares an ``outputSchema`` and answers against it.
 - ``rich``: answers structured content, an image and an audio clip.
+- ``slow``: records, waits ``seconds``, then answers.
 - ``pid``: the server's process id.
+
+At startup the server writes its process id to ``$FAULT_MARKS/server.pid``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ TOOLS = [
         output_schema={"type": "object", "properties": {"files": {"type": "integer"}}},
     ),
     types.Tool(
+        name="slow",
+        description="Record a call, wait, then answer.",
+        input_schema={
+            "type": "object",
+            "properties": {"tag": {"type": "string"}, "seconds": {"type": "number"}},
+        },
+    ),
+    types.Tool(
         name="pid",
         description="The server's process id.",
         input_schema={"type": "object"},
@@ -98,6 +109,8 @@ async def on_call_tool(
     record(params.name, arguments)
     if params.name == "git_add":
         await anyio.sleep(3600)
+    if params.name == "slow":
+        await anyio.sleep(float(arguments.get("seconds", 0.1)))
     if params.name == "die":
         os.kill(os.getpid(), signal.SIGKILL)
     if params.name == "broken_output":
@@ -138,6 +151,8 @@ def serve_http(port: int) -> None:
 
 
 if __name__ == "__main__":
+    if "FAULT_MARKS" in os.environ:
+        (Path(os.environ["FAULT_MARKS"]) / "server.pid").write_text(str(os.getpid()))
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         serve_http(int(sys.argv[2]))
     else:
