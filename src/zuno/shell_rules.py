@@ -165,6 +165,7 @@ _GRAMMAR = frozenset(
     | {"else_clause", "while_statement", "for_statement", "c_style_for_statement"}
     | {"case_statement", "do_group", "function_definition", "select_statement"}
 )
+_BEFORE_HEREDOC = re.compile(rb"[ \t]+<<")
 _TILDE = re.compile(r"(?:^|[=:])~")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LITERAL_NODES = frozenset({"word", "raw_string", "string", "concatenation", "number"})
@@ -640,7 +641,18 @@ def _fully_read(root: Node, source: bytes) -> bool:
             covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
         else:
             stack.extend(node.children)
-    return all(c or b in b" \t\n" for b, c in zip(source, covered, strict=True))
+    for at, (byte, seen) in enumerate(zip(source, covered, strict=True)):
+        if seen or byte in b" \t\n":
+            continue
+        # tree-sitter-bash drops a lone `-` argument right before `<<`
+        # (`python3 - <<EOF`); it names no command, so it hides none.
+        if not (
+            byte == 0x2D
+            and source[at - 1 : at] in (b" ", b"\t")
+            and _BEFORE_HEREDOC.match(source, at + 1)
+        ):
+            return False
+    return True
 
 
 def _plain_words(root: Node, source: bytes) -> tuple[str, ...] | None:

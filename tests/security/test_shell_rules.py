@@ -172,6 +172,14 @@ DENY_ATTACKS = [
     "a='b[$(rm victim)]'; echo $((a))",
     "a='b[$(rm victim)]'; [[ $a -eq 1 ]]",
     "flock /tmp -c 'rm victim'",
+    # Where tree-sitter-bash alone would read the text differently from bash.
+    "ls\n\\rm victim",
+    "echo \\\\\nrm victim",
+    ": # \\\nrm victim",
+    "echo `echo \\`rm victim\\``",
+    "echo `\\\\rm victim`",
+    "_= rm victim",
+    "! ! rm victim",
 ]
 
 LEGITIMATE = ["git status", "git status --short", "git  status", "git status 'a b'", "'git' status"]
@@ -277,6 +285,34 @@ def test_deny_attacks_are_real(command: str, repo: Path) -> None:
     (repo / "victim").write_text("x")
     _bash(command, repo)
     assert not (repo / "victim").exists()
+
+
+COMMON = [
+    "ls -la",
+    "cat file | grep x",
+    "npm run build && npm test",
+    "find . -name '*.py' | xargs wc -l",
+    "for f in *.py; do echo $f; done",
+    "export FOO=bar; ./run.sh",
+    "awk '{print $1}' f",
+    "if [ -d build ]; then rm -rf build; fi",
+    "echo $((1+2)) ${VAR:-default} ${#arr[@]} ~/x",
+    'while read -r line; do echo "$line"; done < f',
+    "diff <(sort a) <(sort b)",
+    '[[ -n "$X" && -f y ]]',
+    "cargo test 2>&1 | tail -5",
+    "timeout 60 pytest -x",
+    "python3 - <<'EOF'\nprint(1)\nEOF",
+    "cat <<EOF > f.txt\nhello $x\nEOF",
+    "docker run \\\n  -it img \\\n  bash",
+]
+
+
+@pytest.mark.parametrize("command", COMMON)
+def test_everyday_commands_are_seen_through(command: str) -> None:
+    """Not opaque: a deny rule on a command they do not run leaves them alone."""
+    assert analyse(command).opaque is None
+    assert _verdict(command, {"tool": "shell", "pattern": "curl", "action": "deny"}) == "ask"
 
 
 def test_opaque_commands_say_why() -> None:
