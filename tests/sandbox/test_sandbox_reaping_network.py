@@ -238,7 +238,7 @@ class Listeners:
         return got
 
 
-def _listen(family: int, kind: int, address: object) -> socket.socket:
+def _listen(family: int, kind: int, address: str | tuple[str, int]) -> socket.socket:
     s = socket.socket(family, kind)
     s.bind(address)
     if kind == socket.SOCK_STREAM:

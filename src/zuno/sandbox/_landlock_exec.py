@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import json
 import os
 import signal
@@ -367,12 +368,14 @@ def drop_capabilities() -> None:
 
 
 def _load_seccomp() -> None:
-    folder = os.path.dirname(os.path.abspath(__file__))
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    import _seccomp  # the helper runs isolated (-I): a sibling, by path
-
-    _seccomp.install_socket_filter()
+    # The helper runs isolated (-I): its sibling module is loaded by path.
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_seccomp.py")
+    spec = importlib.util.spec_from_file_location("_zuno_seccomp", path)
+    if spec is None or spec.loader is None:
+        raise OSError(2, f"cannot load the socket filter from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.install_socket_filter()
 
 
 def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:

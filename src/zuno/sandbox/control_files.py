@@ -26,7 +26,7 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 __all__ = ["CONTROL_NAMES", "PLACEHOLDER_MODE", "held_control_files"]
@@ -111,7 +111,7 @@ def _release(path: Path, fd: int) -> None:
 
 
 @contextlib.contextmanager
-def held_control_files(workspace: Path) -> Iterator[tuple[Path, ...]]:
+def held_control_files(workspace: Path) -> Generator[tuple[Path, ...]]:
     """The workspace's control paths, each existing (a placeholder if need be) while open.
 
     Yields the paths to mount read-only: every control name except a symlink,
