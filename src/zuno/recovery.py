@@ -67,6 +67,11 @@ INTERRUPTED_READ_ONLY = (
 )
 
 
+# A failed question (user-mediated) or read changed nothing: only these effects leave
+# state that must be looked at again before the next change.
+_MAY_CHANGE_STATE = "('side_effecting', 'delegating')"
+
+
 def ensure_schema(store: Store) -> None:
     """Create the recovery tables (idempotent; once per store)."""
     if not getattr(store, "_recovery_schema", False):
@@ -131,6 +136,7 @@ def inspection_block(store: Store, session_id: str) -> str | None:
     rows = store.query(
         "SELECT f.call_id, f.tool, f.outcome, f.finished_at FROM calls f"
         " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
+        f" AND f.effect IN {_MAY_CHANGE_STATE}"
         " AND NOT EXISTS (SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
         f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}'"
         "   AND r.outcome = 'ok' AND r.started_at > f.finished_at)"
@@ -224,7 +230,7 @@ def pending_notice(store: Store, session_id: str) -> RecoveryNotice | None:
         "SELECT c.call_id, c.tool, c.arguments, c.attempt, c.started_at, c.outcome, c.reason,"
         " c.result"
         " FROM calls c WHERE c.session_id = ? AND c.replay = 'never'"
-        " AND c.outcome IN ('error', 'uncertain')"
+        f" AND c.outcome IN ('error', 'uncertain') AND c.effect IN {_MAY_CHANGE_STATE}"
         " AND NOT EXISTS (SELECT 1 FROM recovery_items i WHERE i.session_id = c.session_id"
         "   AND i.call_id = c.call_id AND i.attempt = c.attempt)"
         " ORDER BY c.step, c.idx, c.attempt",

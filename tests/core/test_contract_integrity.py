@@ -490,4 +490,9 @@ async def test_a_cancelled_question_is_an_error(workspace: Path, tmp_path: Path)
     (row,) = rt.store.calls(s.session_id)
     assert row.outcome == "error"
     assert "nothing" in (row.result or "").lower()
+    # Nothing could have changed: no inspection is owed and no recovery notice names it.
+    assert inspection_block(rt.store, s.session_id) is None
+    assert pending_notice(rt.store, s.session_id) is None
+    written = await rt.call(s, "write", {"path": "after.txt", "content": "x"})
+    assert written.outcome is Outcome.OK, written.output
     rt.close()
