@@ -272,6 +272,17 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
     # A parent killed before this line still takes PID 1 along: the kill is
     # sent to the whole process group, which PID 1 has not left.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:
+        _mount_private_views(read_only)
+    except OSError as exc:
+        print(f"zuno: cannot isolate the command (mounts): {exc}", file=sys.stderr)
+        os.write(status_write, b"exit 126")
+        os._exit(126)
+    return status_write
+
+
+def _mount_private_views(read_only: Sequence[str]) -> None:
+    """In the new mount namespace: fresh /proc and /dev/shm, read-only control files."""
     # Private first, so that no mount below reaches the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -285,7 +296,6 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
         )
     for path in read_only:
         _bind_read_only(path)
-    return status_write
 
 
 def _relay(child: int, status_read: int) -> None:
