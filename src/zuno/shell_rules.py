@@ -75,10 +75,10 @@ _CODE_VARIABLES = frozenset(
     {"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "BASH_ENV", "ENV", "SHELLOPTS"}
     | {"BASHOPTS", "BASH_ALIASES", "BASH_CMDS"}
 )
-_SHELLS = frozenset(
-    {"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
-    | {"tcsh", "csh", "busybox-sh"}
-)
+# Shells whose -c string is parsed here as bash; other shells have their own
+# syntax (zsh runs `=rm` as /usr/bin/rm), so what they run is not seen.
+_SHELLS = frozenset({"bash", "sh", "dash", "ash", "rbash"})
+_OTHER_SHELLS = frozenset({"zsh", "ksh", "mksh", "yash", "posh", "fish", "tcsh", "csh", "pwsh"})
 # Shell options that take the next word as their argument.
 _SHELL_ARG_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 # Programs that take a command string as an option argument: (program, option).
@@ -435,6 +435,8 @@ class _Walker:
         args = words[1:]
         if name in _CODE_BUILTINS:
             self.found.hide(f"`{name}` runs text as code")
+        elif name in _OTHER_SHELLS:
+            self.found.hide(f"`{name}` runs code in a syntax the rules do not parse")
         elif name in _NAME_BUILTINS:
             self._names(name, args)
         elif name in _SHELLS:
@@ -722,18 +724,23 @@ def _starts_with(words: tuple[str, ...], rule: tuple[str, ...]) -> bool:
 
 
 def _names_command(rule: tuple[str, ...], command: SimpleCommand) -> bool:
-    """Whether a deny/ask pattern names this command (conservative on unknown words)."""
+    """Whether a deny/ask pattern names this command (conservative on unknown words).
+
+    The rule's first word names the command; its other words must appear among
+    the arguments in order, not necessarily next to each other, so options put
+    in between (``git -c x=y push`` for ``git push``) do not slip past.
+    """
     if not _word_matches(_command_name(rule[0]), command.name):
         return False
-    for i, rule_word in enumerate(rule[1:], start=1):
-        if i >= len(command.words):
-            return False
-        word = command.words[i]
+    wanted = list(rule[1:])
+    for word in command.words[1:]:
+        if not wanted:
+            break
         if word is None:
             return True  # an expansion may become any words
-        if not _word_matches(rule_word, word):
-            return False
-    return True
+        if _word_matches(wanted[0], word):
+            wanted.pop(0)
+    return not wanted
 
 
 def command_rule_matches(pattern: str, action: str, command: str) -> bool:
@@ -742,7 +749,8 @@ def command_rule_matches(pattern: str, action: str, command: str) -> bool:
     ``allow`` covers only one plain simple command whose words start with the
     pattern's words (a last pattern word ending in ``*`` matches by prefix).
     ``deny`` and ``ask`` match when any command anywhere in it is named by the
-    pattern, and always when the command is opaque.
+    pattern (its other words found among the arguments, in order), and always
+    when the command is opaque.
     """
     rule = _pattern_words(pattern)
     if not rule:

@@ -254,6 +254,10 @@ def test_deny_with_arguments_and_prefix_patterns() -> None:
     assert _verdict("sudo /bin/rm -rf /x", deny_rf) == "deny"
     assert _verdict("rm $FLAGS /x", deny_rf) == "deny"  # an expansion may be -rf
     assert _verdict("rm -f x", deny_rf) == "ask"
+    push = {"tool": "shell", "pattern": "git push", "action": "deny"}
+    assert _verdict("git -c core.x=y --no-pager push origin", push) == "deny"
+    assert _verdict("/usr/bin/git -C sub push", push) == "deny"
+    assert _verdict("git status", push) == "ask"
     npm = {"tool": "shell", "pattern": "npm run *", "action": "allow"}
     assert _verdict("npm run build", npm) == "allow"
     assert _verdict("npm run build; touch x", npm) == "ask"
