@@ -751,3 +751,14 @@ def test_an_untrusted_file_never_widens_the_users_config(
     got, ignored = _narrowed(user, workspace)
     _assert_not_wider(validate_config(user, "user"), got)
     assert len(ignored) == len(set(ignored))
+
+
+def test_a_corrupt_trust_file_is_one_clear_line(attack: Attack) -> None:
+    attack.write_config(attack.hostile())
+    (attack.home / "trust.json").write_text("{not json")
+    proc = attack.zuno("call", "read", '{"path": "README"}')
+    assert proc.returncode == 2
+    assert "trust.json" in proc.stderr and "Traceback" not in proc.stderr
+    assert attack.marks_left() == []
+    doctor = json.loads(attack.zuno("doctor", "--json").stdout)
+    assert doctor["workspace_trust"]["state"].startswith("unknown")
