@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from zuno.beneath import Beneath, Confined, EscapesRoot
-from zuno.patch.commit import FileChange, commit_changes
+from zuno.patch.commit import FileChange, LandingCheck, commit_changes
 from zuno.patch.diff import added_file_diff, deleted_file_diff, replaced_file_diff, update_diff
 from zuno.patch.locating import apply_placements, place_chunks
 from zuno.patch.model import AddFile, DeleteFile, Patch, PatchError, UpdateFile
@@ -99,12 +99,16 @@ def plan_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
     return PatchPlan(parsed, changes, tuple(summary), "".join(diffs))
 
 
-def apply_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
+def apply_patch(
+    patch: Patch | str, resolve: PathResolver, check: LandingCheck | None = None
+) -> PatchPlan:
     """Verify a patch, then write all of it or nothing.
 
     Args:
         patch: The patch text or an already parsed patch.
         resolve: As for :func:`plan_patch`.
+        check: Looks at where each change really lands before anything is
+            written (see :func:`~zuno.patch.commit.commit_changes`).
 
     Returns:
         The plan that was written; ``plan.output`` is the success message.
@@ -115,7 +119,7 @@ def apply_patch(patch: Patch | str, resolve: PathResolver) -> PatchPlan:
     """
     plan = plan_patch(patch, resolve)
     try:
-        commit_changes(plan.changes)
+        commit_changes(plan.changes, check)
     except EscapesRoot as error:
         raise PatchError(f"{error}; nothing was changed") from error
     return plan

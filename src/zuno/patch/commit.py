@@ -23,15 +23,19 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from zuno.beneath import Beneath, Confined, EscapesRoot, Spot
+from zuno.beneath import Beneath, Confined, Spot
 from zuno.patch.model import PatchWriteError
 
-__all__ = ["FileChange", "commit_changes"]
+__all__ = ["FileChange", "LandingCheck", "commit_changes"]
+
+LandingCheck = Callable[[Confined, Path], None]
+"""Called with each change's path and where it really lands, before anything is
+written; raising refuses the whole commit (see :mod:`zuno.landing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +68,13 @@ class _Step:
     """Where a deleted file was renamed to until the commit completes."""
 
 
-def commit_changes(changes: Sequence[FileChange]) -> None:
+def commit_changes(changes: Sequence[FileChange], check: LandingCheck | None = None) -> None:
     """Write every change, or none.
 
     Args:
         changes: The changes, at most one per path.
+        check: Looks at where each change really lands once its folder is
+            open; what it raises propagates, and nothing is changed.
 
     Raises:
         EscapesRoot: A path leads out of its root (a symlink swapped in since
@@ -90,11 +96,11 @@ def commit_changes(changes: Sequence[FileChange]) -> None:
         steps: list[_Step] = []
         try:
             for change in changes:
-                steps.append(_prepare(root_of(change), change))
-        except (OSError, EscapesRoot) as error:
+                steps.append(_prepare(root_of(change), change, check))
+        except BaseException as error:
             _discard(steps)
-            if isinstance(error, EscapesRoot):
-                raise
+            if not isinstance(error, OSError):
+                raise  # a refusal (EscapesRoot, the check's): nothing was changed
             raise PatchWriteError(
                 f"writing failed before any file was changed: {_describe(error)}", restored=True
             ) from error
@@ -103,19 +109,21 @@ def commit_changes(changes: Sequence[FileChange]) -> None:
             folder.sync()
 
 
-def _prepare(root: Beneath, change: FileChange) -> _Step:
+def _prepare(root: Beneath, change: FileChange, check: LandingCheck | None) -> _Step:
     """Open the change's folder beneath its root and stage its new content there."""
     shown = str(change.path.path)
     try:
-        return _stage(root, change, shown)
+        return _stage(root, change, shown, check)
     except OSError as error:
         error.filename = shown  # not the temporary's name, nor one relative to its folder
         raise
 
 
-def _stage(root: Beneath, change: FileChange, shown: str) -> _Step:
+def _stage(root: Beneath, change: FileChange, shown: str, check: LandingCheck | None) -> _Step:
     writing = change.data is not None
     spot = root.locate(change.path.rel, follow_links=writing, create_folders=writing)
+    if check is not None:
+        check(change.path, root.real_path(spot))
     step = _Step(change, spot)
     st = spot.stat
     if change.data is None:

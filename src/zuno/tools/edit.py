@@ -22,6 +22,7 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.beneath import Beneath, Confined, EscapesRoot
+from zuno.landing import landing_guard
 from zuno.patch import (
     BOM,
     FileChange,
@@ -89,7 +90,8 @@ class EditTool(Tool[EditArgs]):
         path = ctx.resolve_writable(args.path)
         edit = await anyio.to_thread.run_sync(_plan_edit, path, args)
         try:
-            await anyio.to_thread.run_sync(commit_changes, [edit.change])
+            guard = landing_guard(ctx, self.name)
+            await anyio.to_thread.run_sync(commit_changes, [edit.change], guard)
         except EscapesRoot as error:
             raise PathOutsideWorkspace(f"{args.path}: {error}; nothing was changed") from error
         except PatchWriteError as error:

@@ -22,6 +22,7 @@ from typing import Any, cast
 import anyio.to_thread
 from pydantic import Field
 
+from zuno.landing import landing_guard
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.patch import (
     PatchError,
@@ -148,7 +149,10 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
         try:
             # A large file takes a while to verify; keep the event loop free. The
             # thread is not abandoned on cancellation: a write, once started, finishes.
-            plan = await anyio.to_thread.run_sync(apply_patch, args.patch, ctx.resolve_writable)
+            check = landing_guard(ctx, self.name)
+            plan = await anyio.to_thread.run_sync(
+                apply_patch, args.patch, ctx.resolve_writable, check
+            )
         except PatchWriteError as error:
             if not error.restored:
                 raise UncertainOutcome(f"apply_patch: {error}") from error

@@ -26,6 +26,7 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.beneath import Beneath, Confined, EscapesRoot
+from zuno.landing import LandingGuard, landing_guard
 from zuno.output import format_size
 from zuno.tool import PathOutsideWorkspace, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
@@ -146,7 +147,8 @@ class WriteTool(Tool[WriteArgs]):
         except (ValueError, RuntimeError) as exc:  # a NUL in the path, "~nobody"
             raise ToolError(f"cannot use path {args.path!r}: {exc}") from None
         # Not cancellable: once started, the write and rename must finish together.
-        written = await anyio.to_thread.run_sync(_write, target, data, args.path)
+        guard = landing_guard(ctx, self.name)
+        written = await anyio.to_thread.run_sync(_write, target, data, args.path, guard)
         shown = _display(target.path, ctx.workspace)
         through = ""
         if written.path != target.path:
@@ -171,7 +173,7 @@ class WriteTool(Tool[WriteArgs]):
         )
 
 
-def _write(target: Confined, data: bytes, shown: str) -> _Written:
+def _write(target: Confined, data: bytes, shown: str, guard: LandingGuard) -> _Written:
     # Leaving the block by an exception removes the folders created for the file.
     with Beneath(target.root) as root:
         try:
@@ -186,6 +188,12 @@ def _write(target: Confined, data: bytes, shown: str) -> _Written:
         if st is not None and not stat.S_ISREG(st.st_mode):
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise ToolError(f"cannot write {shown}: it is {kind}")
+        try:
+            guard(target, root.real_path(spot))
+        except EscapesRoot:
+            raise PathOutsideWorkspace(
+                f"{shown}: its folder was moved out of {target.root}; nothing was written"
+            ) from None
         try:
             spot.folder.replace_file(spot.name, data, like=st)
         except OSError as exc:
