@@ -9,6 +9,7 @@ appear in anything the command printed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -313,3 +314,53 @@ async def test_commands_hold_no_capabilities(bare: Workspace, kind: str) -> None
     lines = [line.split() for line in result.output.splitlines() if line.startswith("Cap")]
     assert len(lines) == 4, result.output
     assert all(int(value, 16) == 0 for _, value in lines), result.output
+
+
+# --- Through the real CLI ----------------------------------------------------------------
+
+ZUNO = str(Path(sys.executable).with_name("zuno"))
+
+_CLI_ATTACK = (
+    "echo '{\"hooks\": {}}' > zuno.json; printf '#!/bin/sh\\n' > .git/hooks/pre-commit; "
+    "git config core.fsmonitor 'touch /tmp/pwned'; mv .git .git-old; mkdir -p .zuno/skills; "
+    "tr '\\0' '\\n' < /proc/$PPID/environ | grep OPENAI; "
+    "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep OPENAI; echo attempted"
+)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cli_call_refuses_control_file_and_secret_attacks(tmp_path: Path, kind: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # The user's own (trusted) configuration lets every call run, so the sandbox is the
+    # only thing between the command and the files.
+    config = {"permission": {"mode": "permissive"}, "sandbox": {"kind": kind}}
+    (home / "zuno.json").write_text(json.dumps(config))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _git(ws, "init", "-q")
+    (ws / "zuno.json").write_text("{}\n")
+    before = _snapshot(ws)
+    secret = f"sk-zuno-canary-{uuid.uuid4().hex}"
+    env = {
+        **os.environ,
+        "ZUNO_CONFIG_HOME": str(home),
+        "ZUNO_DB": str(tmp_path / "z.db"),
+        "OPENAI_API_KEY": secret,
+    }
+    proc = subprocess.run(
+        [ZUNO, "call", "shell", json.dumps({"command": _CLI_ATTACK}), "--json"],
+        cwd=ws,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    result = json.loads(proc.stdout)
+    assert result["data"]["sandbox"] == kind, result
+    assert "attempted" in result["result"], result
+    assert secret not in proc.stdout + proc.stderr
+    assert _snapshot(ws) == before
+    assert not _pwned()
