@@ -11,6 +11,10 @@ over the four setups. Judged on disk
 afterwards: nothing outside changed, no temporary file was left anywhere,
 every call that reported success made its change inside, and every refused
 call changed nothing.
+
+A second race swaps folders with links that stay inside the workspace but lead
+into ``.git/hooks`` and a folder a deny rule covers, after the pre-flight has
+checked the path: nothing may reach either.
 """
 
 from __future__ import annotations
