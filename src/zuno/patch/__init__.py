@@ -6,8 +6,12 @@ The format is described in ``spec/apply_patch.md``. Typical use::
     plan = apply_patch(text, resolve)     # verify, then write every change or none
     print(plan.output)                    # "Success. Updated the following files: ..."
 
-``resolve`` maps a patch path to an absolute path and raises for a path outside
-the workspace (the tools pass :meth:`zuno.tool.ToolContext.resolve_inside`).
+``resolve`` maps a patch path to a :class:`~zuno.beneath.Confined` path (the
+root it must stay beneath, and the path from there) and raises for a path under
+no root (the tools pass :meth:`zuno.tool.ToolContext.resolve_writable`). Files
+are read and written relative to a descriptor of that root, so a symlink swapped
+in meanwhile cannot lead them out of it; an optional ``check`` looks at where
+each change really lands before anything is written (see :mod:`zuno.landing`).
 
 Errors::
 
