@@ -364,3 +364,19 @@ def test_cli_call_refuses_control_file_and_secret_attacks(tmp_path: Path, kind: 
     assert secret not in proc.stdout + proc.stderr
     assert _snapshot(ws) == before
     assert not _pwned()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_naming_git_in_writable_roots_lets_commands_commit(
+    repo: Workspace, kind: str
+) -> None:
+    # The user's explicit opt-out for .git only; zuno.json and .zuno stay read-only.
+    before = (repo.path / "zuno.json").read_bytes()
+    result = await repo.run(
+        "echo y >> README.md && git commit -qam second && git log --oneline | wc -l; "
+        "echo '{}' > zuno.json",
+        kind=kind,
+        writable_roots=[".git"],
+    )
+    assert "2" in result.output, result.output
+    assert (repo.path / "zuno.json").read_bytes() == before

@@ -26,7 +26,7 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Generator
+from collections.abc import Collection, Generator
 from pathlib import Path
 
 __all__ = ["CONTROL_NAMES", "PLACEHOLDER_MODE", "held_control_files"]
@@ -111,17 +111,23 @@ def _release(path: Path, fd: int) -> None:
 
 
 @contextlib.contextmanager
-def held_control_files(workspace: Path) -> Generator[tuple[Path, ...]]:
+def held_control_files(
+    workspace: Path, granted: Collection[Path] = ()
+) -> Generator[tuple[Path, ...]]:
     """The workspace's control paths, each existing (a placeholder if need be) while open.
 
     Yields the paths to mount read-only: every control name except a symlink,
-    whose link cannot carry a mount (its target, if inside the workspace, is
-    not protected; this is a documented limit).
+    whose link cannot carry a mount (it could be replaced; a documented
+    limit), and except one the user granted on purpose by naming it exactly in
+    granted (``sandbox.writable_roots``, e.g. ``.git`` so commands may commit).
     """
+    skip = {p.resolve() for p in granted}
     held: list[tuple[Path, int]] = []
     try:
         for name in CONTROL_NAMES:
             path = workspace / name
+            if path.resolve() in skip:
+                continue
             fd = _hold(path)
             if fd is not None:
                 held.append((path, fd))

@@ -154,7 +154,7 @@ def prepared_launch(
     """
     with ExitStack() as stack:
         if sandbox.name != "none" and policy.mode == "workspace-write":
-            held = stack.enter_context(held_control_files(policy.workspace))
+            held = stack.enter_context(held_control_files(policy.workspace, policy.writable_roots))
             policy = replace(policy, read_only=(*policy.read_only, *held))
         private_tmp = Path(tempfile.mkdtemp(prefix="zuno-tmp-"))
         stack.callback(shutil.rmtree, private_tmp, ignore_errors=True)
