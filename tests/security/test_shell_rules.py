@@ -649,3 +649,57 @@ def test_analysis_sees_every_command_bash_starts(tmp_path: Path) -> None:
     check()
     print(f"\ngenerated commands judged by bash: {dict(stats)}")
     assert stats["analysed, bash started commands"]
+
+
+_LOG_ARGV = '() { printf "%s\\0" "$@" >> "$LOG"; printf "\\1\\0" >> "$LOG"; return 0; }'
+_WORD_PIECES = [*_PIECES, "'a b'", '"a b"', '\\"', "\\'", "''", '""', "a=b", "é", "\\t", "-"]
+_GAPS = [" ", "\t", "  ", "\n", ";", "&", "|", "<", ">", "(", ")", "\r", "\u00a0"]
+
+
+@st.composite
+def _word_soup(draw: st.DrawFn) -> str:
+    pieces = st.sampled_from(_WORD_PIECES + _GAPS)
+    return "x" + "".join(draw(st.lists(pieces, min_size=1, max_size=8)))
+
+
+def test_plain_commands_run_exactly_their_words(tmp_path: Path) -> None:
+    """Differential check against bash: a command the analysis calls plain starts one
+    program with exactly the analysed words, and nothing else happens."""
+    stats: Counter[str] = Counter()
+    env = {**os.environ, "PATH": "/nonexistent", "BASH_FUNC_command_not_found_handle%%": _LOG_ARGV}
+    runs = iter(range(100_000))
+
+    @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_word_soup())
+    def check(command: str) -> None:
+        plain = analyse(command).plain
+        stats["plain" if plain else "not plain"] += 1
+        if plain is None or "/" in command:
+            return
+        work = tmp_path / f"run{next(runs)}"
+        work.mkdir()
+        log = work / "argv"
+        subprocess.run(
+            ["/bin/bash", "-c", command],
+            cwd=work,
+            env={**env, "LOG": str(log)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        raw = log.read_bytes() if log.exists() else b""
+        started = [
+            tuple(w.decode("utf-8", "surrogateescape") for w in call.split(b"\0")[:-1])
+            for call in raw.split(b"\x01\x00")
+            if call
+        ]
+        left = sorted(p.name for p in work.iterdir())
+        shutil.rmtree(work)
+        assert started == [plain], command
+        assert left == ["argv"], command
+        stats["plain, run by bash as analysed"] += 1
+
+    check()
+    print(f"\nplain commands checked against bash: {dict(stats)}")
+    assert stats["plain, run by bash as analysed"]
