@@ -109,3 +109,22 @@ def test_an_unreachable_server_is_one_line_without_the_password(tmp_path: Path) 
     assert "\n" not in message and "s3cret" not in message
     assert "cannot use PostgreSQL at postgresql://zuno@127.0.0.1:" in message
     assert "check that the server runs" in message
+
+
+def test_a_failed_commit_keeps_the_queued_rows_and_the_store_usable(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn)
+    store.create_session("s1", "build", "/w")
+    store.ensure_schema(
+        [
+            "CREATE TABLE parent (id INTEGER PRIMARY KEY)",
+            "CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)",
+        ]
+    )
+    store.record_blocked(_row("c1"), Event("dispatch.blocked", "s1", "c1", {}))
+    with pytest.raises(psycopg.IntegrityError), store.transaction() as db:
+        db.execute("INSERT INTO child (pid) VALUES (42)")
+    assert [c.call_id for c in store.calls("s1")] == ["c1"]
+    assert store.query("SELECT COUNT(*) FROM child") == [(0,)]
+    store.create_session("s2", "build", "/w")
+    assert store.get_session("s2") is not None
+    store.close()
