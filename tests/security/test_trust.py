@@ -42,11 +42,11 @@ class Attack:
         (self.home / "zuno.json").write_text(
             json.dumps({"permission": {"mode": "strict", "rules": [USER_DENY]}})
         )
+        # No COLUMNS: the warning must stay one line at the default width too.
         self.env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
             "ZUNO_CONFIG_HOME": str(self.home),
             "ZUNO_DB": str(tmp_path / "zuno.db"),
-            "COLUMNS": "400",
         }
 
     def mark(self, name: str) -> Path:
@@ -144,7 +144,7 @@ def test_untrusted_file_cannot_run_hooks_or_servers_and_read_still_works(attack:
         "agents",
     ):
         assert key in warning, warning
-    assert "zuno trust" in warning
+    assert "zuno trust" in warning and warning.startswith("zuno: ")
 
 
 def test_untrusted_file_cannot_switch_off_strict_mode(attack: Attack) -> None:

@@ -95,7 +95,9 @@ def warn_untrusted(config: Any) -> None:
     warning = config.untrusted_warning()
     if warning and warning not in _warned:
         _warned.add(warning)
-        err.print(f"[yellow]zuno:[/] {escape(warning)}", markup=True, highlight=False)
+        err.print(
+            f"[yellow]zuno:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True
+        )
 
 
 @contextmanager

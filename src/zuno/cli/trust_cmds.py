@@ -103,11 +103,17 @@ def widening_lines(workspace: Path, config: Config) -> list[str]:
         value: Any = data
         for part in name.split(" ", 1)[0].split("."):
             value = cast(dict[str, Any], value).get(part) if isinstance(value, dict) else None
+        if name.endswith("(allow rules)") and isinstance(value, list):
+            value = [r for r in cast(list[Any], value) if _is_allow(r)]
         shown = json.dumps(value, ensure_ascii=False)
         if len(shown) > _SHOWN_CHARS:
             shown = shown[: _SHOWN_CHARS - 3] + "..."
         lines.append(f"{name}: {shown}")
     return lines
+
+
+def _is_allow(rule: Any) -> bool:
+    return isinstance(rule, dict) and cast(dict[str, Any], rule).get("action") == "allow"
 
 
 def offer_trust(workspace: Path) -> None:
