@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -308,3 +309,64 @@ async def test_structured_content_is_stored_and_media_are_saved_as_named_artifac
     saved = [Path(str(p).rstrip(")],.")) for p in saved]
     assert sorted(p.read_bytes() for p in saved) == sorted([PNG, WAV])
     assert {p.suffix for p in saved} == {".png", ".wav"}
+
+
+def test_zuno_batch_goes_on_when_an_http_server_dies_mid_call(
+    workspace: Path, tmp_path: Path, http_servers: list[HttpServer]
+) -> None:
+    (workspace / "notes.txt").write_text("alpha\nbeta\n")
+    dies = HttpServer(tmp_path / "dies")
+    http_servers.append(dies)
+    local = tmp_path / "local"
+    # The user's file: always trusted, unlike a workspace zuno.json.
+    servers = {"dies": {"url": dies.url}, "local": stdio_server(local)}
+    user_file = Path(os.environ["ZUNO_CONFIG_HOME"]) / "zuno.json"
+    user_file.write_text(json.dumps({"mcp": {"servers": servers}}))
+    steps = workspace / "steps.json"
+    steps.write_text(
+        json.dumps(
+            [
+                {"tool": "read", "args": {"path": "notes.txt"}},
+                {"tool": "mcp__local__touch", "args": {"tag": "cli"}},
+                {"tool": "mcp__dies__die", "args": {"tag": "cli"}},
+                {"tool": "grep", "args": {"pattern": "beta"}},
+            ]
+        )
+    )
+    db = tmp_path / "cli.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zuno", "batch", str(steps), "--yes", "--json"],
+        cwd=workspace,
+        env={**os.environ, "ZUNO_DB": str(db)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # one call is not ok
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT tool, outcome FROM calls ORDER BY idx").fetchall()
+    assert rows == [
+        ("read", "ok"),
+        ("mcp__local__touch", "ok"),
+        ("mcp__dies__die", "uncertain"),
+        ("grep", "ok"),
+    ]
+    assert invocations(dies.marks) == ["die cli"] and invocations(local) == ["touch cli"]
+
+
+def test_an_http_server_down_at_startup_is_one_line_exit_2(workspace: Path, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    user_file = Path(os.environ["ZUNO_CONFIG_HOME"]) / "zuno.json"
+    user_file.write_text(json.dumps({"mcp": {"servers": {"down": {"url": down}}}}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "zuno", "call", "read", '{"path": "."}', "--json"],
+        cwd=workspace,
+        env={**os.environ, "ZUNO_DB": str(tmp_path / "cli.db")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "'down'" in proc.stderr and "could not connect" in proc.stderr
