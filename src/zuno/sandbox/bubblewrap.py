@@ -20,7 +20,9 @@ bwrap.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -73,7 +75,8 @@ _filter_dir: list[Path] = []
 def socket_filter_file() -> Path:
     """A file holding the socket filter, made once per process in a private folder.
 
-    Made again when something (a cleaner of /tmp) removed it.
+    Made again when something (a cleaner of /tmp) removed it; the folder is
+    removed when the process exits.
     """
     data = socket_filter_bytes()
     with _filter_lock:
@@ -85,6 +88,7 @@ def socket_filter_file() -> Path:
             except OSError:
                 pass
         folder = Path(tempfile.mkdtemp(prefix="zuno-seccomp-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         path = folder / "socket-filter.bpf"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "wb") as f:
