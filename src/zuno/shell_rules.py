@@ -195,7 +195,7 @@ class CommandAnalysis:
 
 @dataclass
 class _Findings:
-    commands: list[SimpleCommand] = field(default_factory=list)
+    commands: list[SimpleCommand] = field(default_factory=list[SimpleCommand])
     opaque: str | None = None
 
     def hide(self, reason: str) -> None:
@@ -345,11 +345,10 @@ class _Walker:
         )
         if name is None:
             return  # only assignments or redirections
-        if name.child_count == 1 and name.children[0].type == "word":
-            text = _text(name)
-            # bash reads these as an assignment or a reserved word, not a name.
-            if _ASSIGNMENT_START.match(text) or text in _RESERVED:
-                self.found.hide("the parser read this command differently from bash")
+        # bash reads these as an assignment or a reserved word, not a name.
+        text = _text(name)
+        if _ASSIGNMENT_START.match(text) or text in _RESERVED:
+            self.found.hide("the parser read this command differently from bash")
         words = [_literal(name)]
         words += [_literal(arg) for arg in node.children_by_field_name("argument")]
         self._words(words)
@@ -503,10 +502,18 @@ class _Walker:
 
     def _watch(self, args: list[str | None]) -> None:
         # watch runs its arguments joined by spaces through `sh -c`.
-        rest = [a for a in args if a is None or not a.startswith("-")]
-        if any(a is None for a in rest):
+        if any(a is None for a in args):
             self.found.hide("`watch` gets an argument the analysis cannot read")
-        elif rest:
+            return
+        rest: list[str] = []
+        skip = False
+        for arg in filter(None, args):
+            if skip or (arg.startswith("-") and not rest):
+                # Options come first; these take the next word as their value.
+                skip = not skip and arg in ("-n", "--interval", "-q", "--equexit")
+                continue
+            rest.append(arg)
+        if rest:
             self._inner().source(" ".join(rest), "`watch`")
 
     def _find(self, args: list[str | None]) -> None:

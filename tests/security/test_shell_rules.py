@@ -254,6 +254,8 @@ def test_deny_with_arguments_and_prefix_patterns() -> None:
     assert _verdict("sudo /bin/rm -rf /x", deny_rf) == "deny"
     assert _verdict("rm $FLAGS /x", deny_rf) == "deny"  # an expansion may be -rf
     assert _verdict("rm -f x", deny_rf) == "ask"
+    assert _verdict("watch -n 1 rm x", DENY) == "deny"
+    assert _verdict("watch -d 'ls; rm x'", DENY) == "deny"
     push = {"tool": "shell", "pattern": "git push", "action": "deny"}
     assert _verdict("git -c core.x=y --no-pager push origin", push) == "deny"
     assert _verdict("/usr/bin/git -C sub push", push) == "deny"
