@@ -620,6 +620,13 @@ class _Counting(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.seen.append(f"{self.headers.get('Host')}{self.path}")
+        if self.path.startswith("/go?to="):
+            # An open redirect, as many sites have one.
+            self.send_response(302)
+            self.send_header("Location", self.path.removeprefix("/go?to="))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body = b"hello"
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -751,3 +758,25 @@ async def test_a_symlink_swapped_after_the_check_does_not_reach_a_denied_path(
     result = await rt.call(rt.open_session(), tool, args)
     answer = result.output + json.dumps(result.data)
     assert SECRET not in answer and "key.txt" not in answer, answer
+
+
+@pytest.mark.parametrize("mode", ["strict", "permissive"])
+async def test_an_allowed_host_cannot_redirect_the_url_to_another_host(
+    tmp_path: Path, listener: tuple[int, list[str]], mode: str
+) -> None:
+    port, seen = listener
+    places = Places.build(tmp_path)
+    rules = [{"tool": "webfetch", "pattern": "127.0.0.1", "action": "allow"}]
+    rt = api_runtime(
+        places, tmp_path, _web({"permission": {"mode": mode, "rules": rules}}), DenyAll()
+    )
+    target = f"http://localhost:{port}/x?d={SECRET}"
+    result = await rt.call(
+        rt.open_session(), "webfetch", {"url": f"http://127.0.0.1:{port}/go?to={target}"}
+    )
+    reached = [hit for hit in seen if hit.startswith("localhost")]
+    if mode == "strict":
+        assert result.outcome is Outcome.ERROR and "redirected to another host" in result.output
+        assert reached == []
+    else:  # permissive mode asks nothing and follows redirects anywhere, as configured
+        assert result.outcome is Outcome.OK and len(reached) == 1

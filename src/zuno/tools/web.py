@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
+import httpx
 from pydantic import Field
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
@@ -39,7 +40,7 @@ from zuno.html_text import html_to_text, looks_like_html
 from zuno.output import OutputLimits, bound_text, format_size
 from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.web import Page, check_domain, decode, fetch, parse_url
-from zuno.web_settings import MAX_DOWNLOAD_CEILING, domain_matches
+from zuno.web_settings import MAX_DOWNLOAD_CEILING, WebSettings, domain_matches
 
 if TYPE_CHECKING:
     from zuno.config import Config
@@ -137,10 +138,20 @@ class WebFetchTool(Tool[WebFetchArgs]):
         web = ctx.config.web
         url = parse_url(args.url)
         check_domain(url, web, before_sending=True)
+        hops = _redirect_scope(url, web, ctx)
         limit = min(args.max_bytes or web.max_download_bytes, web.max_download_bytes)
         try:
             with anyio.fail_after(web.timeout):
-                page = await fetch(url, web, limit, _ACCEPT[args.format])
+                page = await fetch(url, hops, limit, _ACCEPT[args.format])
+        except ToolError as exc:
+            if hops is not web and all(part in str(exc) for part in _REDIRECT_REFUSED):
+                raise ToolError(
+                    f"{args.url} redirected to another host; in strict mode a fetch follows "
+                    f"redirects only within {url.host} (and its subdomains), the host it was "
+                    "allowed for. Fetch the target URL directly if it is needed (it is asked "
+                    "about like any other)"
+                ) from None
+            raise
         except TimeoutError:
             # Final, not transient: web.timeout bounds the whole fetch, and another
             # attempt would run past it.
@@ -171,6 +182,24 @@ class WebFetchTool(Tool[WebFetchArgs]):
             },
             artifact=bounded.artifact,
         )
+
+
+_REDIRECT_REFUSED = ("(a redirect to ", "is not in web.allowed_domains")
+"""What :func:`zuno.web.check_domain` says of a redirect to a host the domain list lacks."""
+
+
+def _redirect_scope(url: httpx.URL, web: WebSettings, ctx: ToolContext) -> WebSettings:
+    """The settings redirects are checked against: in strict mode, only the fetched host.
+
+    Strict mode asked about (or a rule allowed) one host. A redirect elsewhere
+    would carry what the URL holds to a host nobody approved (an open redirect
+    on an approved site), so it is refused. ``web.allowed_domains``, when set,
+    already bounds every hop; permissive mode follows redirects anywhere.
+    """
+    permissions = ctx.permissions
+    if web.allowed_domains or permissions is None or permissions.mode != "strict":
+        return web
+    return web.model_copy(update={"allowed_domains": [url.host.lower().rstrip(".")]})
 
 
 def _host(url: str) -> str | None:
