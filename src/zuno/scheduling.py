@@ -18,7 +18,7 @@ group that may overlap, alone for an Exclusive call.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -105,7 +105,7 @@ class SessionBarrier:
             event.set()
 
     @asynccontextmanager
-    async def hold(self, exclusive: bool) -> AsyncIterator[None]:
+    async def hold(self, exclusive: bool) -> AsyncGenerator[None]:
         """Hold the barrier for one group: alone when ``exclusive``, else shared."""
         if self._exclusive or self._shared or self._waiting:
             self.overlapped = True

@@ -117,7 +117,9 @@ async def runtime(workspace: Path, tmp_path: Path, config: Config) -> AsyncGener
 
 def remote(name: str, **hints: bool) -> types.Tool:
     return types.Tool(
-        name=name, input_schema={"type": "object"}, annotations=types.ToolAnnotations(**hints)
+        name=name,
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations.model_validate(hints),
     )
 
 

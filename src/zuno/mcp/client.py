@@ -395,10 +395,13 @@ class McpConnection:
         return self._after_send_failure(f"the exchange failed ({detail})", replay, what)
 
     def close(self) -> None:
-        """End the connection's task; forget the client and drop the captured stderr."""
+        """End the connection's task and forget the client (the task exits it)."""
         self._closing.set()
         self._client = None
         self._lost = self._lost or "it was disconnected"
+
+    def release(self) -> None:
+        """Drop the captured stderr, once the connection's task has ended."""
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -440,24 +443,28 @@ async def connect_mcp_servers(
     # Errors leave through the task group's wall untouched (it would wrap them in
     # a group): a startup error, or whatever the block itself raised.
     failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        try:
-            for name, settings in config.mcp.servers.items():
-                if (only is not None and name not in only) or (
-                    only is None and not settings.enabled
-                ):
-                    continue
-                connection = McpConnection(name, settings, Path(root), limiter)
-                connections.append(connection)
-                await connection.connect(tg)
+    try:
+        async with anyio.create_task_group() as tg:
             try:
-                yield McpServers(connections, limiter)
-            except Exception as exc:
+                for name, settings in config.mcp.servers.items():
+                    if (only is not None and name not in only) or (
+                        only is None and not settings.enabled
+                    ):
+                        continue
+                    connection = McpConnection(name, settings, Path(root), limiter)
+                    connections.append(connection)
+                    await connection.connect(tg)
+                try:
+                    yield McpServers(connections, limiter)
+                except Exception as exc:
+                    failure = exc
+            except McpServerError as exc:
                 failure = exc
-        except McpServerError as exc:
-            failure = exc
-        finally:
-            for connection in connections:
-                connection.close()
+            finally:
+                for connection in connections:
+                    connection.close()
+    finally:
+        for connection in connections:
+            connection.release()
     if failure is not None:
         raise failure

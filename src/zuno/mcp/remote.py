@@ -342,6 +342,7 @@ def _breaks_output_schema(
     if structured is None and "structured_content" not in result.model_fields_set:
         return "it has no structuredContent"
     import jsonschema
+    from jsonschema.exceptions import best_match  # pyright: ignore[reportUnknownVariableType]
     from jsonschema.validators import validator_for
 
     validator_class: Any = validator_for(schema)  # pyright: ignore[reportUnknownVariableType]
@@ -349,11 +350,13 @@ def _breaks_output_schema(
         validator_class.check_schema(schema)
     except jsonschema.SchemaError:
         return None  # a broken schema cannot be enforced
-    error: Any = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(structured))
+    errors: Iterable[Any] = validator_class(schema).iter_errors(structured)
+    error: Any = best_match(errors)  # pyright: ignore[reportUnknownVariableType]
     if error is None:
         return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where + ': ' if where else ''}{_cut(str(error.message), 200)}"
+    where = "/".join(str(p) for p in cast(Iterable[str | int], error.absolute_path))
+    message = cast(str, error.message)
+    return f"{where + ': ' if where else ''}{_cut(message, 200)}"
 
 
 def _cut(text: str, limit: int) -> str:
