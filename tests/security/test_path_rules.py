@@ -780,3 +780,16 @@ async def test_an_allowed_host_cannot_redirect_the_url_to_another_host(
         assert reached == []
     else:  # permissive mode asks nothing and follows redirects anywhere, as configured
         assert result.outcome is Outcome.OK and len(reached) == 1
+
+
+async def test_listing_a_folder_leaves_out_denied_entries(tmp_path: Path) -> None:
+    places = Places.build(tmp_path)
+    rt = api_runtime(places, tmp_path, GROUPS["paths"], DenyAll())
+    s = rt.open_session()
+    top = await rt.call(s, "read", {"path": "."})
+    sub = await rt.call(s, "read", {"path": "sub"})
+    assert top.outcome is Outcome.OK and sub.outcome is Outcome.OK
+    entries = top.output.splitlines()
+    assert ".env" not in entries and "secrets/" not in entries
+    assert "sub/" in entries and "link_env" in entries  # a link's name is not its content
+    assert "a.txt" in sub.output.splitlines()

@@ -24,6 +24,7 @@ import difflib
 import os
 import stat
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -179,7 +180,7 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
         # symlink swapped in after the pre-flight checked the path changes nothing.
         opened = _checked(fd, st, shown, ctx)
         if stat.S_ISDIR(st.st_mode):
-            page = _list_folder(opened, offset, limit)
+            page = _list_folder(opened, offset, limit, _hidden_entries(opened, ctx))
             kind = "directory"
             if not page.lines and page.total == 0:
                 return _empty(f"{shown} is an empty folder.", path, kind)
@@ -403,7 +404,21 @@ def _char_count(data: bytes) -> int:
 # --- folders -----------------------------------------------------------------
 
 
-def _list_folder(path: Path, offset: int, limit: int) -> _Page:
+def _hidden_entries(opened: Path, ctx: ToolContext) -> Callable[[str], bool] | None:
+    """Which entries of the opened folder a deny rule keeps from ``read`` (never listed)."""
+    permissions = ctx.permissions
+    if permissions is None or not any(r.action == "deny" for r in permissions.rules):
+        return None
+    try:
+        folder = os.readlink(opened).rstrip("/")
+    except OSError:
+        return None
+    return lambda name: _denied(f"{folder}/{name}", ctx)
+
+
+def _list_folder(
+    path: Path, offset: int, limit: int, hidden: Callable[[str], bool] | None = None
+) -> _Page:
     names: list[str] = []
     capped = False
     with os.scandir(path) as entries:
@@ -411,6 +426,8 @@ def _list_folder(path: Path, offset: int, limit: int) -> _Page:
             if len(names) >= _MAX_DIR_ENTRIES:
                 capped = True
                 break
+            if hidden is not None and hidden(entry.name):
+                continue
             try:
                 is_dir = entry.is_dir()
             except OSError:
