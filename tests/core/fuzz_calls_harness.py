@@ -197,6 +197,59 @@ def _typed(draw: st.DrawFn, prop: dict[str, Any]) -> Any:
     return draw(_with_surrogate(PATHS))
 
 
+def _templated(draw: st.DrawFn, name: str) -> Any:
+    """Arguments shaped as the tool expects, hostile text where a model's text goes."""
+    pick = draw(st.sampled_from(range(4)))
+    text = draw([TEXT, TEXT, st.sampled_from(NASTY), _with_surrogate(TEXT)][pick])
+    line = text.replace("\n", " ").replace("\r", " ")
+    file = draw(st.sampled_from(["new.txt", "src/b.py", "ünï/cödé.txt", "notes.txt"]))
+    templates: dict[str, Any] = {
+        "read": {"path": draw(st.sampled_from([file, text]))},
+        "glob": {"pattern": text or "*"},
+        "grep": {"pattern": text or "a", "fixed_strings": draw(st.booleans())},
+        "write": {"path": draw(st.sampled_from([file, text or "x"])), "content": text},
+        "edit": {"path": "notes.txt", "old_string": "alpha", "new_string": text},
+        "apply_patch": {
+            "patch": draw(
+                st.sampled_from(
+                    [
+                        f"*** Begin Patch\n*** Add File: {file}\n+{line}\n*** End Patch",
+                        f"*** Begin Patch\n*** Update File: notes.txt\n@@\n-beta\n+{line}\n"
+                        "*** End Patch",
+                        f"*** Begin Patch\n*** Delete File: {line}\n*** End Patch",
+                    ]
+                )
+            )
+        },
+        "shell": {
+            "command": draw(
+                st.sampled_from([f"echo {line}", f"printf '%s' {line!r}", "ls", line or "true"])
+            )
+        },
+        "execute": {"argv": draw(st.sampled_from([["echo", text], ["ls", text], [text or "x"]]))},
+        "bg": {"action": "list"},
+        "job": {},
+        "plan_get": {},
+        "plan_update": {"plan": text},
+        "todo_get": {},
+        "todo_update": {"todos": [{"content": line or "x", "status": "pending"}]},
+        "goal_get": {},
+        "goal_update": {"objective": line or "x"},
+        "memory_propose": {"text": line or "x"},
+        "skill": {"name": line} if line else {},
+        "question": {
+            "questions": [
+                {
+                    "header": "h",
+                    "question": line or "?",
+                    "options": [{"label": line or "a"}, {"label": "b"}],
+                }
+            ]
+        },
+    }
+    return templates.get(name, {"text": text})
+
+
 @st.composite
 def calls(draw: st.DrawFn, tools: dict[str, dict[str, Any]]) -> CallRequest:
     """One call: a tool name (often real, sometimes hostile) and hostile arguments."""
@@ -215,12 +268,14 @@ def calls(draw: st.DrawFn, tools: dict[str, dict[str, Any]]) -> CallRequest:
     )
     shape = draw(st.sampled_from(range(10)))
     arguments: Any
-    if shape < 4:  # well typed, hostile text: these run
+    if shape < 3:  # shaped as the tool expects, hostile text: most of these run
+        arguments = _templated(draw, name)
+    elif shape < 5:  # well typed, hostile text
         wanted = set(schema.get("required", [])) | set(
             draw(st.lists(st.sampled_from(sorted(props) or [""]), max_size=3))
         )
         arguments = {k: _typed(draw, props[k]) for k in sorted(wanted) if k in props}
-    elif shape < 6:
+    elif shape < 7:
         arguments = {key: draw(VALUES) for key in keys}
     elif shape < 9:
         arguments = _raw_text(draw, keys)
@@ -278,6 +333,9 @@ class Figures:
     with_surrogates: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     block_kinds: Counter[str] = field(default_factory=Counter)
+    ran: Counter[str] = field(default_factory=Counter)
+    """Calls that were not blocked, by tool."""
+    surface: list[str] = field(default_factory=list)
     exceptions: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     blocked_changes: list[str] = field(default_factory=list)
@@ -313,6 +371,10 @@ def figures_table(fig: Figures) -> list[tuple[str, str]]:
         ("zuno call / zuno batch runs", str(fig.cli_runs)),
         ("calls through the CLI", str(fig.cli_calls)),
         ("calls holding a lone surrogate", str(fig.with_surrogates)),
+        (
+            "tools that ran (not blocked) through the API",
+            f"{sum(1 for t in fig.surface if fig.ran[t])} of {len(fig.surface)}",
+        ),
     ]
     for outcome in ("ok", "error", "uncertain", "blocked"):
         rows.append((f"outcome {outcome}", str(fig.outcomes.get(outcome, 0))))
@@ -353,7 +415,7 @@ class Campaign:
         self.runtime = self._runtime()
         self.session = self.runtime.open_session()
         self.tools = {t.name: t.schema() for t in self.runtime.surface("build").tools}
-        self.figures = Figures()
+        self.figures = Figures(surface=sorted(self.tools))
         self._cli_env = {
             **os.environ,
             "ZUNO_DB": str(self.db),
@@ -401,13 +463,19 @@ class Campaign:
             fig.outcomes[result.outcome.value] += 1
             if result.block_kind is not None:
                 fig.block_kinds[result.block_kind.value] += 1
+            elif result.outcome is not Outcome.BLOCKED:
+                fig.ran[result.tool] += 1
             if "failed inside Zuno" in result.output:
                 fig.defects.append(f"{label}: {result.output[:300]!r}")
         if all(r.outcome is Outcome.BLOCKED for r in results):
             after = snapshot(self.workspace)
             if after != before:
                 fig.blocked_changes.append(f"{label}: {_diff(before, after)}")
-        rows = {c.call_id for c in self.runtime.store.calls(self.session.session_id)}
+        try:
+            rows = {c.call_id for c in self.runtime.store.calls(self.session.session_id)}
+        except Exception:
+            fig.exceptions.append(f"{label}, reading the store: {traceback.format_exc(limit=-3)}")
+            return
         for result in results:
             if result.call_id not in rows:
                 fig.missing_rows.append(f"{label}: {result.call_id}")
@@ -538,8 +606,8 @@ class Campaign:
     def check_store(self) -> None:
         """The store reopens (a fresh runtime, the same session) and accepts a call."""
         fig = self.figures
-        self.runtime.close()
         try:
+            self.runtime.close()
             store = open_store(self.db)
             store.close()
             fig.store_reopened = True
