@@ -36,7 +36,7 @@ from zuno.permissions import (
 from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
 from zuno.store.records import CallRecord
-from zuno.tool import Tool
+from zuno.tool import Tool, read_only_refusal
 
 if TYPE_CHECKING:
     from zuno.runtime import Runtime, SessionState
@@ -108,6 +108,10 @@ class Preflight:
             fingerprint_of(tool.name, canonical),
             normalized,
         )
+        if tool.writes_files:
+            refusal = read_only_refusal(self._rt.config, "files")
+            if refusal is not None:
+                raise Blocked(BlockKind.DENIED, refusal, declaration)
         await self._check_session_rules(session, admitted)
         await self._before_hooks(session, admitted)
         await self._authorize(session, admitted)

@@ -51,6 +51,7 @@ __all__ = [
     "TransientError",
     "UncertainOutcome",
     "WritesNotAllowed",
+    "read_only_refusal",
 ]
 
 
@@ -77,6 +78,20 @@ class WritesNotAllowed(ArgumentsRejected):
     The dispatcher stores it as ``blocked: denied``: the configuration refused
     the call, whatever its arguments.
     """
+
+
+def read_only_refusal(config: Any, what: str) -> str | None:
+    """Why a file tool may not write ``what`` under this configuration, or None.
+
+    ``sandbox.mode: read-only`` refuses every file write, whatever the path.
+    """
+    settings = getattr(config, "sandbox", None)
+    if settings is None or settings.mode != "read-only":
+        return None
+    return (
+        f"cannot write {what}: sandbox.mode is read-only, so file tools may not "
+        "change files; ask the user to switch to workspace-write"
+    )
 
 
 class ToolUnavailable(ToolError):
@@ -161,12 +176,9 @@ class ToolContext:
         Args:
             what: What the call would write, for the message.
         """
-        settings = getattr(self.config, "sandbox", None)
-        if settings is not None and settings.mode == "read-only":
-            raise WritesNotAllowed(
-                f"cannot write {what}: sandbox.mode is read-only, so file tools may not "
-                "change files; ask the user to switch to workspace-write"
-            )
+        refusal = read_only_refusal(self.config, what)
+        if refusal is not None:
+            raise WritesNotAllowed(refusal)
 
     def resolve_writable(self, path: str) -> Confined:
         """Where a file tool may write ``path``: beneath the workspace or a writable root.
@@ -267,6 +279,9 @@ class Tool(ABC, Generic[A]):
     rule_argument: ClassVar[str | None] = None
     """The main argument that ``permission.rules`` patterns match."""
     rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "glob"
+    writes_files: ClassVar[bool] = False
+    """True for the file tools that change files (``write``, ``edit``, ``apply_patch``):
+    ``sandbox.mode: read-only`` refuses them in pre-flight, before anyone is asked."""
     workspace_only: ClassVar[bool] = False
     """True when the tool itself refuses paths outside the workspace (``lsp``): strict
     mode then does not ask about a read outside, which would be refused anyway."""

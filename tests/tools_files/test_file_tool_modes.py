@@ -145,7 +145,7 @@ def test_read_only_through_the_runtime_is_blocked(ws: Path, tmp_path: Path) -> N
     assert len(results) == 7
     for outcome, kind, output in results:
         assert (outcome, kind) == (Outcome.BLOCKED, BlockKind.DENIED), output
-        assert "read-only" in output and "Nothing was changed" in output
+        assert "read-only" in output and "Nothing was run" in output
     assert tree(ws) == before
 
 
@@ -332,3 +332,40 @@ def test_write_preview_never_shows_a_file_outside_the_workspace(ws: Path, tmp_pa
         assert "hunter2" not in shown, (path, shown)
     inside = tool.preview(WriteArgs(path="a.txt", content="beta\n"), ws)
     assert "-alpha" in inside and "+beta" in inside
+
+
+def test_read_only_refuses_in_pre_flight_without_asking(ws: Path, tmp_path: Path) -> None:
+    """Nobody is asked to approve a write that read-only mode refuses anyway."""
+    asked: list[str] = []
+
+    def approve(request: Any) -> bool:
+        asked.append(request.tool)
+        return True
+
+    async def main() -> list[tuple[Outcome, BlockKind | None, str]]:
+        from zuno.permissions import CallbackApprover
+
+        rt = Runtime(
+            ws,
+            config=settings("read-only").model_copy(update={"tools": {"edit": True}}),
+            db_path=tmp_path / "z.db",
+            approver=CallbackApprover(approve),
+            tools=[WriteTool(), ApplyPatchTool(ws), EditTool()],
+        )
+        out = []
+        try:
+            async with rt:
+                for name, arguments in CALLS:
+                    r = await rt.call(rt.open_session(), name, arguments)
+                    out.append((r.outcome, r.block_kind, r.output))
+        finally:
+            rt.close()
+        return out
+
+    before = tree(ws)
+    results = anyio.run(main)
+    assert asked == []
+    for outcome, kind, output in results:
+        assert (outcome, kind) == (Outcome.BLOCKED, BlockKind.DENIED), output
+        assert "read-only" in output
+    assert tree(ws) == before

@@ -81,6 +81,7 @@ class EditTool(Tool[EditArgs]):
         "replace_all is true. Read the file first; include enough surrounding lines to make "
         "old_string unique. Line endings (LF/CRLF) are kept."
     )
+    writes_files = True
     args_model = EditArgs
     rule_argument = "path"
     rule_match = "path"

@@ -93,6 +93,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     name = "apply_patch"
     description = _DESCRIPTION
+    writes_files = True
     args_model = ApplyPatchArgs
     rule_match = "path"
 

@@ -74,6 +74,7 @@ class WriteTool(Tool[WriteArgs]):
         "existing file's permissions. Refused in read-only mode. For localized edits of an "
         "existing file use apply_patch instead."
     )
+    writes_files = True
     args_model = WriteArgs
     rule_argument = "path"
     rule_match = "path"
