@@ -25,11 +25,20 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TouchedPath", "is_inside", "proc_refusal", "real_path", "relative_subject", "touch"]
+__all__ = [
+    "TouchedPath",
+    "is_inside",
+    "proc_refusal",
+    "real_path",
+    "relative_subject",
+    "special_file_kind",
+    "touch",
+]
 
 _MAX_LINKS = 40
 """Symlinks followed in one path before it counts as a loop (Linux's own limit)."""
@@ -179,3 +188,16 @@ def touch(given: str, workspace: Path, *, writes: bool) -> TouchedPath:
         writes=writes,
         refusal=refusal,
     )
+
+
+def special_file_kind(mode: int) -> str:
+    """What a file that is neither regular nor a folder is, for messages ("named pipe")."""
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "special file"

@@ -35,7 +35,7 @@ from pydantic import Field
 from zuno.declarations import INSPECTION
 from zuno.output import bound_text, format_size
 from zuno.permissions import rule_matches
-from zuno.real_paths import proc_refusal, relative_subject
+from zuno.real_paths import proc_refusal, relative_subject, special_file_kind
 from zuno.signatures import binary_signature
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
@@ -169,7 +169,8 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
     if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
         # Refused before opening: opening a device can itself do something.
         raise ToolError(
-            f"cannot read {shown}: it is a {_file_type(st.st_mode)}, not a regular file or folder"
+            f"cannot read {shown}: it is a {special_file_kind(st.st_mode)}, "
+            "not a regular file or folder"
         )
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -585,15 +586,3 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc)
-
-
-def _file_type(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "named pipe"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from zuno.declarations import INSPECTION, Declaration
 from zuno.output import bound_text
-from zuno.real_paths import is_inside
+from zuno.real_paths import is_inside, special_file_kind
 from zuno.ripgrep import (
     Exclusion,
     FileCount,
@@ -383,7 +383,7 @@ def _existing(path: str | None, ctx: ToolContext) -> Path:
         ) from None
     if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
         raise ArgumentsRejected(
-            f"{path!r} is a {_special_kind(st.st_mode)}, not a regular file or folder; "
+            f"{path!r} is a {special_file_kind(st.st_mode)}, not a regular file or folder; "
             "only files and folders are searched"
         )
     real = os.path.realpath(root)
@@ -395,16 +395,6 @@ def _existing(path: str | None, ctx: ToolContext) -> Path:
     return root
 
 
-def _special_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "named pipe"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "special file"
 
 
 def _exclusion(tool: str, root: Path, ctx: ToolContext) -> Exclusion:
