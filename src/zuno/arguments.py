@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -146,7 +146,7 @@ def _check_text(value: Any) -> None:
         if isinstance(item, Mapping | list | tuple) and depth >= MAX_DEPTH:
             raise ArgumentsError(_too_deep(where or "(arguments)"))
         if isinstance(item, Mapping):
-            for key, inner in item.items():  # pyright: ignore[reportUnknownVariableType]
+            for key, inner in cast(Mapping[object, object], item).items():
                 if not isinstance(key, str):
                     raise ArgumentsError(
                         f"argument names must be text, got {type(key).__name__} "
@@ -161,7 +161,7 @@ def _check_text(value: Any) -> None:
                     )
                 stack.append((name, inner, depth + 1))
         elif isinstance(item, list | tuple):
-            for position, inner in enumerate(item):  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+            for position, inner in enumerate(cast(Sequence[object], item)):
                 stack.append((f"{where}[{position}]", inner, depth + 1))
 
 

@@ -242,6 +242,7 @@ def batch(
     db: Db = None,
 ) -> None:
     """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
+    data = b""
     try:
         data = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
         items = json.loads(data.decode("utf-8"))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, LiteralString, cast
 
 import platformdirs
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from zuno.store.dialect import to_postgres
 from zuno.store.errors import StoreError, StoreUnavailable
@@ -147,7 +148,7 @@ class PostgresStore(SQLiteStore):
     def _where(self) -> str:
         """The server and database, without the password."""
         try:
-            info = psycopg.conninfo.conninfo_to_dict(self.dsn)
+            info = conninfo_to_dict(self.dsn)
         except psycopg.Error:
             return "the PostgreSQL server of --db (or ZUNO_DB)"
         user = f"{info['user']}@" if info.get("user") else ""

@@ -125,6 +125,9 @@ class SQLiteStore:
         StoreVersionError: Its schema is newer than this Zuno's.
     """
 
+    _db: sqlite3.Connection
+    """The connection (binding only storable text); SQLite's, or one that speaks its dialect."""
+
     def __init__(self, path: Path, *, migrate: bool = True, busy_timeout: float = 30.0) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
@@ -156,7 +159,6 @@ class SQLiteStore:
         # Deferred started rows by (call_id, attempt): their index in _pending.
         self._deferred_calls: dict[tuple[str, int], int] = {}
         self._call_columns = _CALL_COLUMNS
-        self._db: sqlite3.Connection | None = None  # type: ignore[assignment]
         self.migration_needed: str | None = None
         """Why this store needs a schema upgrade that this (reading) open did not do."""
 
@@ -327,10 +329,10 @@ class SQLiteStore:
         return isinstance(exc, sqlite3.DatabaseError) and (code or 0) & 0xFF in _TRANSIENT_CODES
 
     def _close_quietly(self) -> None:
-        if self._db is not None:
+        db: sqlite3.Connection | None = getattr(self, "_db", None)
+        if db is not None:
             with suppress(Exception):  # closing a connection that failed to open
-                self._db.close()
-            self._db = None  # type: ignore[assignment]
+                db.close()
 
     # Transactions ---------------------------------------------------------------
 
