@@ -50,7 +50,7 @@ def one_line_exit_2(proc: subprocess.CompletedProcess[str], *needles: str) -> st
 
 
 READ = ("call", "read", '{"path": "."}')
-COMMANDS = [READ, ("sessions",), ("show", "ses_x"), ("tools",)]
+COMMANDS = [READ, ("sessions",), ("show", "ses_x"), ("tools",), ("memory", "list")]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from zuno.cli.app import Db, Json, app, fail, out
+from zuno.cli.app import Db, Json, app, fail, out, user_errors
 from zuno.memory import Memory, MemoryStatus, UnknownMemory, decide_memory, list_memories
 from zuno.store import open_store
 
@@ -78,7 +78,8 @@ def list_command(
     """List memories, oldest first (proposals wait for accept or reject)."""
     if status is not None and status not in ("proposed", "accepted", "rejected"):
         fail(f"--status must be proposed, accepted or rejected, not {status!r}")
-    store = open_store(db)
+    with user_errors():  # a corrupt or unreachable store: one line, exit 2
+        store = open_store(db)
     try:
         memories = list_memories(store, status=status, workspace=workspace)
     finally:
@@ -100,7 +101,8 @@ def list_command(
 
 def _decide(memory_id: str, status: MemoryStatus, json_: bool, db: Path | None) -> None:
     number = _parse_id(memory_id)
-    store = open_store(db)
+    with user_errors():  # a corrupt or unreachable store: one line, exit 2
+        store = open_store(db)
     try:
         memory, before = decide_memory(store, number, status)
     except UnknownMemory as exc:
