@@ -36,6 +36,7 @@ from zuno.permissions import (
 from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
 from zuno.store.records import CallRecord
+from zuno.store.storable import storable
 from zuno.tool import Tool, read_only_refusal
 
 if TYPE_CHECKING:
@@ -121,12 +122,13 @@ class Preflight:
         from zuno.registry import ALL_NAMES
 
         available = ", ".join(session.surface.names) or "none"
+        shown = storable(name)  # a lone surrogate in the name is shown escaped
         if name in ALL_NAMES and self._rt.registry.get(name) is None:
             why = f"`{name}` is not available in this build of Zuno"
         elif self._rt.registry.get(name) is not None:
             why = f"`{name}` is not enabled for this agent"
         else:
-            why = f"there is no tool named `{name}`"
+            why = f"there is no tool named `{shown}`"
         return f"{why}. Available tools: {available}"
 
     async def _check_session_rules(self, session: SessionState, call: Admitted) -> None:

@@ -70,6 +70,7 @@ def test_a_lone_surrogate_is_blocked_and_never_poisons_the_store(
 
     (bad,) = anyio.run(step, [CallRequest(tool, arguments)])
     assert (bad.outcome, bad.block_kind) == (Outcome.BLOCKED, kind)
+    bad.output.encode("utf-8")  # what the model is shown is valid text too
     if kind is BlockKind.INVALID_ARGUMENTS and "not json" not in str(arguments):
         assert "\\ud800, a lone surrogate" in bad.output  # says what and where
     # Later calls and sessions work: the refused row did not jam the queue.
