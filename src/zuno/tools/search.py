@@ -395,8 +395,6 @@ def _existing(path: str | None, ctx: ToolContext) -> Path:
     return root
 
 
-
-
 def _exclusion(tool: str, root: Path, ctx: ToolContext) -> Exclusion:
     """What the session's permission rules keep this search from (see :mod:`zuno.search_fence`)."""
     permissions = ctx.permissions
