@@ -339,7 +339,12 @@ async def test_with_the_network_on_the_same_sockets_are_reached(
 async def test_ordinary_commands_still_work_with_the_network_off(box: Box, kind: str) -> None:
     await anyio.run_process(["git", "init", "-q", str(box.workspace)])
     (box.workspace / "a.txt").write_text("needle\nhay\n")
-    rg = shutil.which("rg") or str(Path(__file__).parents[2] / ".venv" / "bin" / "rg")
+    found = shutil.which("rg") or str(Path(__file__).parents[2] / ".venv" / "bin" / "rg")
+    # A copy beside the workspace: the sandbox's private /tmp hides a checkout (and
+    # its .venv) under /tmp, but keeps the workspace's own top folder visible.
+    tools = box.outside.parent / "tools"
+    tools.mkdir(exist_ok=True)
+    rg = str(shutil.copy(found, tools / "rg"))
     command = (
         "printf 'b\\na\\n' | sort | head -1 && "
         "python3 -c 'import socket, subprocess; a, b = socket.socketpair(); "

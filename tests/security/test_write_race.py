@@ -297,7 +297,11 @@ def swapper_argv(arena: Arena) -> list[str]:
     script.write_text(_SWAPPER)
     ws = arena.ws
     names = [ws / "d", ws / "d.swap", ws / "t.txt", ws / "t.swap", arena.root / "stop"]
-    return [sys.executable, str(script), *map(str, names)]
+    # The interpreter the venv was made from, not the venv's own: a sandbox with a
+    # private /tmp cannot see a venv under /tmp (a checkout there), but the
+    # swapper needs only the standard library.
+    python = getattr(sys, "_base_executable", None) or sys.executable
+    return [python, str(script), *map(str, names)]
 
 
 async def start_sandboxed_swapper(rt: Runtime, arena: Arena) -> str:
