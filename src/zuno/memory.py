@@ -187,7 +187,9 @@ def list_memories(
         status: Only memories with this status.
         workspace: Only the user-scope memories and those of this workspace.
     """
-    _ensure(store)
+    # A listing is a read: it creates no table in a store that never had one.
+    if store not in _ready and not store.has_table("memories"):
+        return []
     where: list[str] = []
     params: list[Any] = []
     if status is not None:

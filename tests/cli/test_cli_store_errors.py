@@ -115,6 +115,24 @@ def test_sessions_and_show_never_migrate_an_older_store(workspace: Path, tmp_pat
     assert _layout(db) == layout
 
 
+def test_memory_list_never_migrates_nor_creates_a_table(workspace: Path, tmp_path: Path) -> None:
+    """Listing memories is a read: an older store keeps its layout, no table appears."""
+    db = tmp_path / "old.db"
+    zuno(workspace, *READ, "--db", str(db), "--json")
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE calls DROP COLUMN reason")
+        conn.execute("DELETE FROM meta")
+    layout = _layout(db)
+    listed = zuno(workspace, "memory", "list", "--db", str(db), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+    assert _layout(db) == layout
+    nowhere = tmp_path / "none" / "zuno.db"
+    empty = zuno(workspace, "memory", "list", "--db", str(nowhere))
+    assert empty.returncode == 0 and "No memories" in empty.stdout, empty.stderr
+    assert not nowhere.parent.exists()
+
+
 def _layout(db: Path) -> list[tuple[str, ...]]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT type, name, COALESCE(sql, '') FROM sqlite_master").fetchall()

@@ -79,7 +79,7 @@ def list_command(
     if status is not None and status not in ("proposed", "accepted", "rejected"):
         fail(f"--status must be proposed, accepted or rejected, not {status!r}")
     with user_errors():  # a corrupt or unreachable store: one line, exit 2
-        store = open_store(db)
+        store = open_store(db, migrate=False)  # reads: never changes the schema
     try:
         memories = list_memories(store, status=status, workspace=workspace)
     finally:

@@ -448,6 +448,11 @@ class SQLiteStore:
         with self._lock:
             return [tuple(r) for r in self._db.execute(sql, params).fetchall()]
 
+    def has_table(self, name: str) -> bool:
+        """Whether the store holds table ``name``; creates nothing (for reading commands)."""
+        with self._lock:
+            return name in self._tables(self._db)
+
     def ensure_schema(self, statements: Sequence[str]) -> None:
         """Create a module's own tables and indexes when missing."""
         with self._tx() as db:
