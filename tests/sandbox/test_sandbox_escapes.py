@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.sandbox import SandboxSettings
-from zuno.tool import ToolContext, ToolResult
-from zuno.tools.shell import ShellArgs, ShellTool
+from sandboxed_shell import run_shell
+from zuno.tool import ToolResult
 
 KINDS = ["bubblewrap", "landlock"]
 
@@ -25,11 +23,6 @@ KINDS = ["bubblewrap", "landlock"]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@dataclass
-class _Config:
-    sandbox: SandboxSettings
 
 
 @dataclass
@@ -43,17 +36,7 @@ class Box:
     artifacts: Path
 
     async def run(self, command: str, **settings: object) -> ToolResult:
-        config = _Config(SandboxSettings.model_validate(settings))
-        ctx = ToolContext(
-            workspace=self.workspace,
-            session_id="s",
-            call_id="c",
-            attempt=1,
-            limits=OutputLimits(),
-            artifacts=ArtifactStore(self.artifacts),
-            config=config,  # type: ignore[arg-type]
-        )
-        return await ShellTool().run(ShellArgs(command=command, timeout=30), ctx)
+        return await run_shell(self.workspace, self.artifacts, command, limit=30, **settings)
 
 
 def _status(result: ToolResult) -> object:

@@ -26,24 +26,18 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sandboxed_shell import run_shell
 from zuno.config import Config
 from zuno.declarations import Outcome
 from zuno.jobs import JobState
-from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import ApprovalRequest, CallbackApprover
 from zuno.runtime import Runtime
 from zuno.sandbox import SandboxSettings
-from zuno.tool import ToolContext, ToolResult
-from zuno.tools.shell import ShellArgs, ShellTool
+from zuno.tool import ToolResult
 
 KINDS = ["bubblewrap", "landlock"]
 
 pytestmark = pytest.mark.anyio
-
-
-@dataclass
-class _Config:
-    sandbox: SandboxSettings
 
 
 @dataclass
@@ -53,17 +47,7 @@ class Box:
     artifacts: Path
 
     async def run(self, command: str, limit: int = 60, **settings: object) -> ToolResult:
-        config = _Config(SandboxSettings.model_validate(settings))
-        ctx = ToolContext(
-            workspace=self.workspace,
-            session_id="s",
-            call_id=uuid.uuid4().hex,
-            attempt=1,
-            limits=OutputLimits(),
-            artifacts=ArtifactStore(self.artifacts),
-            config=config,  # type: ignore[arg-type]
-        )
-        return await ShellTool().run(ShellArgs(command=command, timeout=limit), ctx)
+        return await run_shell(self.workspace, self.artifacts, command, limit=limit, **settings)
 
 
 @pytest.fixture

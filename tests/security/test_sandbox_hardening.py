@@ -19,19 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from zuno.output import ArtifactStore, OutputLimits
+from sandboxed_shell import run_shell
 from zuno.sandbox import DEFAULT_ENV_REMOVE, SandboxSettings, command_environment
-from zuno.tool import ToolContext, ToolResult
-from zuno.tools.shell import ShellArgs, ShellTool
+from zuno.tool import ToolResult
 
 KINDS = ["bubblewrap", "landlock"]
 
 pytestmark = pytest.mark.anyio
-
-
-@dataclass
-class _Config:
-    sandbox: SandboxSettings
 
 
 @dataclass
@@ -42,17 +36,7 @@ class Workspace:
     artifacts: Path
 
     async def run(self, command: str, **settings: object) -> ToolResult:
-        config = _Config(SandboxSettings.model_validate(settings))
-        ctx = ToolContext(
-            workspace=self.path,
-            session_id="s",
-            call_id=uuid.uuid4().hex,
-            attempt=1,
-            limits=OutputLimits(),
-            artifacts=ArtifactStore(self.artifacts),
-            config=config,  # type: ignore[arg-type]
-        )
-        return await ShellTool().run(ShellArgs(command=command, timeout=60), ctx)
+        return await run_shell(self.path, self.artifacts, command, **settings)
 
 
 def _snapshot(root: Path) -> dict[str, str]:

@@ -1,0 +1,39 @@
+"""Run one command through the shell tool under given sandbox settings (for sandbox tests).
+
+The tool is called directly, with a context whose configuration holds only the
+``sandbox`` section: these tests judge the sandbox, not the dispatcher.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from zuno.output import ArtifactStore, OutputLimits
+from zuno.sandbox import SandboxSettings
+from zuno.tool import ToolContext, ToolResult
+from zuno.tools.shell import ShellArgs, ShellTool
+
+__all__ = ["run_shell"]
+
+
+@dataclass
+class _Config:
+    sandbox: SandboxSettings
+
+
+async def run_shell(
+    workspace: Path, artifacts: Path, command: str, *, limit: int = 60, **settings: object
+) -> ToolResult:
+    """The shell tool's result for command in workspace, under ``sandbox`` settings."""
+    ctx = ToolContext(
+        workspace=workspace,
+        session_id="s",
+        call_id=uuid.uuid4().hex,
+        attempt=1,
+        limits=OutputLimits(),
+        artifacts=ArtifactStore(artifacts),
+        config=_Config(SandboxSettings.model_validate(settings)),  # type: ignore[arg-type]
+    )
+    return await ShellTool().run(ShellArgs(command=command, timeout=limit), ctx)
