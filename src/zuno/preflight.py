@@ -35,6 +35,7 @@ from zuno.permissions import (
 )
 from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
+from zuno.sandbox.control_files import CONTROL_NAMES
 from zuno.store.records import CallRecord
 from zuno.store.storable import storable
 from zuno.tool import Tool, read_only_refusal
@@ -376,9 +377,6 @@ class Preflight:
         )
 
 
-_CONTROL_DIRS = (".zuno", ".git")
-
-
 def is_control_file(path: TouchedPath) -> bool:
     """Whether a path is one of the workspace's control files, by name or real location.
 
@@ -390,7 +388,7 @@ def is_control_file(path: TouchedPath) -> bool:
         if name.startswith("/") or name == ".":
             continue  # outside the workspace (write tools refuse it anyway)
         parts = name.split("/")
-        if name == "zuno.json" or parts[0] == ".zuno" or ".git" in parts:
+        if parts[0] in CONTROL_NAMES or ".git" in parts:
             return True
     return False
 
