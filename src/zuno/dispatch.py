@@ -40,7 +40,6 @@ from zuno.tool import (
     ToolUnavailable,
     TransientError,
     UncertainOutcome,
-    WritesNotAllowed,
 )
 
 if TYPE_CHECKING:
@@ -327,13 +326,7 @@ class Dispatcher:
             )
             outcome = Outcome.UNCERTAIN
         except (ArgumentsRejected, ToolUnavailable) as exc:
-            block_kind = (
-                BlockKind.UNAVAILABLE
-                if isinstance(exc, ToolUnavailable)
-                else BlockKind.DENIED  # a policy refusal, like a deny rule
-                if isinstance(exc, WritesNotAllowed)
-                else BlockKind.INVALID_ARGUMENTS
-            )
+            block_kind = exc.block_kind  # refused before any effect: blocked, of its kind
             result = ToolResult(
                 f"Blocked ({block_kind.value}): {exc}. Nothing was changed.", is_error=True
             )

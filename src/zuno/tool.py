@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict
 
 from zuno.beneath import Confined
-from zuno.declarations import Declaration
+from zuno.declarations import BlockKind, Declaration
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.real_paths import touch
 
@@ -71,6 +71,9 @@ class ToolError(Exception):
 class ArgumentsRejected(ToolError):
     """The arguments do not fit the current state; the tool refused before changing anything."""
 
+    block_kind: ClassVar[BlockKind] = BlockKind.INVALID_ARGUMENTS
+    """How the dispatcher stores the refusal (``blocked`` with this kind)."""
+
 
 class WritesNotAllowed(ArgumentsRejected):
     """A file tool may not write at all in this sandbox mode (``read-only``); nothing ran.
@@ -78,6 +81,8 @@ class WritesNotAllowed(ArgumentsRejected):
     The dispatcher stores it as ``blocked: denied``: the configuration refused
     the call, whatever its arguments.
     """
+
+    block_kind: ClassVar[BlockKind] = BlockKind.DENIED
 
 
 def read_only_refusal(config: Any, what: str) -> str | None:
@@ -96,6 +101,8 @@ def read_only_refusal(config: Any, what: str) -> str | None:
 
 class ToolUnavailable(ToolError):
     """What the tool needs cannot be reached, and nothing was sent: the call changed nothing."""
+
+    block_kind: ClassVar[BlockKind] = BlockKind.UNAVAILABLE
 
 
 class TransientError(ToolError):
