@@ -77,3 +77,30 @@ def test_create_table() -> None:
     )
     # Outside CREATE TABLE, nothing of that is touched.
     assert pg("SELECT real FROM t") == "SELECT real FROM t"
+
+
+def test_the_database_clock() -> None:
+    # zuno_now() is the database's clock in seconds (a float), fresh at each call.
+    assert pg("UPDATE workers SET heartbeat_at = zuno_now(), expires_at = zuno_now() + ?") == (
+        "UPDATE workers SET heartbeat_at = EXTRACT(EPOCH FROM clock_timestamp())::float8,"
+        " expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + %s"
+    )
+    assert pg("SELECT ZUNO_NOW ( )") == "SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8"
+    # Inside a string literal it is text.
+    assert pg("SELECT 'zuno_now()'") == "SELECT 'zuno_now()'"
+
+
+def test_a_postgresql_only_clause_is_unwrapped() -> None:
+    assert pg(
+        "SELECT s.session_id FROM sessions s WHERE state = ? ORDER BY created_at LIMIT 1"
+        " /*pg: FOR UPDATE OF s SKIP LOCKED*/"
+    ) == (
+        "SELECT s.session_id FROM sessions s WHERE state = %s ORDER BY created_at LIMIT 1"
+        " FOR UPDATE OF s SKIP LOCKED"
+    )
+    # Its placeholders are parameters like any other; spacing inside the comment is free.
+    assert pg("SELECT 1 FROM t WHERE a = ? /*pg:AND b = ?*/") == (
+        "SELECT 1 FROM t WHERE a = %s AND b = %s"
+    )
+    # An ordinary comment stays a comment.
+    assert pg("SELECT 1 /* note */ FROM t") == "SELECT 1 /* note */ FROM t"

@@ -16,7 +16,12 @@ rewrites exactly the constructs this codebase uses, and nothing else:
 - in ``CREATE TABLE``: ``INTEGER PRIMARY KEY [AUTOINCREMENT]`` (a rowid alias)
   becomes ``BIGSERIAL PRIMARY KEY``, ``REAL`` becomes ``DOUBLE PRECISION``
   (PostgreSQL's ``REAL`` is four bytes: it would round timestamps to minutes),
-  and ``WITHOUT ROWID`` goes.
+  and ``WITHOUT ROWID`` goes;
+- ``zuno_now()`` (the database's clock in seconds, which the SQLite store
+  registers as a function) becomes ``EXTRACT(EPOCH FROM clock_timestamp())``:
+  the clock at the moment of the statement, not of the transaction's start;
+- a PostgreSQL-only clause written as a comment, ``/*pg: FOR UPDATE*/``, is
+  unwrapped (SQLite reads it as a comment and ignores it).
 
 Apart from ``%``, text inside single quotes is never rewritten.
 """
@@ -26,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["to_postgres"]
+__all__ = ["NOW_SQL", "to_postgres"]
 
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+", re.IGNORECASE)
 _INSERT_INTO = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
@@ -39,6 +44,11 @@ _CREATE_TABLE = re.compile(r"^\s*CREATE\s+TABLE\b", re.IGNORECASE)
 _ROWID_ALIAS = re.compile(r"\bINTEGER\s+PRIMARY\s+KEY(\s+AUTOINCREMENT)?\b", re.IGNORECASE)
 _REAL = re.compile(r"\bREAL\b", re.IGNORECASE)
 _WITHOUT_ROWID = re.compile(r"\s*\bWITHOUT\s+ROWID\b", re.IGNORECASE)
+_NOW = re.compile(r"\bzuno_now\s*\(\s*\)", re.IGNORECASE)
+_PG_ONLY = re.compile(r"/\*pg:\s*(.*?)\s*\*/", re.DOTALL)
+
+NOW_SQL = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+"""``zuno_now()`` in PostgreSQL: seconds since the epoch, read when the statement runs."""
 
 
 def _outside_quotes(sql: str, rewrite: Callable[[str], str]) -> str:
@@ -64,6 +74,7 @@ def to_postgres(sql: str, primary_key: Callable[[str], Sequence[str]]) -> str:
     Raises:
         ValueError: For an ``INSERT OR REPLACE`` without a column list.
     """
+    sql = _outside_quotes(sql, lambda piece: _PG_ONLY.sub(r"\1", piece))
     if _CREATE_TABLE.match(sql):
 
         def ddl(piece: str) -> str:
@@ -100,7 +111,7 @@ def to_postgres(sql: str, primary_key: Callable[[str], Sequence[str]]) -> str:
             )
             piece = piece[: update.end()] + tail
         piece = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", piece)
-        return piece.replace("?", "%s")
+        return _NOW.sub(NOW_SQL, piece.replace("?", "%s"))
 
     # psycopg reads % anywhere, quoted or not.
     sql = _outside_quotes(sql.replace("%", "%%"), body)
