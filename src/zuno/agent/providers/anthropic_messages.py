@@ -3,7 +3,9 @@
 Replies are streamed as raw events (``messages.create(stream=True)``) rather
 than through the SDK's stream helper, because the helper parses tool input as
 it goes and a model's malformed JSON must reach the dispatcher untouched: the
-``input_json_delta`` pieces are joined into the raw argument text.
+``input_json_delta`` pieces are joined into the raw argument text. A server
+that answers with one whole ``message`` object instead is read by
+:func:`whole_reply`.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from zuno.agent.messages import (
 )
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import anthropic_tool
-from zuno.agent.providers.streaming import StreamingProvider
+from zuno.agent.providers.streaming import NotAReply, StreamingProvider
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages", "whole_reply"]
 
 DEFAULT_MAX_TOKENS = 8192
 """The Messages API requires an output limit; this one suits a coding step."""
@@ -184,6 +186,65 @@ class _Assembly:
         )
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def whole_reply(body: Any, on_text: Callable[[str], None] | None = None) -> ModelReply:
+    """The reply in a whole Messages ``message`` object (a server that ignored ``stream``).
+
+    Its text goes to ``on_text`` in one piece; a tool call's ``input`` object
+    becomes its argument text. Blocks of other kinds (thinking) are skipped,
+    as the stream reader skips them.
+
+    Raises:
+        NotAReply: ``body`` is an error object, or not a message.
+    """
+    if not isinstance(body, dict):
+        raise NotAReply(f"that is a JSON {type(body).__name__}, not a Messages API message")
+    obj = cast(dict[str, Any], body)
+    error: Any = obj.get("error")
+    if obj.get("type") == "error" or (error is not None and "content" not in obj):
+        said: Any = cast(dict[str, Any], error).get("message") if isinstance(error, dict) else error
+        raise NotAReply(f"that object is an error: {said or json.dumps(obj)[:300]}")
+    content: Any = obj.get("content")
+    if not isinstance(content, list):
+        raise NotAReply("that object is not a Messages API message: it has no content list")
+    text: list[str] = []
+    calls: list[ToolCallRequest] = []
+    for raw in cast(list[Any], content):
+        if not isinstance(raw, dict):
+            continue
+        block = cast(dict[str, Any], raw)
+        if block.get("type") == "text":
+            text.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                ToolCallRequest(
+                    id=str(block.get("id") or f"toolu_{len(calls) + 1}"),
+                    name=str(block.get("name") or ""),
+                    arguments=json.dumps(block.get("input", {}), ensure_ascii=False),
+                )
+            )
+    joined = "".join(text)
+    if joined and on_text is not None:
+        on_text(joined)
+    raw_stop: Any = obj.get("stop_reason")
+    stop_text = raw_stop if isinstance(raw_stop, str) else None
+    usage: Any = obj.get("usage")
+    counts = cast(dict[str, Any], usage) if isinstance(usage, dict) else {}
+    return ModelReply(
+        text=joined,
+        tool_calls=tuple(calls),
+        stop_reason=_STOP.get(stop_text or "end_turn", StopReason.OTHER),
+        raw_stop_reason=stop_text,
+        usage=Usage(
+            input_tokens=_count(counts.get("input_tokens")),
+            output_tokens=_count(counts.get("output_tokens")),
+        ),
+    )
+
+
 class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
     """A :class:`~zuno.agent.providers.Provider` for the Messages API.
 
@@ -233,6 +294,9 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
 
     def _assembly(self, on_text: Callable[[str], None]) -> _Assembly:
         return _Assembly(on_text=on_text)
+
+    def _whole(self, body: Any, on_text: Callable[[str], None]) -> ModelReply:
+        return whole_reply(body, on_text)
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""

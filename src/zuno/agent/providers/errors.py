@@ -10,6 +10,9 @@ The hierarchy::
       ProviderBusy                rate limited or failing (429 / 5xx), after retries
       ProviderRejected            the provider refused the request (other 4xx:
                                   unknown model, bad schema, context too long)
+      UnreadableReply             the server answered 200, but not with a reply
+                                  (an HTML page, an object of the wrong shape,
+                                  a stream with no events)
 
 None of these is a tool outcome: a model request is not a side effect, so the
 agent loop may report it and stop, or try the step again.
@@ -25,6 +28,7 @@ __all__ = [
     "ProviderError",
     "ProviderRejected",
     "ProviderUnreachable",
+    "UnreadableReply",
 ]
 
 
@@ -66,3 +70,12 @@ class ProviderRejected(ProviderError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class UnreadableReply(ProviderError):
+    """The server answered, but its body is not a model reply this provider can read.
+
+    Never retried: the same address would most likely send the same body, and
+    a request that reached a model may cost money. The message names the
+    content type and what was wrong, and the address setting to check.
+    """

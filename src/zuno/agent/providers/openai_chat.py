@@ -3,11 +3,14 @@
 This speaks to OpenAI itself and to local servers with the same API (Ollama,
 vLLM, llama.cpp). Replies are always streamed: text deltas go to ``on_text``
 as they arrive, and tool calls are put together from their pieces. A tool
-call's name and arguments are kept exactly as the model sent them.
+call's name and arguments are kept exactly as the model sent them. A server
+that answers with one whole ``chat.completion`` object instead is read by
+:func:`whole_reply`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -28,9 +31,9 @@ from zuno.agent.messages import (
 )
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import openai_tool
-from zuno.agent.providers.streaming import StreamingProvider
+from zuno.agent.providers.streaming import NotAReply, StreamingProvider
 
-__all__ = ["OpenAIChatProvider", "openai_messages"]
+__all__ = ["OpenAIChatProvider", "openai_messages", "whole_reply"]
 
 _SDK_ERRORS = SdkErrors(
     connection=(openai.APIConnectionError,), status=openai.APIStatusError, api=openai.APIError
@@ -152,6 +155,101 @@ class _Assembly:
         )
 
 
+def _error_text(body: dict[str, Any]) -> str:
+    error: Any = body.get("error")
+    if isinstance(error, dict):
+        message: Any = cast(dict[str, Any], error).get("message")
+        return str(message) if message else json.dumps(error)[:300]
+    return str(error)[:300]
+
+
+def _content_text(content: Any) -> str:
+    """A message's ``content``: a string, or (some servers) a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = cast(list[Any], content)
+        return "".join(
+            str(cast(dict[str, Any], p).get("text") or "")
+            for p in parts
+            if isinstance(p, dict) and cast(dict[str, Any], p).get("type") in ("text", None)
+        )
+    return ""
+
+
+def _argument_text(arguments: Any) -> str:
+    # The API sends a string; a few servers send the object itself.
+    if isinstance(arguments, str):
+        return arguments
+    return "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def whole_reply(body: Any, on_text: Callable[[str], None] | None = None) -> ModelReply:
+    """The reply in a whole ``chat.completion`` object (a server that ignored ``stream``).
+
+    Its text goes to ``on_text`` in one piece; tool calls keep their
+    argument text exactly as sent.
+
+    Raises:
+        NotAReply: ``body`` is an error object, or not a chat completion.
+    """
+    if not isinstance(body, dict):
+        raise NotAReply(f"that is a JSON {type(body).__name__}, not a chat.completion object")
+    obj = cast(dict[str, Any], body)
+    if "error" in obj and "choices" not in obj:
+        raise NotAReply(f"that object is an error: {_error_text(obj)}")
+    choices: Any = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise NotAReply("that object is not a chat.completion: it has no choices")
+    listed = [cast(dict[str, Any], c) for c in cast(list[Any], choices) if isinstance(c, dict)]
+    choice = next((c for c in listed if c.get("index", 0) == 0), None)
+    message: Any = choice.get("message") if choice is not None else None
+    if choice is None or not isinstance(message, dict):
+        raise NotAReply("that object is not a chat.completion: its first choice has no message")
+    said = cast(dict[str, Any], message)
+    text = _content_text(said.get("content")) + _content_text(said.get("refusal"))
+    raw_calls: Any = said.get("tool_calls") or []
+    if not raw_calls and isinstance(said.get("function_call"), dict):
+        raw_calls = [{"function": said["function_call"]}]  # the legacy single-call form
+    calls: list[ToolCallRequest] = []
+    for number, raw in enumerate(cast(list[Any], raw_calls) if isinstance(raw_calls, list) else []):
+        if not isinstance(raw, dict):
+            continue
+        entry = cast(dict[str, Any], raw)
+        function: Any = entry.get("function")
+        fn = cast(dict[str, Any], function) if isinstance(function, dict) else {}
+        calls.append(
+            ToolCallRequest(
+                id=str(entry.get("id") or f"call_{number + 1}"),
+                name=str(fn.get("name") or ""),
+                arguments=_argument_text(fn.get("arguments")),
+            )
+        )
+    if text and on_text is not None:
+        on_text(text)
+    finish: Any = choice.get("finish_reason")
+    finish_text = finish if isinstance(finish, str) else None
+    stop = _FINISH.get(finish_text or "stop", StopReason.OTHER)
+    if calls and stop is StopReason.END_TURN:
+        stop = StopReason.TOOL_CALLS
+    usage: Any = obj.get("usage")
+    counts = cast(dict[str, Any], usage) if isinstance(usage, dict) else {}
+    return ModelReply(
+        text=text,
+        tool_calls=tuple(calls),
+        stop_reason=stop,
+        raw_stop_reason=finish_text,
+        usage=Usage(
+            input_tokens=_count(counts.get("prompt_tokens")),
+            output_tokens=_count(counts.get("completion_tokens")),
+        ),
+    )
+
+
 class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
     """A :class:`~zuno.agent.providers.Provider` for Chat Completions.
 
@@ -204,6 +302,9 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
 
     def _assembly(self, on_text: Callable[[str], None]) -> _Assembly:
         return _Assembly(on_text=on_text)
+
+    def _whole(self, body: Any, on_text: Callable[[str], None]) -> ModelReply:
+        return whole_reply(body, on_text)
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
