@@ -1,0 +1,162 @@
+"""Several workers, as processes in separate PID namespaces, sharing one PostgreSQL history.
+
+Each worker is ``tests/store_pg/worker_harness.py`` run as init of its own PID
+namespace (``unshare --pid --fork --mount-proc``): its pid means nothing to
+the other workers, as between two hosts, so liveness can only come from the
+lease rows in the database. The tests judge by the rows, read over their own
+connection, and by the effects file the test tool appends to.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from worker_harness import (
+    Cluster,
+    app_name,
+    cluster,
+    namespace_prefix,
+    running_call,
+    scenario_killed_owner,
+    scenario_late_result,
+    scenario_many_writers,
+    scenario_paused_owner,
+    scenario_second_process,
+    scenario_takeover_race,
+)
+
+pytestmark = pytest.mark.skipif(
+    namespace_prefix() is None, reason="unshare cannot make a PID namespace here"
+)
+
+
+def _with_params(url: str, **params: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in params]
+    return urlunsplit(parts._replace(query=urlencode([*query, *params.items()])))
+
+
+def _worker_url(dsn: str):
+    # Each worker's connections carry its name, so the test can find (and kill) them.
+    return lambda name: _with_params(dsn, application_name=app_name(name))
+
+
+@pytest.fixture
+def pg_cluster(pg_dsn: str, tmp_path: Path) -> Iterator[Cluster]:
+    with cluster(pg_dsn, tmp_path, dict(os.environ), _worker_url(pg_dsn)) as c:
+        yield c
+
+
+def test_a_paused_owner_is_settled_only_after_its_lease(pg_cluster: Cluster) -> None:
+    scenario_paused_owner(pg_cluster)
+
+
+def test_a_killed_owner_is_settled_after_its_lease(pg_cluster: Cluster) -> None:
+    scenario_killed_owner(pg_cluster)
+
+
+def test_a_late_result_never_overwrites(pg_cluster: Cluster) -> None:
+    scenario_late_result(pg_cluster)
+
+
+def test_a_second_process_is_refused_then_takes_over(pg_cluster: Cluster) -> None:
+    scenario_second_process(pg_cluster)
+
+
+def test_workers_racing_for_an_orphaned_session(pg_cluster: Cluster) -> None:
+    scenario_takeover_race(pg_cluster)
+
+
+def test_a_connection_killed_mid_call_leaves_the_worker_working(pg_cluster: Cluster) -> None:
+    c = pg_cluster
+    owner = c.spawn("owner", lease_seconds=4)
+    other = c.spawn("other", lease_seconds=4)
+    session = owner.open()
+    call_id = running_call(c, owner, session, "cut")
+    name = app_name(owner.name)
+    killed = c.reader.rows(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?",
+        (name,),
+    )
+    assert killed and all(ok for (ok,) in killed), killed
+    killed_at = c.reader.now()
+    c.open_gate("cut")
+    answer = owner.outcome("cut")
+    assert answer.get("outcome") == "ok", answer
+    status, outcome, result, _ = c.reader.call_with_time(call_id)
+    assert (status, outcome, result) == ("finished", "ok", "done cut"), (
+        f"the row is {(status, outcome, result)} after the worker answered {answer}\n"
+        + owner.diagnostics()
+    )
+    owner.call("next")
+    assert owner.outcome("next").get("outcome") == "ok"
+    # Cut again while the worker is idle: the next call must still work.
+    c.reader.rows(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?",
+        (name,),
+    )
+    owner.call("again", effect="read_only")
+    assert owner.outcome("again").get("outcome") == "ok"
+    rows = c.reader.calls(session)
+    assert [(r["status"], r["outcome"]) for r in rows] == [("finished", "ok")] * 3, rows
+    assert c.reader.rows("SELECT count(*) FROM calls WHERE status = 'started'") == [(0,)]
+    assert c.effects() == ["cut", "next"]
+    # The lease survived the cut: long after it would have run out, the session is still held.
+    lease = 4.0
+    deadline_ok = killed_at + 2 * lease
+    while c.reader.now() < deadline_ok:
+        owner.whoami()  # keeps the loop bounded by real work, not a fixed sleep
+    refused = other.request("open", session=session)
+    assert not refused["ok"] and refused["error"] == "SessionBusy", (
+        f"another worker took the session of a live worker whose connection was cut: {refused}"
+    )
+
+
+@pytest.fixture
+def repeatable_read_dsn(pg_dsn: str) -> Iterator[str]:
+    """A database of its own whose default isolation is REPEATABLE READ."""
+    import psycopg
+
+    parts = urlsplit(pg_dsn)
+    name = f"zuno_mp_rr_{uuid.uuid4().hex[:10]}"
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    dsn = urlunsplit(parts._replace(path=f"/{name}", query=urlencode(query)))
+    admin = urlunsplit(parts._replace(query=urlencode(query)))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")  # pyright: ignore[reportArgumentType]
+        conn.execute(
+            f"ALTER DATABASE {name} SET default_transaction_isolation = 'repeatable read'"  # pyright: ignore[reportArgumentType]
+        )
+    try:
+        with psycopg.connect(dsn) as conn:
+            (level,) = conn.execute("SHOW default_transaction_isolation").fetchone() or ("",)
+        assert level == "repeatable read"
+        yield dsn
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # pyright: ignore[reportArgumentType]
+
+
+@pytest.fixture
+def rr_cluster(repeatable_read_dsn: str, tmp_path: Path) -> Iterator[Cluster]:
+    dsn = repeatable_read_dsn
+    with cluster(dsn, tmp_path, dict(os.environ), _worker_url(dsn)) as c:
+        yield c
+
+
+def test_a_repeatable_read_database_works_with_several_writers(rr_cluster: Cluster) -> None:
+    scenario_many_writers(rr_cluster)
+
+
+def test_a_repeatable_read_database_with_workers_racing_for_a_session(
+    rr_cluster: Cluster,
+) -> None:
+    scenario_takeover_race(rr_cluster)
