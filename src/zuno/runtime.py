@@ -301,7 +301,7 @@ def _raise_mcp_error_from(exc: BaseException) -> None:
     A server that fails inside the SDK's task group arrives wrapped; the person
     needs the one error that says which server failed and why.
     """
-    from zuno.mcp.client import McpServerError
+    from zuno.mcp.errors import McpServerError
 
     if not isinstance(exc, BaseExceptionGroup):
         return

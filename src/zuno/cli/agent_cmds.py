@@ -344,7 +344,7 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
 def _finish(
     rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
 ) -> None:
-    from zuno.mcp.client import McpServerError
+    from zuno.mcp.errors import McpServerError
 
     try:
         outcome = run_until_stopped(_drive, rt, state, provider, prompt, steps)

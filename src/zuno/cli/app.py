@@ -68,7 +68,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 @contextmanager
 def user_errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
-    from zuno.mcp.client import McpServerError
+    from zuno.mcp.errors import McpServerError
     from zuno.ripgrep import RipgrepUnavailable
     from zuno.sandbox import SandboxError
 

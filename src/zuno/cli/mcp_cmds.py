@@ -13,7 +13,7 @@ import json
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 import typer
@@ -33,11 +33,13 @@ from zuno.cli.app import (
 )
 from zuno.cli.signals import run_until_stopped
 from zuno.config import Config, load_config
-from zuno.mcp.client import McpConnection, connect_mcp_servers
-from zuno.mcp.remote import McpTool, remote_tools
-from zuno.mcp.server import APPROVAL_NOTE, NoApprovalsOverMcp, ZunoMcpServer, bind_http
+from zuno.mcp import APPROVAL_NOTE
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
+
+if TYPE_CHECKING:
+    # The MCP SDK takes about a second to import: only the commands that speak MCP load it.
+    from zuno.mcp.client import McpConnection
 
 __all__ = ["mcp_app"]
 
@@ -83,6 +85,8 @@ def serve(
     db: Db = None,
 ) -> None:
     """Serve Zuno over MCP."""
+    from zuno.mcp.server import NoApprovalsOverMcp, ZunoMcpServer, bind_http
+
     chosen = _transport(transport, port)
     listener: socket.socket | None = None
     if chosen == "http":
@@ -132,6 +136,8 @@ def _transport(transport: str, port: int | None) -> Literal["stdio", "http"]:
 
 
 def _tool_rows(connection: McpConnection) -> list[dict[str, Any]]:
+    from zuno.mcp.remote import McpTool, remote_tools
+
     rows: list[dict[str, Any]] = []
     for tool in remote_tools(connection):
         row: dict[str, Any] = {
@@ -171,6 +177,8 @@ def _tool_rows(connection: McpConnection) -> list[dict[str, Any]]:
 
 
 async def _collect(config: Config, workspace: Path, only: list[str] | None) -> list[dict[str, Any]]:
+    from zuno.mcp.client import connect_mcp_servers
+
     async with connect_mcp_servers(config, workspace, only=only) as servers:
         return [row for c in servers.connections for row in _tool_rows(c)]
 

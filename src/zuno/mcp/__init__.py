@@ -6,8 +6,10 @@
 - :mod:`zuno.mcp.server`: Zuno's active surface served over MCP (stdio or
   streamable HTTP), every call through the dispatcher.
 
-Only the settings are imported eagerly: :mod:`zuno.config` needs them, and the
-client and server need :mod:`zuno.config`.
+Only the settings (and the one sentence the CLI's help quotes) are imported
+eagerly: :mod:`zuno.config` needs them, the client and server need
+:mod:`zuno.config`, and the MCP SDK behind the client and server takes about a
+second to import, which a command that speaks no MCP must not pay.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from zuno.mcp.errors import McpServerError
 from zuno.mcp.settings import McpServerSettings, McpSettings, McpToolDeclaration
 
 if TYPE_CHECKING:
-    from zuno.mcp.client import McpConnection, McpServerError, McpServers, connect_mcp_servers
+    from zuno.mcp.client import McpConnection, McpServers, connect_mcp_servers
     from zuno.mcp.remote import DeclarationChoice, McpResourceTool, McpTool, choose_declaration
 
 __all__ = [
+    "APPROVAL_NOTE",
     "DeclarationChoice",
     "McpConnection",
     "McpResourceTool",
@@ -35,9 +39,15 @@ __all__ = [
     "connect_mcp_servers",
 ]
 
+APPROVAL_NOTE = (
+    "Approvals cannot be asked over MCP, so what strict mode would ask is denied. "
+    "To allow such calls, restart `zuno mcp serve --yes`, or allow this tool with a "
+    "permission rule in zuno.json (permission.rules)."
+)
+"""What a client of ``zuno mcp serve`` is told when strict mode denied its call."""
+
 _LAZY = {
     "McpConnection": "zuno.mcp.client",
-    "McpServerError": "zuno.mcp.client",
     "McpServers": "zuno.mcp.client",
     "connect_mcp_servers": "zuno.mcp.client",
     "DeclarationChoice": "zuno.mcp.remote",

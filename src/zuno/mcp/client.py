@@ -49,6 +49,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from zuno.config import Config
 from zuno.declarations import Replay
+from zuno.mcp.errors import McpServerError
 from zuno.mcp.http import LOST, NOT_SENT, failure_kind, resilient_http_client
 from zuno.mcp.settings import McpServerSettings
 from zuno.tool import Tool, ToolError, ToolUnavailable, TransientError, UncertainOutcome
@@ -59,10 +60,6 @@ _STDERR_TAIL = 2000
 """How much of a failed server's stderr an error message quotes."""
 
 R = TypeVar("R")
-
-
-class McpServerError(Exception):
-    """An MCP server could not be started, connected or listed (a startup error)."""
 
 
 class _ConnectionEnded(Exception):

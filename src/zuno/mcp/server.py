@@ -42,6 +42,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from zuno.declarations import Effect, Outcome, Replay
 from zuno.dispatch import CallRequest, CallResult
+from zuno.mcp import APPROVAL_NOTE
 from zuno.mcp.remote import McpResourceTool, McpTool
 from zuno.permissions import ApprovalDecision, ApprovalRequest
 from zuno.runtime import Runtime, SessionState
@@ -56,11 +57,6 @@ __all__ = [
     "open_world",
 ]
 
-APPROVAL_NOTE = (
-    "Approvals cannot be asked over MCP, so what strict mode would ask is denied. "
-    "To allow such calls, restart `zuno mcp serve --yes`, or allow this tool with a "
-    "permission rule in zuno.json (permission.rules)."
-)
 
 
 class NoApprovalsOverMcp:

@@ -30,7 +30,6 @@ from typing import Any, cast
 
 import anyio.to_thread
 import platformdirs
-import yaml
 from pydantic import Field
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
@@ -249,6 +248,8 @@ def _split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     Raises:
         ValueError: When there is no front matter or it is not a YAML mapping.
     """
+    import yaml  # imported on use: slow to import
+
     text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":

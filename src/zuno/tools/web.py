@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
-import httpx
 from pydantic import Field
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
@@ -43,6 +42,8 @@ from zuno.web import Page, check_domain, decode, fetch, parse_url
 from zuno.web_settings import MAX_DOWNLOAD_CEILING, WebSettings, domain_matches
 
 if TYPE_CHECKING:
+    import httpx
+
     from zuno.config import Config
 
 __all__ = ["WebFetchArgs", "WebFetchTool", "room_for_marker"]

@@ -27,10 +27,9 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import anyio
-import httpx
 from pydantic import AfterValidator, Field, StringConstraints
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
@@ -39,6 +38,9 @@ from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, Transi
 from zuno.tools.web import room_for_marker
 from zuno.web import USER_AGENT, http_failure, status_failure
 from zuno.web_settings import SearchSettings
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DEFAULT_RESULTS",
@@ -130,6 +132,8 @@ class WebSearchTool(Tool[WebSearchArgs]):
 
     async def run(self, args: WebSearchArgs, ctx: ToolContext) -> ToolResult:
         """Run every query against the backend and list the results."""
+        import httpx  # imported on use: slow to import
+
         web = ctx.config.web
         backend = web.search
         if backend is None:
@@ -205,6 +209,8 @@ async def _query(
     query: str,
     args: WebSearchArgs,
 ) -> list[SearchHit]:
+    import httpx  # imported on use: slow to import
+
     base = backend.url
     bearer = {"Authorization": f"Bearer {key}"} if key else {}
     try:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING
 
 from zuno.tool import ToolError
 from zuno.web._content import (
@@ -26,6 +25,9 @@ from zuno.web._decoding import ACCEPT_ENCODING, BodyDecoder
 from zuno.web._guard import check_domain, open_checked
 from zuno.web._http import USER_AGENT, http_failure, status_failure
 from zuno.web_settings import WebSettings
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Page", "fetch"]
 
@@ -84,6 +86,8 @@ async def fetch(url: httpx.URL, web: WebSettings, limit: int, accept: str) -> Pa
             a failure that will not pass.
         TransientError: An HTTP 5xx (or 408/425/429) or a failure that may pass.
     """
+    import httpx  # imported on use: slow to import
+
     redirects: list[str] = []
     headers = {"User-Agent": USER_AGENT, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
     async with httpx.AsyncClient(
@@ -112,6 +116,8 @@ async def fetch(url: httpx.URL, web: WebSettings, limit: int, accept: str) -> Pa
 
 
 def _redirect_target(url: httpx.URL, location: str) -> httpx.URL:
+    import httpx  # imported on use: slow to import
+
     try:
         target = url.join(location)
     except (httpx.InvalidURL, ValueError) as exc:
@@ -122,6 +128,8 @@ def _redirect_target(url: httpx.URL, location: str) -> httpx.URL:
 
 
 async def _read(response: httpx.Response, url: httpx.URL, limit: int) -> Page:
+    import httpx  # imported on use: slow to import
+
     content_type = response.headers.get("content-type", "")
     mime, charset = parse_content_type(content_type)
     length_header = response.headers.get("content-length", "")

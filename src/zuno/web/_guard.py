@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 
 import anyio
-import httpx
 
 from zuno.tool import ArgumentsRejected, ToolError, TransientError
 from zuno.web._http import http_failure, tls_failure
 from zuno.web_settings import WebSettings, domain_matches
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["check_domain", "open_checked", "parse_url"]
 
@@ -42,6 +45,8 @@ def parse_url(raw: str) -> httpx.URL:
         ArgumentsRejected: It is not a URL, its scheme is not http(s), or it
             has no host.
     """
+    import httpx  # imported on use: slow to import
+
     text = raw.strip()
     try:
         url = httpx.URL(text)
@@ -151,6 +156,8 @@ async def open_checked(
             request failed for good.
         TransientError: The request failed in a way that may pass.
     """
+    import httpx  # imported on use: slow to import
+
     addresses = await _resolve(url)
     if not web.allow_private_networks:
         for address in addresses:

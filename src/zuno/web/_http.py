@@ -10,9 +10,12 @@ it after a backoff), a :class:`~zuno.tool.ToolError` when it will not::
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from zuno.tool import ToolError, TransientError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["USER_AGENT", "http_failure", "status_failure", "tls_failure"]
 
@@ -46,6 +49,8 @@ def http_failure(exc: httpx.HTTPError, what: str) -> ToolError:
         A :class:`~zuno.tool.TransientError` for a timeout, a refused
         connection or a lost link; a :class:`~zuno.tool.ToolError` otherwise.
     """
+    import httpx  # imported on use: slow to import
+
     detail = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         return TransientError(f"{what}: timed out ({type(exc).__name__})")
