@@ -1,0 +1,481 @@
+"""The fleet: sessions queued in the shared store and run by any number of workers.
+
+``zuno submit`` writes a session with ``state = 'queued'``, its prompt and its
+options (model, step limit, approvals). ``zuno worker`` processes, on any
+machine that reaches the store, each loop::
+
+    claim one session, in one transaction:
+        the oldest queued one, or a running one whose owner's lease expired
+        (FOR UPDATE SKIP LOCKED on PostgreSQL; BEGIN IMMEDIATE on SQLite)
+    run it in its stored workspace, heartbeating the worker's lease
+        queued   -> the agent loop on its prompt
+        orphaned -> a resume: calls the dead worker left running are settled from
+                    the store (a Never call becomes uncertain, never re-run) and
+                    the model hears of them in the recovery notice
+    set its state: done (answered) or failed (model or provider error, step
+    limit), with the reason in a ``fleet.finished`` event, and release it
+
+A session is owned by one worker at a time (``sessions.owner``): the worker's
+lease (``zuno.workers``) is what says the owner is alive. A worker that is
+killed stops heartbeating; once its lease has expired any other worker takes
+its session over. A worker stopped by SIGTERM (or SIGINT, SIGHUP) starts
+nothing new, cancels the session it is running (its running calls settled as
+``zuno run`` settles them), hands it back to the queue and expires its lease,
+so another worker continues the session at once.
+
+Only sessions that were submitted (they carry a prompt) are taken over: an
+interactive ``zuno run`` that crashed is left for its person to resume.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Generator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from zuno.agent.loop import AgentLoop, TurnStatus, load_history
+from zuno.agent.messages import AssistantMessage
+from zuno.agent.providers import ProviderError, make_provider
+from zuno.calls import new_id
+from zuno.config import ConfigError
+from zuno.events import Event
+from zuno.permissions import ApproveAll, Approver, DenyAll
+from zuno.store.errors import SessionBusy, StoreUnavailable
+
+if TYPE_CHECKING:
+    from zuno.runtime import Runtime
+    from zuno.store import Store
+    from zuno.workers import WorkerLease
+
+__all__ = [
+    "Claim",
+    "FleetWorker",
+    "SessionEnd",
+    "SessionState",
+    "WorkerStopped",
+    "claim_next",
+    "submit",
+]
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class SessionState(StrEnum):
+    """Where a session is in the fleet (``sessions.state``)."""
+
+    QUEUED = "queued"
+    """Submitted (or handed back by a stopped worker): any worker may take it."""
+    RUNNING = "running"
+    """A worker owns it; another takes it over only after that worker's lease expired."""
+    DONE = "done"
+    """The model answered."""
+    FAILED = "failed"
+    """It could not finish (the reason is in its ``fleet.finished`` event)."""
+    IDLE = "idle"
+    """An interactive session no process is running."""
+
+
+class WorkerStopped(Exception):
+    """The worker was stopped by a signal after releasing its session and its lease."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# Submitting ------------------------------------------------------------------------
+
+
+def submit(
+    store: Store,
+    prompt: str,
+    *,
+    workspace: Path,
+    agent: str,
+    model: str,
+    max_steps: int | None = None,
+    approve: bool = False,
+    title: str | None = None,
+) -> str:
+    """Queue a session for the fleet; returns its id.
+
+    Args:
+        store: The shared store.
+        prompt: What the agent should do.
+        workspace: The folder the session runs in (every worker must reach it).
+        agent: The agent whose tools are active.
+        model: ``PROVIDER:MODEL`` (already resolved: the worker does not guess).
+        max_steps: Model steps before the session fails (None: the agent's).
+        approve: Approve what strict mode would ask (no one is there to ask).
+        title: A short title (default: the prompt's first line).
+    """
+    session_id = new_id("ses")
+    options = {"model": model, "max_steps": max_steps, "approve": approve}
+    line = next((x.strip() for x in prompt.splitlines() if x.strip()), "")
+    with store.transaction() as db:
+        db.execute(
+            "INSERT INTO sessions (session_id, created_at, agent, workspace, model, title,"
+            " state, prompt, options, updated_at)"
+            " VALUES (?, zuno_now(), ?, ?, ?, ?, 'queued', ?, ?, zuno_now())",
+            (
+                session_id,
+                agent,
+                str(workspace.resolve()),
+                model,
+                title or line[:80],
+                prompt,
+                json.dumps(options),
+            ),
+        )
+    return session_id
+
+
+# Claiming ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A session a worker has just taken, as stored.
+
+    Attributes:
+        session_id: The session.
+        workspace: The folder it runs in.
+        agent: Its agent.
+        model: ``PROVIDER:MODEL``.
+        prompt: The submitted prompt.
+        options: The submitted options (``max_steps``, ``approve``).
+        taken_from: The worker whose expired lease this session was taken from
+            (None for a queued session).
+    """
+
+    session_id: str
+    workspace: Path
+    agent: str
+    model: str | None
+    prompt: str
+    options: dict[str, Any]
+    taken_from: str | None
+
+
+# The owner's lease decides, read on the database's clock (zuno_now()): a worker
+# never compares its own clock with another machine's. Ties on created_at go by id,
+# so every worker sees the same order.
+_CLAIM_SQL = (
+    "SELECT s.session_id, s.state, s.owner, s.workspace, s.agent, s.model, s.prompt, s.options"
+    " FROM sessions s LEFT JOIN workers w ON w.worker_id = s.owner"
+    " WHERE s.prompt IS NOT NULL AND (s.state = 'queued' OR (s.state = 'running'"
+    " AND (w.worker_id IS NULL OR w.expires_at < zuno_now())))"
+    " ORDER BY s.created_at, s.session_id LIMIT 1 /*pg: FOR UPDATE OF s SKIP LOCKED*/"
+)
+
+
+def claim_next(store: Store, worker_id: str) -> Claim | None:
+    """Take the oldest claimable session for ``worker_id``, or None when there is none.
+
+    One transaction: the row is chosen and owned before any other worker can
+    choose it (a row lock skipped by the others on PostgreSQL, the database's
+    write lock on SQLite).
+    """
+    with store.transaction() as db:
+        row = db.execute(_CLAIM_SQL).fetchone()
+        if row is None:
+            return None
+        session_id, state, owner, workspace, agent, model, prompt, options = tuple(row)
+        db.execute(
+            "UPDATE sessions SET owner = ?, state = 'running', updated_at = zuno_now()"
+            " WHERE session_id = ?",
+            (worker_id, session_id),
+        )
+        taken_from = str(owner) if state == SessionState.RUNNING.value and owner else None
+        db.execute(
+            "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, NULL, ?, ?, ?)",
+            (
+                session_id,
+                "fleet.claimed",
+                time.time(),
+                json.dumps({"worker": worker_id, "taken_from": taken_from, "was": state}),
+            ),
+        )
+    try:
+        parsed: Any = json.loads(options or "{}")
+    except ValueError:
+        parsed = {}
+    return Claim(
+        str(session_id),
+        Path(str(workspace)),
+        str(agent),
+        str(model) if model else None,
+        str(prompt),
+        dict(parsed) if isinstance(parsed, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+        taken_from,
+    )
+
+
+# Running one session ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnd:
+    """How a worker left a session.
+
+    Attributes:
+        state: ``done``, ``failed``, or ``queued`` (handed back by a stopped worker).
+        reason: Why it failed or was handed back ("" when done).
+        steps: Model steps this worker took in it.
+    """
+
+    state: SessionState
+    reason: str = ""
+    steps: int = 0
+
+
+def _approver(claim: Claim) -> Approver:
+    # No one is there to ask: what strict mode would ask is approved only when the
+    # submitter said so; rules still deny what they deny.
+    return ApproveAll() if claim.options.get("approve") else DenyAll()
+
+
+def _max_steps(claim: Claim) -> int | None:
+    value = claim.options.get("max_steps")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+async def _run_claim(rt: Runtime, claim: Claim) -> SessionEnd:
+    """The agent loop of a claimed session in its own runtime (opened by the caller)."""
+    from zuno.mcp.errors import McpServerError
+
+    state = rt.open_session(claim.session_id)  # settles what a dead owner left running
+    history = load_history(rt.store, claim.session_id)
+    last = history[-1] if history else None
+    if isinstance(last, AssistantMessage) and not last.tool_calls:
+        # The previous owner got its answer and died before recording the state.
+        return SessionEnd(SessionState.DONE)
+    if not claim.model:
+        return SessionEnd(SessionState.FAILED, "the session names no model")
+    try:
+        provider = make_provider(claim.model, rt.config.providers)
+    except ProviderError as exc:
+        return SessionEnd(SessionState.FAILED, str(exc))
+    try:
+        async with rt:
+            loop = AgentLoop(rt, state, provider, max_steps=_max_steps(claim))
+            # A conversation already stored is continued (its recovery notice first).
+            outcome = await loop.run(None if history else claim.prompt)
+            for job_id in rt.jobs.mine_running():
+                await rt.jobs.wait(job_id)
+    except McpServerError as exc:
+        return SessionEnd(SessionState.FAILED, str(exc))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await provider.aclose()
+    if outcome.status is TurnStatus.ANSWERED:
+        return SessionEnd(SessionState.DONE, steps=outcome.steps)
+    return SessionEnd(SessionState.FAILED, outcome.message, outcome.steps)
+
+
+# The worker ------------------------------------------------------------------------
+
+
+Log = Callable[[str], None]
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+@dataclass
+class FleetWorker:
+    """One worker process: claims sessions from the shared store and runs them, one at a time.
+
+    Args:
+        store: The shared store (also used by every session's runtime).
+        lease: This process's lease, heartbeating while the worker lives.
+        once: Run at most one session, then return.
+        max_sessions: Return after this many sessions (None: no limit).
+        idle_exit: Return after this many seconds without a session to claim
+            (None: wait for work forever).
+        poll: Seconds between looks at an empty queue.
+        log: Where progress lines go (stderr by default).
+    """
+
+    store: Store
+    lease: WorkerLease
+    once: bool = False
+    max_sessions: int | None = None
+    idle_exit: float | None = None
+    poll: float = 1.0
+    log: Log = _stderr
+    ran: int = field(default=0, init=False)
+    """Sessions run to an end (done or failed) so far."""
+    _stopping: int | None = field(default=None, init=False, repr=False)
+    _scope: anyio.CancelScope | None = field(default=None, init=False, repr=False)
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's id (``w1:...``), as ``sessions.owner`` holds it."""
+        return self.lease.identity.id
+
+    def serve(self) -> int:
+        """Claim and run sessions until done (see the options); returns how many ran.
+
+        Raises:
+            WorkerStopped: A stop signal arrived; the session in hand went back to
+                the queue and the lease was expired.
+        """
+        anyio.run(self._serve)
+        if self._stopping is not None:
+            raise WorkerStopped(self._stopping)
+        return self.ran
+
+    async def _serve(self) -> None:
+        with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    async for signum in signals:
+                        self._stopping = signum
+                        if self._scope is not None:
+                            self._scope.cancel()
+                        return
+
+                tg.start_soon(watch)
+                try:
+                    await self._loop()
+                finally:
+                    tg.cancel_scope.cancel()
+
+    async def _loop(self) -> None:
+        idle_since = time.monotonic()
+        while self._stopping is None:
+            try:
+                claim = claim_next(self.store, self.worker_id)
+            except StoreUnavailable as exc:
+                # A database blip must not end a worker: look again after a pause.
+                self.log(f"worker {self._short}: the store is unavailable ({exc}); retrying")
+                with self._cancellable():
+                    await anyio.sleep(self.poll)
+                continue
+            if claim is None:
+                if self.once:
+                    return
+                if self.idle_exit is not None and time.monotonic() - idle_since >= self.idle_exit:
+                    self.log(f"worker {self._short}: no session for {self.idle_exit:g} s; exiting")
+                    return
+                with self._cancellable():
+                    await anyio.sleep(self.poll)
+                continue
+            await self._run(claim)
+            idle_since = time.monotonic()
+            if self.once or (self.max_sessions is not None and self.ran >= self.max_sessions):
+                return
+
+    @contextmanager
+    def _cancellable(self) -> Generator[anyio.CancelScope]:
+        """A scope a stop signal cancels (at once, when it came before the scope)."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._stopping is not None:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                self._scope = None
+
+    @property
+    def _short(self) -> str:
+        return short_worker(self.worker_id)
+
+    async def _run(self, claim: Claim) -> None:
+        taken = f" (taken over from {short_worker(claim.taken_from)})" if claim.taken_from else ""
+        self.log(f"worker {self._short}: {claim.session_id} claimed{taken}")
+        end: SessionEnd | None = None
+        rt: Runtime | None = None
+        try:
+            rt = self._runtime(claim)
+            with self._cancellable() as scope:
+                end = await _run_claim(rt, claim)
+            if scope.cancelled_caught or self._stopping is not None:
+                end = SessionEnd(SessionState.QUEUED, "the worker was stopped")
+        except BaseException as exc:
+            busy = _leaf(exc, SessionBusy)
+            if busy is not None:
+                # Our lease lapsed and another worker took the session: it is theirs now.
+                self.log(f"worker {self._short}: {claim.session_id} lost: {busy}")
+                if rt is not None:
+                    release_runtime(rt)
+                return
+            config = _leaf(exc, ConfigError)
+            if config is None:
+                # Not the session's fault (a store outage, a bug): hand it back, then stop.
+                with suppress(Exception):  # the error that stops the worker is the one above
+                    self._finish(claim, SessionEnd(SessionState.QUEUED, repr(exc)), rt)
+                raise
+            end = SessionEnd(SessionState.FAILED, f"cannot run in {claim.workspace}: {config}")
+        self._finish(claim, end, rt)
+
+    def _runtime(self, claim: Claim) -> Runtime:
+        from zuno.runtime import Runtime
+
+        return Runtime(claim.workspace, store=self.store, approver=_approver(claim))
+
+    def _finish(self, claim: Claim, end: SessionEnd, rt: Runtime | None) -> None:
+        """Record how the session ended and release it (never closing the shared store)."""
+        data = {"worker": self.worker_id, "state": end.state.value, "reason": end.reason}
+        kind = "fleet.released" if end.state is SessionState.QUEUED else "fleet.finished"
+        self.store.append_event(Event(kind, claim.session_id, data=data))
+        if rt is not None:
+            release_runtime(rt)  # its hold on the session and its share of the lease
+        # Then the session's real end (the runtime knows only "idle"); the owner stays
+        # written, so `zuno sessions` shows which worker ran it.
+        self.store.release_session(claim.session_id, self.worker_id, end.state.value)
+        if end.state is not SessionState.QUEUED:
+            self.ran += 1
+        why = f": {end.reason}" if end.reason else ""
+        self.log(f"worker {self._short}: {claim.session_id} {end.state.value}{why}")
+
+
+def _leaf(exc: BaseException, kind: type[_E]) -> _E | None:
+    """``exc`` when it is a ``kind``, or the first ``kind`` inside an exception group."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
+            found = _leaf(inner, kind)  # pyright: ignore[reportUnknownArgumentType]
+            if found is not None:
+                return found
+    return None
+
+
+def release_runtime(rt: Runtime) -> None:
+    """Let go of a session runtime that shares the worker's store (the store stays open)."""
+    release = getattr(rt, "release", None)
+    if callable(release):
+        release()
+        return
+    # TEMPORARY until Runtime.release lands: the same, without closing the store.
+    lease = rt._lease  # pyright: ignore[reportPrivateUsage]
+    rt._lease = None  # pyright: ignore[reportPrivateUsage]
+    rt._held = set()  # pyright: ignore[reportPrivateUsage]
+    if lease is not None:
+        lease.stop()
+
+
+def short_worker(worker_id: str | None) -> str:
+    """A worker id as people read it (``pid@machine``), or ``-`` for none."""
+    from zuno.workers import WorkerIdentity
+
+    identity = WorkerIdentity.parse(worker_id)
+    if identity is None:
+        return worker_id or "-"
+    return identity.short
