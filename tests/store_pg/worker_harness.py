@@ -33,6 +33,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -546,7 +547,7 @@ class StoreReader:
         return row[0], row[1], row[2], time.time()
 
     def events(self, call_id: str) -> list[tuple[str, dict[str, Any]]]:
-        rows = self.rows("SELECT kind, data FROM events WHERE call_id = ? ORDER BY id", (call_id,))
+        rows = self.rows("SELECT kind, data FROM events WHERE call_id = ? ORDER BY seq", (call_id,))
         return [(k, json.loads(d) if d else {}) for k, d in rows]
 
     def holds_a_transaction(self, worker: Worker, app_name: str | None) -> bool:
@@ -713,14 +714,29 @@ def _lease_of(c: Cluster, worker: Worker) -> float | None:
     return c.reader.lease_expiry(worker.ready.get("worker_id"))
 
 
+def stop_and_read_lease(c: Cluster, worker: Worker, how: Literal["pause", "kill"]) -> float | None:
+    """Pause or kill the worker; when its lease ends (None: no lease is recorded).
+
+    Read before and after: the row of a worker that can no longer renew it may
+    be pruned once expired, and the later reading is the later end.
+    """
+    before = _lease_of(c, worker)
+    if how == "pause":
+        c.pause_outside_transactions(worker)
+    else:
+        worker.kill()
+    after = _lease_of(c, worker)
+    found = [t for t in (before, after) if t is not None]
+    return max(found) if found else None
+
+
 def scenario_paused_owner(c: Cluster) -> None:
     """A SIGSTOPped owner keeps its call until its lease expires; then another worker settles it."""
     owner = c.spawn("owner", lease_seconds=3)
     observer = c.spawn("observer", lease_seconds=3)
     session = owner.open()
     call_id = running_call(c, owner, session, "held")
-    c.pause_outside_transactions(owner)
-    expires = _lease_of(c, owner)
+    expires = stop_and_read_lease(c, owner, "pause")
     watch = watch_until_settled(c, observer, session, call_id, expires)
     assert watch.looks_in_lease >= 2, watch
     assert watch.final is not None and watch.final[:2] == ("finished", "uncertain"), watch.final
@@ -733,8 +749,7 @@ def scenario_killed_owner(c: Cluster) -> None:
     observer = c.spawn("observer")
     session = owner.open()
     call_id = running_call(c, owner, session, "lost")
-    owner.kill()
-    expires = _lease_of(c, owner)
+    expires = stop_and_read_lease(c, owner, "kill")
     watch = watch_until_settled(c, observer, session, call_id, expires)
     assert watch.final is not None and watch.final[:2] == ("finished", "uncertain"), watch.final
     # The observer took the session over once the lease had expired.
@@ -760,8 +775,8 @@ def scenario_late_result(c: Cluster) -> None:
     observer = c.spawn("observer")
     session = owner.open()
     call_id = running_call(c, owner, session, "late")
-    c.pause_outside_transactions(owner)
-    watch = watch_until_settled(c, observer, session, call_id, _lease_of(c, owner))
+    expires = stop_and_read_lease(c, owner, "pause")
+    watch = watch_until_settled(c, observer, session, call_id, expires)
     assert watch.final is not None
     settled = watch.final
     assert settled[:2] == ("finished", "uncertain"), settled
@@ -788,7 +803,8 @@ def scenario_late_result(c: Cluster) -> None:
 def scenario_second_process(c: Cluster) -> None:
     """A second worker is refused a leased session, takes it over after expiry; the old owner
     then runs nothing in it."""
-    owner = c.spawn("owner")
+    # A long lease for the owner: a starved heartbeat on a loaded machine must not let go early.
+    owner = c.spawn("owner", lease_seconds=5)
     second = c.spawn("second")
     session = owner.open()
     owner.call("first")
@@ -797,11 +813,11 @@ def scenario_second_process(c: Cluster) -> None:
     assert not refused["ok"], f"a second worker opened a session another worker holds: {refused}"
     assert refused["error"] == "SessionBusy", refused
     message = refused["message"]
+    # It names the holder (host and pid in its namespace) and what to do.
     assert "--wait" in message and "try again" in message, message
-    assert str(owner.ready["pid"]) in message, message
+    assert f"pid {owner.ready['pid']}" in message and socket.gethostname() in message, message
     # The owner stops heartbeating (paused): after its lease, the second worker takes over.
-    c.pause_outside_transactions(owner)
-    expires = _lease_of(c, owner)
+    expires = stop_and_read_lease(c, owner, "pause")
     assert expires is not None, "the owner has no lease row"
     deadline = time.monotonic() + SETTLE_DEADLINE
     while True:
@@ -855,7 +871,7 @@ def scenario_many_writers(c: Cluster, workers: int = 3, rounds: int = 15) -> Non
 def scenario_takeover_race(c: Cluster, racers: int = 3) -> None:
     """Several workers race for a killed owner's session: one wins, the call is settled once."""
     owner = c.spawn("owner")
-    crew = [c.spawn(f"racer{i}") for i in range(racers)]
+    crew = [c.spawn(f"racer{i}", lease_seconds=5) for i in range(racers)]
     session = owner.open()
     call_id = running_call(c, owner, session, "orphan")
     owner.kill()
