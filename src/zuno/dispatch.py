@@ -86,7 +86,8 @@ class Dispatcher:
                 "runner": rt.identity,
             },
         )
-        step = rt.store.begin_step(session.session_id, opening)
+        # Fenced: a worker that lost the session (SessionBusy) opens no step.
+        step = rt.store.begin_step(session.session_id, opening, worker=rt.identity)
         rt.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
         admitted: list[Admitted] = []
@@ -289,8 +290,13 @@ class Dispatcher:
         )
         # Intent before effect. A read-only call has no effect to precede, so its
         # started row may ride with its result (one commit instead of two).
+        # Fenced: the row goes in only while this worker still holds the session, else
+        # SessionBusy and the tool does not run.
         rt.store.call_started(
-            record, started_event, durable=call.declaration.effect is not Effect.READ_ONLY
+            record,
+            started_event,
+            durable=call.declaration.effect is not Effect.READ_ONLY,
+            fence=True,
         )
         rt.events.deliver(started_event)
         limits = rt.output_limits

@@ -7,13 +7,18 @@ runtime's task group while the agent goes on; ``bg`` and ``job`` inspect it.
 Every job is a row in the store (command, pid, state, exit code, output file)
 written when it starts and when it ends. Its output goes to a file as it
 arrives, so ``bg output`` can page through it with offsets while it runs.
-A job is owned by the Zuno process that started it: when that process is gone
-and the row still says ``running``, the job is reported ``lost``, never
-``finished``, because nobody saw it end.
+A job is owned by the worker that started it (its ``runner``, see
+:mod:`zuno.workers`): when that worker is gone (its lease expired, or its
+process is dead on this machine) and the row still says ``running``, the job
+is reported ``lost``, never ``finished``, because nobody saw it end. A job's
+end that arrives after it was marked lost is a ``job.late_result`` event
+beside the row, never written over it. Rows are judged when they are read or
+their session is resumed, never by a sweep of every session.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -27,8 +32,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from zuno.output import CappedFile
-from zuno.owner import identity_alive, process_identity
 from zuno.store import Store
+from zuno.workers import runner_settleable, this_worker
 
 if TYPE_CHECKING:
     from zuno.tool import ToolContext
@@ -53,11 +58,16 @@ _SCHEMA = [
         owner_start TEXT NOT NULL
     )""",
     """CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (session_id, started_at)""",
+    # The jobs still running: what a resume or a read has to judge.
+    """CREATE INDEX IF NOT EXISTS jobs_running ON jobs (session_id) WHERE state = 'running'""",
 ]
+_ADDED = [("jobs", "runner", "TEXT")]
+"""The owning worker's id (``w1:...``); rows made before it have owner_pid:owner_start."""
 _COLUMNS = (
     "job_id, session_id, call_id, kind, description, pid, state, exit_code, detail, started_at,"
-    " finished_at, output_path, owner_pid, owner_start"
+    " finished_at, output_path, owner_pid, owner_start, runner"
 )
+_LOST = "the Zuno process running it is gone; whether it finished is unknown"
 
 
 class JobState(StrEnum):
@@ -98,6 +108,13 @@ class JobRecord:
     output_path: str
     owner_pid: int
     owner_start: str
+    runner: str | None = None
+    """The worker running it (``w1:...``); None in rows made before leases."""
+
+    @property
+    def owner(self) -> str:
+        """The owner as a runner text (legacy rows: ``owner_pid:owner_start``)."""
+        return self.runner or f"{self.owner_pid}:{self.owner_start}"
 
     @property
     def output_bytes(self) -> int:
@@ -181,10 +198,8 @@ class JobLane:
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._done: dict[str, anyio.Event] = {}
-        self._me = os.getpid()
-        self._my_start = process_identity().split(":", 1)[1]
-        store.ensure_schema(_SCHEMA)
-        self.mark_lost()
+        self._worker = this_worker()
+        store.ensure_schema(_SCHEMA, _ADDED)
 
     # Lifecycle ------------------------------------------------------------------
 
@@ -212,25 +227,39 @@ class JobLane:
         """Whether jobs can be started (inside ``async with``)."""
         return self._tg is not None
 
-    def mark_lost(self) -> list[str]:
-        """Jobs left ``running`` by a process that is gone are lost."""
+    def mark_lost(self, session_id: str | None = None) -> list[str]:
+        """Jobs left ``running`` by a worker that is gone are lost (of one session, or all)."""
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE state = 'running'"
+        params: tuple[Any, ...] = ()
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params = (session_id,)
+        return self._settle([_record(r) for r in self.store.query(sql, params)])
+
+    def _settle(self, jobs: list[JobRecord]) -> list[str]:
+        """Mark lost those of ``jobs`` still running whose owner may be settled; their ids."""
+        running = [j for j in jobs if j.state is JobState.RUNNING and j.job_id not in self._scopes]
+        if not running:
+            return []
+        verdicts: dict[str, bool] = {}
+        for job in running:
+            if job.owner not in verdicts:
+                verdicts[job.owner] = runner_settleable(self.store, job.owner)
+        gone = [j for j in running if verdicts[j.owner]]
         lost: list[str] = []
-        for job in self.list(state=JobState.RUNNING):
-            if job.owner_pid == self._me and job.owner_start == self._my_start:
-                continue
-            if not identity_alive(f"{job.owner_pid}:{job.owner_start}"):
-                lost.append(job.job_id)
-        if lost:
-            with self.store.transaction() as db:
-                for job_id in lost:
-                    db.execute(
-                        "UPDATE jobs SET state = 'lost', detail = ? WHERE job_id = ?"
-                        " AND state = 'running'",
-                        (
-                            "the Zuno process running it is gone; whether it finished is unknown",
-                            job_id,
-                        ),
-                    )
+        if not gone:
+            return lost
+        with self.store.transaction() as db:
+            for job in gone:
+                row = db.execute(
+                    "UPDATE jobs SET state = 'lost', detail = ? WHERE job_id = ?"
+                    " AND state = 'running' RETURNING job_id",
+                    (_LOST, job.job_id),
+                ).fetchone()
+                if row is not None:
+                    job.state = JobState.LOST
+                    job.detail = _LOST
+                    lost.append(job.job_id)
         return lost
 
     # Starting -------------------------------------------------------------------
@@ -269,12 +298,14 @@ class JobLane:
             time.time(),
             None,
             str(output),
-            self._me,
-            self._my_start,
+            self._worker.pid,
+            self._worker.start,
+            self._worker.id,
         )
         with self.store.transaction() as db:
             db.execute(
-                f"INSERT INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO jobs ({_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.job_id,
                     session_id,
@@ -290,6 +321,7 @@ class JobLane:
                     record.output_path,
                     record.owner_pid,
                     record.owner_start,
+                    record.runner,
                 ),
             )
         scope = anyio.CancelScope()
@@ -360,11 +392,32 @@ class JobLane:
         record.detail = end.detail
         record.finished_at = time.time()
         with self.store.transaction() as db:
-            db.execute(
+            # Guarded: a row another worker marked lost stays lost; the end goes beside it.
+            row = db.execute(
                 "UPDATE jobs SET state = ?, exit_code = ?, detail = ?, finished_at = ?"
-                " WHERE job_id = ?",
+                " WHERE job_id = ? AND state = 'running' RETURNING job_id",
                 (state.value, end.exit_code, end.detail, record.finished_at, record.job_id),
-            )
+            ).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO events (session_id, call_id, kind, at, data)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (
+                        record.session_id,
+                        record.call_id,
+                        "job.late_result",
+                        record.finished_at,
+                        json.dumps(
+                            {
+                                "job_id": record.job_id,
+                                "state": state.value,
+                                "exit_code": end.exit_code,
+                                "detail": end.detail,
+                                "runner": record.runner,
+                            }
+                        ),
+                    ),
+                )
         self._scopes.pop(record.job_id, None)
         done = self._done.pop(record.job_id, None)
         if done is not None:
@@ -373,8 +426,13 @@ class JobLane:
     # Inspecting -------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobRecord | None:
+        """The job's row; a running job whose owner is gone is marked lost first."""
         rows = self.store.query(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
-        return _record(rows[0]) if rows else None
+        if not rows:
+            return None
+        job = _record(rows[0])
+        self._settle([job])
+        return job
 
     def list(self, session_id: str | None = None, state: JobState | None = None) -> list[JobRecord]:
         sql = f"SELECT {_COLUMNS} FROM jobs WHERE 1 = 1"
@@ -385,7 +443,11 @@ class JobLane:
         if state is not None:
             sql += " AND state = ?"
             params.append(state.value)
-        return [_record(r) for r in self.store.query(sql + " ORDER BY started_at", tuple(params))]
+        jobs = [_record(r) for r in self.store.query(sql + " ORDER BY started_at", tuple(params))]
+        self._settle(jobs)
+        if state is not None:
+            jobs = [j for j in jobs if j.state is state]
+        return jobs
 
     def mine_running(self) -> list[str]:
         """Ids of the jobs this process is running."""
@@ -452,4 +514,5 @@ def _record(r: tuple[Any, ...]) -> JobRecord:
         r[11],
         r[12],
         r[13],
+        r[14],
     )

@@ -3,9 +3,13 @@
 Everything here is a query over the store, never a reading of transcript
 prose (invariant 9).
 
-- :func:`settle_interrupted` turns rows left ``started`` by a process that is
-  gone into outcomes: ``uncertain`` for a Never call (its effect may have
-  happened; it is never run again), ``error`` for a read-only Safe call.
+- :func:`settle_interrupted` turns rows left ``started`` by a worker that is
+  gone (its lease expired, or its process is dead on this machine, see
+  :mod:`zuno.workers`) into outcomes: ``uncertain`` for a Never call (its
+  effect may have happened; it is never run again), ``error`` for a
+  read-only Safe call. A row is settled only while it is still ``started``;
+  if its worker comes back with a result, that goes beside it as a
+  ``call.late_result`` event.
 - :func:`inspection_block` says why a side-effecting or delegating call must
   wait: after a Never call ended in ``error`` or ``uncertain``, an inspection
   (a call that observes the workspace or processes, see
@@ -27,9 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from zuno.owner import identity_alive
 from zuno.store import Store
 from zuno.store.records import iso
+from zuno.workers import runner_settleable
 
 __all__ = [
     "INSPECTED",
@@ -80,33 +84,40 @@ def ensure_schema(store: Store) -> None:
 
 
 def settle_interrupted(store: Store, session_id: str) -> list[str]:
-    """Give an outcome to the calls a dead process left ``started``; returns their ids."""
+    """Give an outcome to the calls a gone worker left ``started``; returns their ids."""
     rows = store.query(
         "SELECT call_id, attempt, replay, effect, runner FROM calls"
         " WHERE session_id = ? AND status = 'started'",
         (session_id,),
     )
+    verdicts: dict[str | None, bool] = {}
+    for *_, runner in rows:
+        if runner not in verdicts:
+            verdicts[runner] = runner_settleable(store, runner)
+    gone = [r for r in rows if verdicts[r[4]]]  # a live worker is running the others
     settled: list[str] = []
+    if not gone:
+        return settled
     now = time.time()
     with store.transaction() as db:
-        for call_id, attempt, replay, effect, runner in rows:
-            if identity_alive(runner):
-                continue  # another live process is running it right now
+        for call_id, attempt, replay, effect, runner in gone:
             harmless = replay == "safe" and effect == "read_only"
-            db.execute(
+            changed = db.execute(
                 "UPDATE calls SET status = 'finished', outcome = ?, result = ?, is_error = 1,"
                 " finished_at = ?, reason = ?"
-                " WHERE call_id = ? AND attempt = ? AND status = 'started'",
+                " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING call_id",
                 (
                     "error" if harmless else "uncertain",
                     INTERRUPTED_READ_ONLY if harmless else INTERRUPTED,
                     now,
-                    f"the runtime stopped while this call was running (process "
+                    f"the runtime stopped while this call was running (worker "
                     f"{runner or 'unknown'}), before its result was stored",
                     call_id,
                     attempt,
                 ),
-            )
+            ).fetchone()
+            if changed is None:
+                continue  # its worker stored the result meanwhile
             db.execute(
                 "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -115,7 +126,11 @@ def settle_interrupted(store: Store, session_id: str) -> list[str]:
                     "call.interrupted",
                     now,
                     json.dumps(
-                        {"attempt": attempt, "outcome": "error" if harmless else "uncertain"}
+                        {
+                            "attempt": attempt,
+                            "outcome": "error" if harmless else "uncertain",
+                            "runner": runner,
+                        }
                     ),
                 ),
             )
@@ -131,21 +146,30 @@ def inspection_block(store: Store, session_id: str) -> str | None:
     """Why a side-effecting or delegating call must wait for an inspection, or None.
 
     A failure counts as inspected once an inspection *started* after it ended:
-    one that overlapped it may have seen the state from before.
+    one that overlapped it may have seen the state from before. Only the
+    latest failure matters (an inspection after it is after every earlier
+    one), so this is two index probes, whatever the length of the session:
+    the newest failure (``calls_failed_never``), then an inspection recorded
+    after it ended (``events_inspected``; an inspection's event is recorded
+    after the call started, on the same clock).
     """
     rows = store.query(
         "SELECT f.call_id, f.tool, f.outcome, f.finished_at FROM calls f"
         " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
         f" AND f.effect IN {_MAY_CHANGE_STATE}"
-        " AND NOT EXISTS (SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
-        f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}'"
-        "   AND r.outcome = 'ok' AND r.started_at > f.finished_at)"
         " ORDER BY f.finished_at DESC LIMIT 1",
         (session_id,),
     )
     if not rows:
         return None
-    call_id, tool, outcome, _ = rows[0]
+    call_id, tool, outcome, finished_at = rows[0]
+    if finished_at is not None and store.query(
+        "SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
+        f" WHERE e.session_id = ? AND e.kind = '{INSPECTED}' AND e.at > ?"
+        " AND r.outcome = 'ok' AND r.started_at > ? LIMIT 1",
+        (session_id, finished_at, finished_at),
+    ):
+        return None
     what = "may or may not have taken effect" if outcome == "uncertain" else "failed"
     return (
         f"the earlier {tool} call {call_id} {what}, and nothing has inspected the real state "

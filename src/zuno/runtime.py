@@ -10,6 +10,7 @@ model steps::
 
 from __future__ import annotations
 
+import logging
 import sys
 import weakref
 from collections.abc import Iterable, Sequence
@@ -27,13 +28,13 @@ from zuno.events import EventBus
 from zuno.hooks import Hooks, PythonHook
 from zuno.jobs import JobLane
 from zuno.output import ArtifactStore, OutputLimits
-from zuno.owner import process_identity
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
 from zuno.recovery import settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.scheduling import SessionBarrier
-from zuno.store import Store, open_store
+from zuno.store import Store, StoreError, open_store
 from zuno.tool import Tool
+from zuno.workers import WorkerLease, shared_lease, this_worker
 
 if TYPE_CHECKING:
     from zuno.agent.loop import ProviderFactory
@@ -59,6 +60,9 @@ BUILTIN_AGENTS: dict[str, AgentSettings] = {
         ],
     ),
 }
+
+
+_log = logging.getLogger("zuno.runtime")
 
 
 class UnknownSession(LookupError):
@@ -134,14 +138,18 @@ class Runtime:
         """Who answers the question tool (a terminal, a program); None: no one."""
         self.provider_factory: ProviderFactory | None = None
         """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
-        self.identity = process_identity()
+        self.identity = this_worker().id
+        """This worker (``w1:...``, see :mod:`zuno.workers`), written on every call row it runs."""
+        self._lease: WorkerLease | None = None
+        """This process's lease in the store, taken with the first session opened."""
+        self._held: set[str] = set()
+        """Sessions this runtime holds (released by :meth:`close`)."""
         self._sessions: weakref.WeakSet[SessionState] = weakref.WeakSet()
         self._barriers: weakref.WeakValueDictionary[str, SessionBarrier] = (
             weakref.WeakValueDictionary()
         )
         """One barrier per session id, however many states were opened for it."""
         self._stack: AsyncExitStack | None = None
-        """This process, written on every call row it runs (``pid:start``)."""
 
     # Agents and surfaces ------------------------------------------------------
 
@@ -201,7 +209,15 @@ class Runtime:
         """Resume a stored session, or create a new one when no id is given.
 
         ``tools`` narrows the agent's surface (a delegation can only shrink it).
+        The session is leased to this worker until :meth:`close` (other runtimes
+        of this process share it).
+
+        Raises:
+            UnknownSession: No session has that id (or the prefix is ambiguous).
+            SessionBusy: Another live worker holds the session.
         """
+        if self._lease is None:
+            self._lease = shared_lease(self.store)
         if session_id is not None:
             record = self.store.get_session(session_id)
             if record is None:
@@ -215,8 +231,12 @@ class Runtime:
                 record = self.store.get_session(matches[0])
                 assert record is not None
             agent = record.agent
-            # Calls a dead process left running get their outcome now (never a re-run).
+            # Ours before anything is settled: a live owner keeps its calls.
+            record = self.store.acquire_session(record.session_id, self.identity)
+            self._held.add(record.session_id)
+            # Calls and jobs a gone worker left running get their outcome now (never a re-run).
             settle_interrupted(self.store, record.session_id)
+            self.jobs.mark_lost(record.session_id)
         else:
             record = None
         settings = self.agent_settings(agent)
@@ -224,8 +244,15 @@ class Runtime:
         surface = self._surface_for(agent, narrowed)
         if record is None:
             record = self.store.create_session(
-                new_id("ses"), agent, str(self.workspace), parent_call_id, model, title
+                new_id("ses"),
+                agent,
+                str(self.workspace),
+                parent_call_id,
+                model,
+                title,
+                owner=self.identity,
             )
+            self._held.add(record.session_id)
         state = SessionState(
             record.session_id,
             agent,
@@ -292,7 +319,20 @@ class Runtime:
             await stack.__aexit__(exc_type, exc, tb)
 
     def close(self) -> None:
-        self.store.close()
+        """Release this runtime's sessions (``idle``), end its lease and close the store."""
+        held, self._held = self._held, set()
+        try:
+            for session_id in sorted(held):
+                try:
+                    self.store.release_session(session_id, self.identity)
+                except StoreError as exc:
+                    # Not released now: the lease ends below, and then it is free anyway.
+                    _log.warning("zuno: session %s was not released: %s", session_id, exc)
+        finally:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                lease.stop()
+            self.store.close()
 
 
 def _raise_mcp_error_from(exc: BaseException) -> None:

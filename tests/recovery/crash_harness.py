@@ -363,7 +363,7 @@ def check_store(
             continue
         ran[arg_id] += 1
         if status == "started":
-            if settled or int(str(runner).split(":")[0]) not in dead_pids:
+            if settled or int(str(runner).split(":")[-2]) not in dead_pids:
                 out.stray_started_rows += 1
                 out.details.append(f"{session_id}: call {call_id} still started ({runner})")
             else:
@@ -458,8 +458,8 @@ def _classify(
     total = store.query("SELECT COUNT(*) FROM calls WHERE session_id = ?", (session_id,))[0][0]
     started = store.query(
         "SELECT arguments FROM calls WHERE session_id = ? AND tool = 'append'"
-        " AND status = 'started' AND runner LIKE ?",
-        (session_id, f"{pid}:%"),
+        " AND status = 'started' AND (runner LIKE ? OR runner LIKE ?)",
+        (session_id, f"{pid}:%", f"w1:%:{pid}:%"),
     )
     effects = set(_lines(effects_path(workspace, session_id)))
     if started:

@@ -11,9 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from zuno.dispatch import CallResult
-from zuno.owner import identity_alive
 from zuno.registry import Surface, place_of
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
+from zuno.workers import runner_running
 
 __all__ = [
     "NotRun",
@@ -182,7 +182,7 @@ def calls_not_run(events: Sequence[EventRecord], calls: Sequence[CallRecord]) ->
         if event.kind != "dispatch.started" or not isinstance(step, int):
             continue
         asked: list[Any] = event.data.get("requests") or [{}] * int(event.data.get("calls", 0))
-        running = identity_alive(event.data.get("runner"))
+        running = runner_running(event.data.get("runner"))
         for index, request in enumerate(asked):
             if (step, index) not in have:
                 missing.append(

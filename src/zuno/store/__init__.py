@@ -15,7 +15,7 @@ from pathlib import Path
 import platformdirs
 
 from zuno.store.connection import StoreConnection, StoreCursor
-from zuno.store.errors import StoreError, StoreUnavailable, StoreVersionError
+from zuno.store.errors import SessionBusy, StoreError, StoreUnavailable, StoreVersionError
 from zuno.store.records import CallRecord, EventRecord, SessionRecord
 from zuno.store.sqlite import SQLiteStore
 
@@ -23,6 +23,7 @@ __all__ = [
     "CallRecord",
     "EventRecord",
     "SQLiteStore",
+    "SessionBusy",
     "SessionRecord",
     "Store",
     "StoreConnection",

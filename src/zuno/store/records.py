@@ -27,6 +27,10 @@ class SessionRecord:
     parent_call_id: str | None = None
     model: str | None = None
     title: str | None = None
+    owner: str | None = None
+    """The worker holding or last holding the session (``w1:...``; None before leases)."""
+    state: str | None = None
+    """``queued``, ``running``, ``done``, ``failed`` or ``idle`` (None in rows made before)."""
     calls: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -38,6 +42,8 @@ class SessionRecord:
             "parent_call_id": self.parent_call_id,
             "model": self.model,
             "title": self.title,
+            "owner": self.owner,
+            "state": self.state,
             "calls": self.calls,
         }
 
@@ -72,7 +78,8 @@ class CallRecord:
     artifact: str | None = None
     model_call_id: str | None = None
     runner: str | None = None
-    """The process running the call (``pid:start``), to tell a live run from a dead one."""
+    """The worker running the call (``w1:...``, see :mod:`zuno.workers`; ``pid:start`` in
+    older rows), to tell a live run from a dead one."""
     reason: str | None = None
     """For an ``error`` or ``uncertain`` outcome: why, in one line (for recovery notices)."""
 

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["CALL_FIELDS", "CORE_TABLES", "SCHEMA", "SCHEMA_VERSION", "newer_schema_message"]
+__all__ = [
+    "ADDED_COLUMNS",
+    "CALL_FIELDS",
+    "CORE_TABLES",
+    "INDEXES",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SESSION_FIELDS",
+    "newer_schema_message",
+]
 
 SCHEMA_VERSION = 1
 
@@ -44,6 +53,34 @@ CALL_FIELDS = (
 )
 """The columns of ``calls``, in the order records are read."""
 
+SESSION_FIELDS = (
+    "session_id",
+    "created_at",
+    "agent",
+    "workspace",
+    "parent_call_id",
+    "model",
+    "title",
+    "owner",
+    "state",
+)
+"""The columns of ``sessions`` a :class:`~zuno.store.records.SessionRecord` is read from."""
+
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("calls", "runner", "TEXT"),
+    ("calls", "reason", "TEXT"),
+    ("sessions", "owner", "TEXT"),
+    ("sessions", "state", "TEXT"),
+    ("sessions", "prompt", "TEXT"),
+    ("sessions", "options", "TEXT"),
+    ("sessions", "updated_at", "DOUBLE PRECISION"),
+)
+"""Columns added after their table was first released: (table, column, type).
+
+A writing open adds the missing ones to an older store (never a rebuild);
+both stores read this one list.
+"""
+
 
 def newer_schema_message(where: str, found: int) -> str:
     """One line: the store's version, the one this Zuno supports, what to do."""
@@ -67,7 +104,12 @@ SCHEMA = [
         workspace TEXT NOT NULL,
         parent_call_id TEXT,
         model TEXT,
-        title TEXT
+        title TEXT,
+        owner TEXT,
+        state TEXT,
+        prompt TEXT,
+        options TEXT,
+        updated_at DOUBLE PRECISION
     )""",
     """CREATE TABLE IF NOT EXISTS steps (
         session_id TEXT NOT NULL,
@@ -101,8 +143,8 @@ SCHEMA = [
         PRIMARY KEY (call_id, attempt)
     )""",
     """CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, step, idx, attempt)""",
-    # Unfinished calls are found through calls_by_session; an index on status
-    # would cost a page write on every start and finish.
+    # A full index on status cost a page write on every start and finish; the
+    # partial calls_unsettled (see INDEXES) holds only the rows still started.
     """DROP INDEX IF EXISTS calls_started""",
     # No AUTOINCREMENT: events are never deleted, so rowids only grow anyway,
     # and AUTOINCREMENT would write its sqlite_sequence page on every commit.
@@ -130,4 +172,35 @@ SCHEMA = [
         at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (session_id, seq)
     )""",
+    # Leases (zuno.workers): times are the database's clock, zuno_now().
+    """CREATE TABLE IF NOT EXISTS workers (
+        worker_id TEXT PRIMARY KEY,
+        host TEXT,
+        pid INTEGER,
+        started_at DOUBLE PRECISION,
+        heartbeat_at DOUBLE PRECISION,
+        expires_at DOUBLE PRECISION
+    )""",
 ]
+
+INDEXES = [
+    # Recovery reads only the few rows that matter, however long the session:
+    # the calls still started (a handful at any time),
+    """CREATE INDEX IF NOT EXISTS calls_unsettled ON calls (session_id, step, idx, attempt)
+        WHERE status = 'started'""",
+    # the failed or uncertain Never calls that may have changed state, newest last,
+    """CREATE INDEX IF NOT EXISTS calls_failed_never ON calls (session_id, finished_at)
+        WHERE replay = 'never' AND outcome IN ('error', 'uncertain')
+        AND effect IN ('side_effecting', 'delegating')""",
+    # and the inspections, by when they were recorded.
+    """CREATE INDEX IF NOT EXISTS events_inspected ON events (session_id, at)
+        WHERE kind = 'call.inspected'""",
+    # The fleet's queue: sessions waiting or running, oldest first.
+    """CREATE INDEX IF NOT EXISTS sessions_active ON sessions (created_at)
+        WHERE state IN ('queued', 'running')""",
+    # Short ids (`zuno show ses_1a2b`) are a range on the id in byte order; the
+    # primary key serves it on SQLite, this index on PostgreSQL (any collation).
+    """/*pg: CREATE INDEX IF NOT EXISTS sessions_by_id_bytes ON sessions
+        (session_id COLLATE "C") */""",
+]
+"""Indexes created after :data:`ADDED_COLUMNS` are in place (some use added columns)."""

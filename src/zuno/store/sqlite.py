@@ -19,6 +19,14 @@ transaction. The queue never loses a row and never jams:
 - every string is bound through :func:`zuno.store.storable.storable_params`, so
   text UTF-8 cannot encode is stored escaped instead of raising.
 
+Ownership: a session is leased by one worker at a time
+(:meth:`SQLiteStore.acquire_session`); a step's number is allocated, and a
+side-effecting call's ``started`` row inserted, only while the session is
+still this worker's (the fence). A result arriving for a row another worker
+has settled meanwhile is recorded as a ``call.late_result`` event beside it,
+never over it. Times of leases are the database's clock, ``zuno_now()``
+(registered on every SQLite connection).
+
 Opening checks ``meta.schema_version``: a store newer than this Zuno is refused.
 Only a writing open (``migrate=True``) creates or upgrades tables; a reading
 open (``zuno sessions``, ``zuno show``) changes no schema: it reads an older
@@ -40,16 +48,20 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from zuno.store.connection import StoreConnection
-from zuno.store.errors import StoreError, StoreUnavailable, StoreVersionError
-from zuno.store.records import CallRecord, EventRecord, SessionRecord
+from zuno.store.errors import SessionBusy, StoreError, StoreUnavailable, StoreVersionError
+from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.store.schema import (
+    ADDED_COLUMNS,
     CALL_FIELDS,
     CORE_TABLES,
+    INDEXES,
     SCHEMA,
     SCHEMA_VERSION,
+    SESSION_FIELDS,
     newer_schema_message,
 )
 from zuno.store.storable import storable_params
+from zuno.workers import WorkerIdentity, settleable_in
 
 if TYPE_CHECKING:
     from zuno.events import Event
@@ -59,6 +71,28 @@ __all__ = ["SQLiteStore"]
 _log = logging.getLogger("zuno.store")
 
 _CALL_COLUMNS = ", ".join(CALL_FIELDS)
+_SESSION_COLUMNS = ", ".join(f"s.{c}" for c in SESSION_FIELDS)
+
+_Pending = tuple[str, tuple[Any, ...]] | Callable[[sqlite3.Connection], None]
+"""A queued write: a statement and its parameters, or a function run inside the
+transaction (a guarded update that decides its own event)."""
+
+_DEFERRED_STEP_SQL = "INSERT INTO steps (session_id, step, created_at) VALUES (?, ?, ?)"
+
+_PREVIEW = 200
+"""Characters of a late result kept in its ``call.late_result`` event."""
+
+
+def _next_text(prefix: str) -> str | None:
+    """The least text greater than every text starting with ``prefix`` (code point order)."""
+    while prefix:
+        last = ord(prefix[-1])
+        if last < 0x10FFFF:
+            following = last + 1 if not 0xD800 <= last + 1 <= 0xDFFF else 0xE000
+            return prefix[:-1] + chr(following)
+        prefix = prefix[:-1]
+    return None
+
 
 # SQLite's primary result codes that say "not now" rather than "not this row":
 # busy, locked, out of memory, read-only, interrupted, I/O, corrupt, full,
@@ -128,9 +162,14 @@ class SQLiteStore:
     _db: sqlite3.Connection
     """The connection (binding only storable text); SQLite's, or one that speaks its dialect."""
 
+    single_host: bool = False
+    """Whether every worker of this store runs on one machine (a SQLite file): then a
+    legacy ``pid:start`` runner can be judged by ``/proc``. Set by :meth:`__init__`."""
+
     def __init__(self, path: Path, *, migrate: bool = True, busy_timeout: float = 30.0) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self.single_host = True
         self._init_state()
         if path.is_dir():
             raise StoreUnavailable(
@@ -154,11 +193,11 @@ class SQLiteStore:
         self._lock = threading.RLock()
         # Writes that need no commit of their own (a step's opening, a blocked
         # call, which changed nothing): they ride in the next transaction, in order.
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
-        self._last_step: dict[str, int] = {}
+        self._pending: list[_Pending] = []
         # Deferred started rows by (call_id, attempt): their index in _pending.
         self._deferred_calls: dict[tuple[str, int], int] = {}
         self._call_columns = _CALL_COLUMNS
+        self._session_columns = _SESSION_COLUMNS
         self.migration_needed: str | None = None
         """Why this store needs a schema upgrade that this (reading) open did not do."""
 
@@ -172,6 +211,8 @@ class SQLiteStore:
             timeout=self.busy_timeout,
             uri=uri,
         )
+        # The clock of leases (see zuno.workers): one host, so the process's clock.
+        conn.create_function("zuno_now", 0, time.time)
         self._db = cast(sqlite3.Connection, _Connection(conn))
         self._db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
 
@@ -230,11 +271,20 @@ class SQLiteStore:
             )
         have = self._columns(db, "calls")
         absent = [c for c in CALL_FIELDS if c not in have]
+        have_sessions = self._columns(db, "sessions")
+        self._session_columns = ", ".join(
+            f"s.{c}" if c in have_sessions else f"NULL AS {c}" for c in SESSION_FIELDS
+        )
+        absent += [f"sessions.{c}" for c in SESSION_FIELDS if c not in have_sessions]
         if absent or version is None or version < SCHEMA_VERSION:
             self._call_columns = ", ".join(c if c in have else f"NULL AS {c}" for c in CALL_FIELDS)
             self.migration_needed = (
                 f"the store {self._where()} has schema version {version or 0}"
-                + (f" (no {', '.join('calls.' + c for c in absent)})" if absent else "")
+                + (
+                    f" (no {', '.join(c if '.' in c else 'calls.' + c for c in absent)})"
+                    if absent
+                    else ""
+                )
                 + f" and this Zuno writes version {SCHEMA_VERSION}: it is shown as it is; "
                 "any writing command (zuno call, zuno run) upgrades it"
             )
@@ -246,6 +296,8 @@ class SQLiteStore:
             for statement in SCHEMA:
                 db.execute(statement)
             self._migrate(db)
+            for statement in INDEXES:
+                db.execute(statement)
             db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
@@ -282,10 +334,21 @@ class SQLiteStore:
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Stores made before a column existed get it added, never rebuilt."""
-        have = self._columns(db, "calls")
-        for column in ("runner", "reason"):
-            if column not in have:
-                db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
+        self._add_columns(db, ADDED_COLUMNS)
+
+    def _add_columns(self, db: sqlite3.Connection, columns: Sequence[tuple[str, str, str]]) -> None:
+        have: dict[str, set[str]] = {}
+        for table, column, kind in columns:
+            if table not in have:
+                have[table] = self._columns(db, table)
+            if column not in have[table]:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                have[table].add(column)
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as a person named it (a path, a URL without its password)."""
+        return self._where()
 
     def _where(self) -> str:
         """The store, as a person named it."""
@@ -400,9 +463,12 @@ class SQLiteStore:
         """Write the queued rows; returns how many (a row that cannot be written is set aside)."""
         index = 0
         while index < len(self._pending):
-            sql, params = self._pending[index]
+            entry = self._pending[index]
             try:
-                self._db.execute(sql, params)
+                if callable(entry):
+                    entry(self._db)
+                else:
+                    self._db.execute(*entry)
             except Exception as exc:
                 if self._transient(exc):
                     raise
@@ -416,7 +482,8 @@ class SQLiteStore:
         return index
 
     def _set_aside(self, index: int, exc: Exception) -> None:
-        sql, _ = self._pending.pop(index)
+        entry = self._pending.pop(index)
+        sql = entry[0] if isinstance(entry, tuple) else (entry.__doc__ or repr(entry))
         self._deferred_calls = {
             key: slot - (slot > index)
             for key, slot in self._deferred_calls.items()
@@ -453,11 +520,22 @@ class SQLiteStore:
         with self._lock:
             return name in self._tables(self._db)
 
-    def ensure_schema(self, statements: Sequence[str]) -> None:
-        """Create a module's own tables and indexes when missing."""
+    def ensure_schema(
+        self, statements: Sequence[str], columns: Sequence[tuple[str, str, str]] = ()
+    ) -> None:
+        """Create a module's own tables and indexes when missing.
+
+        ``columns`` (table, column, type) are added to an older table that lacks
+        them, before the statements run (an index may use them).
+        """
         with self._tx() as db:
-            for statement in statements:
+            created = [s for s in statements if "CREATE INDEX" not in s.upper()]
+            for statement in created:
                 db.execute(statement)
+            self._add_columns(db, columns)
+            for statement in statements:
+                if statement not in created:
+                    db.execute(statement)
 
     def flush(self) -> None:
         """Commit the queued writes now.
@@ -486,6 +564,10 @@ class SQLiteStore:
         with self._lock:
             self._pending.append((sql, params))
 
+    def _defer_call(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        with self._lock:
+            self._pending.append(write)
+
     _EVENT_SQL = "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)"
 
     @staticmethod
@@ -506,39 +588,70 @@ class SQLiteStore:
         parent_call_id: str | None = None,
         model: str | None = None,
         title: str | None = None,
+        *,
+        owner: str | None = None,
     ) -> SessionRecord:
+        """A new session; with ``owner`` (a worker id) it is created leased to that worker."""
+        state = "running" if owner is not None else None
         record = SessionRecord(
-            session_id, time.time(), agent, workspace, parent_call_id, model, title
+            session_id, time.time(), agent, workspace, parent_call_id, model, title, owner, state
         )
         with self._tx() as db:
             db.execute(
                 "INSERT INTO sessions (session_id, created_at, agent, workspace, parent_call_id,"
-                " model, title) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, record.created_at, agent, workspace, parent_call_id, model, title),
+                " model, title, owner, state, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, zuno_now())",
+                (
+                    session_id,
+                    record.created_at,
+                    agent,
+                    workspace,
+                    parent_call_id,
+                    model,
+                    title,
+                    owner,
+                    state,
+                ),
             )
         return record
+
+    def _session_select(self) -> str:
+        return (
+            f"SELECT {self._session_columns},"
+            " (SELECT COUNT(DISTINCT call_id) FROM calls c WHERE c.session_id = s.session_id)"
+            " FROM sessions s"
+        )
+
+    @staticmethod
+    def _session(row: Sequence[Any]) -> SessionRecord:
+        *fields, calls = tuple(row)
+        return SessionRecord(*fields, calls=calls)
 
     def get_session(self, session_id: str) -> SessionRecord | None:
         self.flush()
         with self._lock:
             row = self._db.execute(
-                "SELECT s.session_id, s.created_at, s.agent, s.workspace, s.parent_call_id,"
-                " s.model, s.title,"
-                " (SELECT COUNT(DISTINCT call_id) FROM calls c WHERE c.session_id = s.session_id)"
-                " FROM sessions s WHERE s.session_id = ?",
-                (session_id,),
+                self._session_select() + " WHERE s.session_id = ?", (session_id,)
             ).fetchone()
-        return SessionRecord(*row) if row else None
+        return self._session(row) if row else None
 
     def find_sessions(self, prefix: str) -> list[str]:
-        """Session ids starting with ``prefix`` (so people can type a short id)."""
+        """Session ids starting with ``prefix`` (so people can type a short id).
+
+        A range on the id in code point order (the primary key on SQLite, the
+        ``COLLATE "C"`` index on PostgreSQL), not a scan.
+        """
         self.flush()
+        # Ids hold neither; earlier versions read them as LIKE wildcards and dropped them.
+        prefix = prefix.replace("%", "").replace("\\", "")
+        upper = _next_text(prefix)
+        sql = 'SELECT session_id FROM sessions WHERE session_id /*pg: COLLATE "C"*/ >= ?'
+        params: tuple[Any, ...] = (prefix,)
+        if upper is not None:
+            sql += ' AND session_id /*pg: COLLATE "C"*/ < ?'
+            params += (upper,)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\'"
-                " ORDER BY created_at",
-                (prefix.replace("\\", "").replace("%", "").replace("_", "\\_") + "%",),
-            ).fetchall()
+            rows = self._db.execute(sql + " ORDER BY created_at", params).fetchall()
         return [r[0] for r in rows]
 
     def list_sessions(self, limit: int = 1000) -> list[SessionRecord]:
@@ -546,13 +659,81 @@ class SQLiteStore:
         self.flush()
         with self._lock:
             rows = self._db.execute(
-                "SELECT s.session_id, s.created_at, s.agent, s.workspace, s.parent_call_id,"
-                " s.model, s.title,"
-                " (SELECT COUNT(DISTINCT call_id) FROM calls c WHERE c.session_id = s.session_id)"
-                " FROM sessions s ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?",
+                self._session_select() + " ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?",
                 (limit,),
             ).fetchall()
-        return [SessionRecord(*r) for r in rows]
+        return [self._session(r) for r in rows]
+
+    def acquire_session(self, session_id: str, worker_id: str) -> SessionRecord:
+        """Lease the session to ``worker_id``: free, already its own, or its owner's lease expired.
+
+        Raises:
+            SessionBusy: Another worker holds it and is alive (its lease has not
+                expired, or its process runs on this machine).
+            StoreError: There is no such session.
+        """
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT s.owner, s.state, s.updated_at, w.host, w.pid, w.expires_at"
+                " FROM sessions s LEFT JOIN workers w ON w.worker_id = s.owner"
+                " WHERE s.session_id = ? /*pg: FOR UPDATE OF s*/",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"no session {session_id!r}: `zuno sessions` lists them")
+            owner, state, since, host, pid, expires_at = tuple(row)
+            if (
+                owner is not None
+                and owner != worker_id
+                and state == "running"
+                and not settleable_in(db, owner, single_host=self.single_host)
+            ):
+                raise SessionBusy(
+                    _busy_message(session_id, owner, host, pid, since, expires_at),
+                    session_id,
+                    owner,
+                    expires_at,
+                )
+            db.execute(
+                "UPDATE sessions SET owner = ?, state = 'running', updated_at = zuno_now()"
+                " WHERE session_id = ?",
+                (worker_id, session_id),
+            )
+        record = self.get_session(session_id)
+        assert record is not None
+        return record
+
+    def release_session(self, session_id: str, worker_id: str, state: str = "idle") -> bool:
+        """Give the session up (``state``: idle, done, failed, queued); False if it was not ours."""
+        with self._tx() as db:
+            row = db.execute(
+                "UPDATE sessions SET state = ?, updated_at = zuno_now()"
+                " WHERE session_id = ? AND owner = ? RETURNING session_id",
+                (state, session_id, worker_id),
+            ).fetchone()
+        return row is not None
+
+    def _fence(self, db: sqlite3.Connection, session_id: str, worker_id: str) -> None:
+        """Raise :class:`SessionBusy` unless the session is still leased to ``worker_id``.
+
+        On PostgreSQL the row is share-locked to the commit: a takeover waits
+        until this transaction's rows are visible to the worker taking over.
+        """
+        row = db.execute(
+            "SELECT owner FROM sessions WHERE session_id = ? /*pg: FOR SHARE*/", (session_id,)
+        ).fetchone()
+        owner = row[0] if row is not None else None
+        if owner != worker_id:
+            who = WorkerIdentity.parse(owner)
+            name = who.short if who is not None else "no worker"
+            raise SessionBusy(
+                f"session {session_id} is now held by {name}, not by this worker (its lease "
+                "expired and the session was taken over): nothing more runs here; "
+                "`zuno show` has its history",
+                session_id,
+                owner,
+                None,
+            )
 
     def child_sessions(self, session_id: str) -> list[SessionRecord]:
         """Sessions started by calls of this session (delegations)."""
@@ -566,25 +747,55 @@ class SQLiteStore:
             ).fetchall()
         return [s for r in rows if (s := self.get_session(r[0])) is not None]
 
-    def begin_step(self, session_id: str, event: Event | None = None) -> int:
+    def begin_step(
+        self, session_id: str, event: Event | None = None, *, worker: str | None = None
+    ) -> int:
         """Open the next model step of a session (with its opening event) and return its number.
 
-        The step's row and event are deferred to the next transaction: nothing
-        depends on them being durable before a call of the step starts.
+        The number is allocated inside the write transaction (no cached maximum
+        that another process could make stale), and a clash is an error, never
+        skipped. With ``worker``, the step opens only while that worker holds the
+        session (else :class:`SessionBusy`, and nothing is written).
+
+        When the store's write lock is held elsewhere, the step still opens (its
+        read-only calls can run): the number is read under the session's lease
+        (only its holder opens steps) and the row waits for the next transaction.
         """
-        with self._lock:
-            last = self._last_step.get(session_id)
-            if last is None:
-                row = self._db.execute(
-                    "SELECT COALESCE(MAX(step), 0) FROM steps WHERE session_id = ?", (session_id,)
+        try:
+            with self._tx() as db:
+                if worker is not None:
+                    self._fence(db, session_id, worker)
+                row = db.execute(
+                    "INSERT INTO steps (session_id, step, created_at)"
+                    " SELECT ?, COALESCE(MAX(step), 0) + 1, ? FROM steps WHERE session_id = ?"
+                    " RETURNING step",
+                    (session_id, time.time(), session_id),
                 ).fetchone()
-                last = int(row[0])
-            step = last + 1
-            self._last_step[session_id] = step
-            self._defer(
-                "INSERT OR IGNORE INTO steps (session_id, step, created_at) VALUES (?, ?, ?)",
-                (session_id, step, time.time()),
-            )
+                step = int(row[0])
+                if event is not None:
+                    event.data["step"] = step
+                    db.execute(self._EVENT_SQL, self._event_params(event))
+            return step
+        except SessionBusy:
+            raise
+        except StoreUnavailable:
+            pass
+        with self._lock:
+            if worker is not None:
+                self._fence(self._db, session_id, worker)
+            row = self._db.execute(
+                "SELECT COALESCE(MAX(step), 0) FROM steps WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            waiting = [
+                int(entry[1][1])
+                for entry in self._pending
+                if isinstance(entry, tuple)
+                and entry[0] == _DEFERRED_STEP_SQL
+                and entry[1][0] == session_id
+            ]
+            step = max([int(row[0]), *waiting]) + 1
+            # A plain INSERT: a clash is set aside with a warning, never silently skipped.
+            self._defer(_DEFERRED_STEP_SQL, (session_id, step, time.time()))
             if event is not None:
                 event.data["step"] = step
                 self._defer(self._EVENT_SQL, self._event_params(event))
@@ -637,12 +848,16 @@ class SQLiteStore:
             self._defer(self._EVENT_SQL, self._event_params(event))
             self._defer(self._CALL_SQL, self._call_params(call))
 
-    def call_started(self, call: CallRecord, event: Event, *, durable: bool = True) -> None:
+    def call_started(
+        self, call: CallRecord, event: Event, *, durable: bool = True, fence: bool = False
+    ) -> None:
         """Intent before effect: the ``started`` row is committed before the call runs.
 
         ``durable=False`` defers the row to the next transaction (the call's own
         result, at the latest): for read-only calls, which have no effect to
-        precede, this saves a commit per call.
+        precede, this saves a commit per call (their step's opening was fenced).
+        ``fence``: insert the row only while the session is leased to
+        ``call.runner`` (else :class:`SessionBusy`: the call must not run).
         """
         if not durable:
             with self._lock:
@@ -651,6 +866,8 @@ class SQLiteStore:
                 self._defer(self._EVENT_SQL, self._event_params(event))
             return
         with self._tx() as db:
+            if fence and call.runner is not None:
+                self._fence(db, call.session_id, call.runner)
             self._insert_call(db, call)
             self._insert_event(db, event)
 
@@ -667,25 +884,67 @@ class SQLiteStore:
                 # Its started row is still waiting: write the finished row in its
                 # place, one insert instead of an insert and an update.
                 self._pending[slot] = (self._CALL_SQL, self._call_params(call))
+                self._defer(self._EVENT_SQL, self._event_params(event))
             else:
-                self._defer(
-                    "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
-                    " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
-                    " WHERE call_id = ? AND attempt = ?",
-                    (
-                        call.outcome,
-                        call.block_kind,
-                        call.result,
-                        int(call.is_error),
-                        call.finished_at,
-                        call.artifact,
-                        call.reason,
-                        call.call_id,
-                        call.attempt,
-                    ),
-                )
-            self._defer(self._EVENT_SQL, self._event_params(event))
+                self._defer_call(self._guarded_finish(call, event))
             self._flush_or_keep()
+
+    def _guarded_finish(
+        self, call: CallRecord, event: Event
+    ) -> Callable[[sqlite3.Connection], None]:
+        """The write of a result over the call's ``started`` row, and only over that.
+
+        If another worker settled the row meanwhile (it judged this worker
+        gone), the row stays as settled and the result becomes a
+        ``call.late_result`` event beside it.
+        """
+        finished = self._event_params(event)
+        update = (
+            call.outcome,
+            call.block_kind,
+            call.result,
+            int(call.is_error),
+            call.finished_at,
+            call.artifact,
+            call.reason,
+            call.call_id,
+            call.attempt,
+        )
+
+        def finish(db: sqlite3.Connection) -> None:
+            """UPDATE calls ... WHERE status = 'started' (a guarded result)"""
+            row = db.execute(
+                "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
+                " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
+                " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING call_id",
+                update,
+            ).fetchone()
+            if row is None:
+                found = db.execute(
+                    "SELECT outcome FROM calls WHERE call_id = ? AND attempt = ?",
+                    (call.call_id, call.attempt),
+                ).fetchone()
+                if found is not None:
+                    db.execute(self._EVENT_SQL, self._late_params(call, str(found[0]), event.at))
+                    return
+                # Its started row was never stored (set aside): the result is the row.
+                db.execute(self._CALL_SQL, self._call_params(call))
+            db.execute(self._EVENT_SQL, finished)
+
+        return finish
+
+    @staticmethod
+    def _late_params(call: CallRecord, settled_as: str, at: float) -> tuple[Any, ...]:
+        text = call.result or ""
+        data = {
+            "attempt": call.attempt,
+            "outcome": call.outcome,
+            "is_error": call.is_error,
+            "result": text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "...",
+            "runner": call.runner,
+            "settled_as": settled_as,
+        }
+        return (call.session_id, call.call_id, "call.late_result", at, json.dumps(data))
 
     def calls(self, session_id: str) -> list[CallRecord]:
         """Every attempt of every call of a session, in the model's order."""
@@ -789,3 +1048,28 @@ class SQLiteStore:
                 (session_id,),
             ).fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
+
+
+def _busy_message(
+    session_id: str,
+    owner: str,
+    host: str | None,
+    pid: int | None,
+    since: float | None,
+    expires_at: float | None,
+) -> str:
+    """Who holds a session, since when, until when, and what to do."""
+    who = WorkerIdentity.parse(owner)
+    name = who.short if who is not None else owner
+    where = f" on host {host}" if host else ""
+    process = f", pid {pid}" if pid is not None else (f", pid {who.pid}" if who else "")
+    held = f" since {iso(since)}" if since is not None else ""
+    until = (
+        f"; its lease expires at {iso(expires_at)} unless it is renewed"
+        if expires_at is not None
+        else ""
+    )
+    return (
+        f"session {session_id} is in use by worker {name}{where}{process}{held}{until}: "
+        "use --wait, or try again after that"
+    )
