@@ -28,6 +28,7 @@ from worker_harness import (
     scenario_killed_owner,
     scenario_late_result,
     scenario_many_writers,
+    scenario_paused_job_owner,
     scenario_paused_owner,
     scenario_second_process,
     scenario_takeover_race,
@@ -57,6 +58,10 @@ def pg_cluster(pg_dsn: str, tmp_path: Path) -> Iterator[Cluster]:
 
 def test_a_paused_owner_is_settled_only_after_its_lease(pg_cluster: Cluster) -> None:
     scenario_paused_owner(pg_cluster)
+
+
+def test_a_paused_owners_job_is_lost_only_after_its_lease(pg_cluster: Cluster) -> None:
+    scenario_paused_job_owner(pg_cluster)
 
 
 def test_a_killed_owner_is_settled_after_its_lease(pg_cluster: Cluster) -> None:

@@ -103,7 +103,45 @@ def _gate_tool(workspace: Path) -> Any:
                     await anyio.sleep(0.02)
             return ToolResult(f"done {args.tag}", data={"tag": args.tag})
 
-    return GateTool()
+    class GateJobArgs(ToolArgs):
+        tag: str = Field(min_length=1, max_length=60)
+
+    class GateJobTool(Tool[GateJobArgs]):
+        """Starts a background job that records an effect and waits for a gate file."""
+
+        name: ClassVar[str] = "gatejob"
+        description: ClassVar[str] = "Test tool: a background job that waits for a gate file."
+        args_model = GateJobArgs
+        declaration: ClassVar[Declaration] = Declaration(
+            Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.ISOLATED_BACKGROUND
+        )
+
+        async def run(self, args: GateJobArgs, ctx: ToolContext) -> ToolResult:
+            import anyio
+
+            from zuno.jobs import JobEnd, JobIO
+
+            async def body(io: JobIO) -> JobEnd:
+                fd = os.open(workspace / "effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                try:
+                    os.write(fd, f"job-{args.tag}\n".encode())
+                finally:
+                    os.close(fd)
+                (workspace / f"entered-{args.tag}").touch()
+                gate = workspace / f"gate-{args.tag}"
+                deadline = time.monotonic() + 600
+                while not gate.exists():
+                    if time.monotonic() > deadline:
+                        return JobEnd(1, detail=f"the gate {gate.name} never opened")
+                    await anyio.sleep(0.02)
+                return JobEnd(0)
+
+            job = await ctx.services.jobs.start_for_call(
+                ctx, kind="gate", description=args.tag, body=body
+            )
+            return ToolResult(f"started {job.job_id}", data={"job_id": job.job_id})
+
+    return [GateTool(), GateJobTool()]
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -130,7 +168,7 @@ class _Worker:
             config=Config(),
             db_path=Path(db),
             approver=ApproveAll(),
-            tools=[_gate_tool(workspace)],
+            tools=_gate_tool(workspace),
         )
         self.session: Any = None
 
@@ -171,10 +209,21 @@ class _Worker:
         notice = pending_notice(self.rt.store, session)
         return {"ok": True, "notice": None if notice is None else notice.as_dict()}
 
-    async def call(self, tag: str, effect: str, wait: bool) -> None:
-        args = {"tag": tag, "effect": effect, "wait": wait}
+    def jobs_look(self, job_id: str) -> dict[str, Any]:
+        """What another worker does with jobs: a new lane (as at start-up), a sweep, a read."""
+        from zuno.jobs import JobLane
+
+        lane = JobLane(self.rt.store, self.workspace / "lane")
+        swept = lane.mark_lost()
+        record = lane.get(job_id)
+        return {"ok": True, "swept": swept, "state": None if record is None else str(record.state)}
+
+    async def call(self, tag: str, effect: str, wait: bool, tool: str = "gate") -> None:
+        args: dict[str, Any] = {"tag": tag}
+        if tool == "gate":
+            args.update(effect=effect, wait=wait)
         try:
-            result = await self.rt.call(self.session, "gate", args)
+            result = await self.rt.call(self.session, tool, args)
         except Exception as exc:
             self.emit({"event": "raised", "tag": tag, **_error(exc)})
             return
@@ -185,6 +234,7 @@ class _Worker:
                 "call_id": result.call_id,
                 "outcome": str(getattr(result.outcome, "value", result.outcome)),
                 "output": result.output,
+                "data": result.data,
             }
         )
 
@@ -218,7 +268,7 @@ async def _serve(db: str, workspace: Path) -> None:
 
     worker = _Worker(db, workspace)
     worker.emit({"event": "ready", **worker.whoami()})
-    async with anyio.create_task_group() as tg:
+    async with worker.rt, anyio.create_task_group() as tg:
         while True:
             line = await anyio.to_thread.run_sync(sys.stdin.readline)
             if not line:
@@ -233,11 +283,17 @@ async def _serve(db: str, workspace: Path) -> None:
                     reply = worker.open(cmd.get("session"))
                 elif op == "look":
                     reply = worker.look(cmd["session"])
+                elif op == "jobs_look":
+                    reply = worker.jobs_look(cmd["job"])
                 elif op == "notice":
                     reply = worker.notice(cmd["session"])
                 elif op == "call":
                     tg.start_soon(
-                        worker.call, cmd["tag"], cmd.get("effect", "side_effecting"), cmd["wait"]
+                        worker.call,
+                        cmd["tag"],
+                        cmd.get("effect", "side_effecting"),
+                        cmd.get("wait", False),
+                        cmd.get("tool", "gate"),
                     )
                     reply = {"ok": True}
                 elif op == "burst":
@@ -866,6 +922,49 @@ def scenario_many_writers(c: Cluster, workers: int = 3, rounds: int = 15) -> Non
     assert sorted(c.effects()) == sorted(
         [f"w{i}w{n}" for i in range(workers) for n in range(rounds)] + [f"hw{n}" for n in range(3)]
     )
+
+
+def scenario_paused_job_owner(c: Cluster) -> None:
+    """A paused worker's background job is not lost before its lease expires; its late end
+    goes beside the ``lost`` row."""
+    owner = c.spawn("owner", lease_seconds=3)
+    observer = c.spawn("observer", lease_seconds=3)
+    owner.open()
+    owner.request("call", tag="bg", tool="gatejob")
+    started = owner.outcome("bg")
+    assert started.get("outcome") == "ok", started
+    job_id = started["data"]["job_id"]
+    c.wait_entered("bg")
+    expires = stop_and_read_lease(c, owner, "pause")
+    looks_in_lease = 0
+    deadline = time.monotonic() + SETTLE_DEADLINE
+    while True:
+        assert time.monotonic() < deadline, f"job {job_id} was never marked lost"
+        answer = observer.request("jobs_look", job=job_id)
+        (state,) = c.reader.rows("SELECT state FROM jobs WHERE job_id = ?", (job_id,))[0]
+        now = c.reader.now()
+        if expires is None or now < expires:
+            assert state == "running", (
+                f"worker {observer.name} marked the job of a paused worker {state} while that "
+                f"worker's lease was valid (store clock {now:.3f}, lease "
+                f"{'not recorded' if expires is None else f'until {expires:.3f}'}): {answer}"
+            )
+            looks_in_lease += 1
+        elif state != "running":
+            break
+        time.sleep(0.05)
+    assert state == "lost" and looks_in_lease >= 2, (state, looks_in_lease)
+    c.open_gate("bg")
+    owner.resume()
+
+    def late() -> list[dict[str, Any]]:
+        rows = c.reader.rows("SELECT data FROM events WHERE kind = 'job.late_result'")
+        return [d for d in (json.loads(r[0]) for r in rows) if d.get("job_id") == job_id]
+
+    _until(lambda: bool(late()), f"the late end of job {job_id} to be recorded")
+    assert late()[0].get("state") == "succeeded", late()
+    assert c.reader.rows("SELECT state FROM jobs WHERE job_id = ?", (job_id,)) == [("lost",)]
+    assert c.effects() == ["job-bg"]
 
 
 def scenario_takeover_race(c: Cluster, racers: int = 3) -> None:
