@@ -48,6 +48,7 @@ from zuno.permissions import (
     TerminalApprover,
 )
 from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+from zuno.store import SessionRecord, StoreError
 from zuno.tools.question import Answer, Question, Questioner, TerminalQuestioner
 
 __all__ = ["LiveView", "resume", "run"]
@@ -398,17 +399,36 @@ def resume(
     model: ModelOpt = None,
     yes: Yes = False,
     max_steps: MaxStepsOpt = None,
-    workspace: Workspace = Path("."),
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="The session's own workspace (the default, whatever the current folder); "
+            "another folder needs --move-to.",
+        ),
+    ] = None,
+    move_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--move-to",
+            help="Continue the session in this folder instead of its own: the session keeps "
+            "the new folder, and the model is told in a note of the transcript.",
+        ),
+    ] = None,
     db: Db = None,
 ) -> None:
-    """Continue a stored session: where it stopped, or with a new PROMPT."""
-    rt = _open_runtime(workspace, db, yes)
+    """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT."""
+    from zuno.cli.transcript import moved_note
+
+    record = _stored_session(session, db)
+    home = Path(record.workspace)
+    target = _resume_folder(record.session_id, home, workspace, move_to)
+    rt = _open_runtime(target, db, yes)
     try:
-        state = rt.open_session(session)
-        record = rt.store.get_session(state.session_id)
-        stored_model = record.model if record is not None else None
-        chosen = resolve_model(model or stored_model, state.agent, rt.config)
-    except (UnknownSession, UnknownAgent, ProviderError) as exc:
+        state = rt.open_session(record.session_id)
+        chosen = resolve_model(model or record.model, state.agent, rt.config)
+    except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc).strip("\"'"))
     history = load_history(rt.store, state.session_id)
     if prompt is None:
@@ -421,4 +441,66 @@ def resume(
                 f'zuno resume {state.session_id} "PROMPT"',
             )
     provider = _provider(chosen, rt)
+    if target != home:
+        _move_session(rt, state.session_id, home, target)
+        # The model hears of the move in the turn's user message, which the transcript keeps.
+        note = moved_note(str(home), str(target))
+        prompt = note if prompt is None else f"{note}\n\n{prompt}"
     _finish(rt, state, provider, prompt, max_steps)
+
+
+def _stored_session(prefix: str, db: Path | None) -> SessionRecord:
+    """The stored session ``prefix`` names (read before the runtime: it decides the folder)."""
+    from zuno.cli.app import find_session
+    from zuno.store import open_store
+
+    try:
+        store = open_store(db)
+        try:
+            return find_session(store, prefix)
+        finally:
+            store.close()
+    except (UnknownSession, StoreError) as exc:
+        fail(str(exc).strip("\"'"))
+
+
+def _resume_folder(
+    session_id: str, home: Path, workspace: Path | None, move_to: Path | None
+) -> Path:
+    """The folder a resumed session works in: its own, unless ``--move-to`` names another."""
+    if workspace is not None and workspace.resolve() != home:
+        if move_to is None:
+            fail(
+                f"session {session_id} works in {home}, not {workspace.resolve()}: "
+                f"`zuno resume {session_id}` continues it there from any folder; "
+                f"`--move-to {workspace}` moves it (the model is told)"
+            )
+        if move_to.resolve() != workspace.resolve():
+            fail("--workspace and --move-to name different folders: give only --move-to")
+    if move_to is not None:
+        target = move_to.resolve()
+        if not target.is_dir():
+            fail(f"--move-to {move_to}: not a folder")
+        return target
+    if not home.is_dir():
+        fail(
+            f"the workspace of session {session_id}, {home}, is not a folder any more; "
+            f"`zuno resume {session_id} --move-to DIR` continues it in another folder"
+        )
+    return home
+
+
+def _move_session(rt: Runtime, session_id: str, home: Path, target: Path) -> None:
+    """Record that the session now works in ``target``, and say so to the person."""
+    with rt.store.transaction() as db:
+        db.execute(
+            "UPDATE sessions SET workspace = ? WHERE session_id = ?", (str(target), session_id)
+        )
+    rt.events.emit(Event("session.moved", session_id, data={"from": str(home), "to": str(target)}))
+    err.print(
+        Text.assemble(
+            ("moved: ", "yellow"),
+            f"session {session_id} now works in {target} (it worked in {home}); the model is told.",
+        ),
+        highlight=False,
+    )

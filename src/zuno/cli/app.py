@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -17,8 +18,8 @@ from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config import ConfigError, config_schema, load_config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.permissions import ApproveAll, default_approver
-from zuno.runtime import Runtime, UnknownAgent, UnknownSession
-from zuno.store import StoreError, open_store
+from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+from zuno.store import SessionRecord, Store, StoreError, open_store
 
 __all__ = ["app", "main"]
 
@@ -50,8 +51,20 @@ Db = Annotated[
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Approve what strict mode would ask.")]
 SessionOpt = Annotated[
-    str | None, typer.Option("--session", "-s", help="Append to this session (default: a new one).")
+    str | None,
+    typer.Option(
+        "--session",
+        "-s",
+        help="Append to this session (default: the workspace's session of direct calls).",
+    ),
 ]
+NewSession = Annotated[
+    bool,
+    typer.Option("--new-session", help="Start a new session of direct calls for this workspace."),
+]
+
+DIRECT_CALLS = "direct calls (zuno call, zuno batch)"
+"""The title marking the session that a workspace's direct calls join."""
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
 
 
@@ -218,6 +231,7 @@ def call(
         typer.Argument(metavar="[ARGS_JSON]", help="Arguments as a JSON object ('-' reads stdin)."),
     ] = None,
     session: SessionOpt = None,
+    new_session: NewSession = False,
     agent: AgentOpt = "build",
     yes: Yes = False,
     json_: Json = False,
@@ -226,7 +240,8 @@ def call(
 ) -> None:
     """Run one call through the whole pipeline (exit status 1 unless its outcome is ok)."""
     request = CallRequest(tool, _parse_args_json(args_json))
-    _step(workspace, db, yes, session, agent, json_, [request], one=True)
+    where = _Where(session, new_session, agent)
+    _step(workspace, db, yes, where, json_, [request], one=True)
 
 
 @app.command()
@@ -235,6 +250,7 @@ def batch(
         Path, typer.Argument(help='A JSON list of {"tool": ..., "args": {...}} ("-" reads stdin).')
     ],
     session: SessionOpt = None,
+    new_session: NewSession = False,
     agent: AgentOpt = "build",
     yes: Yes = False,
     json_: Json = False,
@@ -268,15 +284,45 @@ def batch(
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
         for item in items  # type: ignore[union-attr]
     ]
-    _step(workspace, db, yes, session, agent, json_, requests, one=False)
+    _step(workspace, db, yes, _Where(session, new_session, agent), json_, requests, one=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """The session a direct call goes to: named, new, or the workspace's direct-call session."""
+
+    session: str | None
+    new: bool
+    agent: str
+
+    def open(self, rt: Runtime) -> SessionState:
+        if self.session is not None:
+            if self.new:
+                raise _UsageError("give --session or --new-session, not both")
+            return rt.open_session(find_session(rt.store, self.session).session_id)
+        if not self.new:
+            latest = _direct_session(rt.store, str(rt.workspace), self.agent)
+            if latest is not None:
+                return rt.open_session(latest)
+        return rt.open_session(agent=self.agent, title=DIRECT_CALLS)
+
+
+def _direct_session(store: Store, workspace: str, agent: str) -> str | None:
+    """The newest session of direct calls of this workspace and agent, if any."""
+    rows = store.query(
+        "SELECT session_id FROM sessions WHERE workspace = ? AND agent = ? AND title = ?"
+        " AND model IS NULL AND parent_call_id IS NULL"
+        " ORDER BY created_at DESC, session_id DESC LIMIT 1",
+        (workspace, agent, DIRECT_CALLS),
+    )
+    return str(rows[0][0]) if rows else None
 
 
 def _step(
     workspace: Path,
     db: Path | None,
     yes: bool,
-    session: str | None,
-    agent: str,
+    where: _Where,
     json_: bool,
     requests: list[CallRequest],
     *,
@@ -286,7 +332,7 @@ def _step(
     from zuno.cli.render import print_result
 
     with runtime(workspace, db, yes) as rt:
-        state = rt.open_session(session, agent=agent)
+        state = where.open(rt)
         if not json_:
             _live_events(rt)
         results = _dispatch_now(rt, state, requests)
@@ -300,21 +346,88 @@ def _step(
         _exit_for(results)
 
 
-@app.command()
-def sessions(json_: Json = False, db: Db = None, workspace: Workspace = Path(".")) -> None:
-    """List sessions, newest first."""
-    from zuno.cli.render import print_sessions
+AllOpt = Annotated[bool, typer.Option("--all", help="Every workspace's sessions.")]
 
+
+@app.command()
+def sessions(
+    json_: Json = False,
+    db: Db = None,
+    workspace: Workspace = Path("."),
+    all_: AllOpt = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 1000,
+) -> None:
+    """List the sessions of the workspace (--all: of every one), newest first."""
+    from zuno.cli.render import print_sessions, session_title
+
+    where = None if all_ else str(workspace.resolve())
     with user_errors():
         store = open_store(db, migrate=False)  # reads: never changes the schema
     try:
-        records = store.list_sessions()
+        with user_errors():
+            records = _sessions_in(store, where, limit)
+            titles = {s.session_id: session_title(s, _first_prompt(store, s)) for s in records}
         if json_:
-            _print_json([s.as_dict() for s in records])
+            _print_json([{**s.as_dict(), "title": titles[s.session_id]} for s in records])
         else:
-            print_sessions(out, records)
+            print_sessions(out, records, titles, where)
     finally:
         store.close()
+
+
+def _sessions_in(store: Store, workspace: str | None, limit: int) -> list[SessionRecord]:
+    """The newest sessions of ``workspace`` (None: of every workspace)."""
+    if workspace is None:
+        return store.list_sessions(limit)
+    rows = store.query(
+        "SELECT session_id FROM sessions WHERE workspace = ?"
+        " ORDER BY created_at DESC, session_id DESC LIMIT ?",
+        (workspace, limit),
+    )
+    return [s for (sid,) in rows if (s := store.get_session(str(sid))) is not None]
+
+
+def _first_prompt(store: Store, session: SessionRecord) -> str | None:
+    """The first user message of a session without a title (a title needs no look-up)."""
+    if session.title:
+        return None
+    rows = store.query(
+        "SELECT body FROM messages WHERE session_id = ? AND role = 'user' ORDER BY seq LIMIT 1",
+        (session.session_id,),
+    )
+    if not rows:
+        return None
+    try:
+        body = json.loads(rows[0][0])
+    except ValueError:
+        return None
+    return str(body.get("text") or "") if isinstance(body, dict) else None
+
+
+def find_session(store: Store, prefix: str) -> SessionRecord:
+    """The session whose id is ``prefix`` or starts with it.
+
+    Raises:
+        UnknownSession: No session matches, or several do (they are named).
+    """
+    record = store.get_session(prefix)
+    if record is not None:
+        return record
+    matches = store.find_sessions(prefix)
+    if not matches:
+        raise UnknownSession(f"no session {prefix!r}; `zuno sessions --all` lists them")
+    if len(matches) > 1:
+        named = ", ".join(matches[:10]) + (
+            f" and {len(matches) - 10} more" if len(matches) > 10 else ""
+        )
+        raise UnknownSession(
+            f"the session prefix {prefix!r} is ambiguous: it matches {len(matches)} sessions "
+            f"({named}); give more of the id"
+        )
+    record = store.get_session(matches[0])
+    if record is None:
+        raise UnknownSession(f"no session {prefix!r}; `zuno sessions --all` lists them")
+    return record
 
 
 @app.command()
@@ -322,22 +435,21 @@ def show(
     session: Annotated[str, typer.Argument(help="A session id (a unique prefix is enough).")],
     json_: Json = False,
     db: Db = None,
-    workspace: Workspace = Path("."),
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", "-w", help="Ignored: a session keeps its own workspace."),
+    ] = None,
 ) -> None:
-    """The transcript of a session, from the store."""
-    from zuno.cli.render import calls_not_run, print_transcript
+    """The transcript of a session, from the store: prompts, steps, calls, notices, answer."""
+    from zuno.cli.render import print_transcript
+    from zuno.cli.transcript import build_transcript
     from zuno.recovery import last_notice, pending_notice, settle_interrupted
 
     with user_errors():
         store = open_store(db, migrate=False)  # reads: never changes the schema
     try:
-        record = store.get_session(session)
-        if record is None:
-            matches = store.find_sessions(session)
-            if len(matches) != 1:
-                fail(f"no session {session!r}; `zuno sessions` lists them")
-            record = store.get_session(matches[0])
-            assert record is not None
+        with user_errors():
+            record = find_session(store, session)
         # A store that needs an upgrade is read as it is, through a read-only
         # connection: nothing is settled or recorded.
         current = store.migration_needed is None
@@ -347,37 +459,36 @@ def show(
             err.print(store.migration_needed, style="dim", markup=False, highlight=False)
         calls = store.calls(record.session_id)
         events = store.events(record.session_id)
-        not_run = calls_not_run(events, calls)
-        children = store.child_sessions(record.session_id)
         notice = pending_notice(store, record.session_id) if current else None
-        conversation = [
-            {"role": role, "text": body.get("text") or body.get("content") or ""}
-            for role, body in store.messages(record.session_id)
-        ]
+        transcript = build_transcript(store, record, calls=calls, events=events, pending=notice)
         if json_:
+            conversation = [
+                {"role": role, "text": body.get("text") or body.get("content") or ""}
+                for role, body in store.messages(record.session_id)
+            ]
             _print_json(
                 {
                     **record.as_dict(),
+                    "models": list(transcript.models),
+                    "prompt": transcript.prompt,
                     "calls": [c.as_dict() for c in calls],
-                    "not_run": [n.as_dict() for n in not_run],
+                    "not_run": [n.as_dict() for n in transcript.not_run],
                     "events": [e.as_dict() for e in events],
-                    "children": [c.session_id for c in children],
+                    "children": [c.session_id for c in transcript.children],
                     "messages": conversation,
+                    "entries": [e.as_dict() for e in transcript.entries],
+                    "steps": [s.as_dict() for s in transcript.steps if s.number is not None],
+                    "final_answer": transcript.final_answer,
+                    "ending": transcript.ending,
                     "recovery": notice.as_dict() if notice else None,
+                    "recovery_notices": [n.as_dict() for n in transcript.given],
                     "last_recovery_notice": (
                         last_notice(store, record.session_id) if current else None
                     ),
                 }
             )
         else:
-            print_transcript(out, record, calls, children, not_run)
-            answers = [m["text"] for m in conversation if m["role"] == "assistant" and m["text"]]
-            if answers:
-                out.print("\n[bold]final answer:[/]", markup=True)
-                out.print(answers[-1], markup=False)
-            if notice is not None:
-                out.print()
-                out.print(notice.text, markup=False, style="magenta")
+            print_transcript(out, transcript)
     finally:
         store.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +15,9 @@ from zuno.registry import Surface, place_of
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.workers import runner_running
 
+if TYPE_CHECKING:
+    from zuno.cli.transcript import Step, Transcript
+
 __all__ = [
     "NotRun",
     "calls_not_run",
@@ -24,6 +27,7 @@ __all__ = [
     "print_surface",
     "print_table",
     "print_transcript",
+    "session_title",
 ]
 
 _STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "magenta"}
@@ -131,16 +135,57 @@ def print_result(console: Console, result: CallResult) -> None:
     console.print(result.output, markup=False, highlight=False)
 
 
-def print_sessions(console: Console, sessions: list[SessionRecord]) -> None:
-    print_table(
-        console,
-        "Sessions (newest first)",
-        ["session", "created", "agent", "calls", "parent call"],
-        [
-            [s.session_id, iso(s.created_at) or "", s.agent, str(s.calls), s.parent_call_id or ""]
-            for s in sessions
-        ],
-    )
+def session_title(session: SessionRecord, first_prompt: str | None = None) -> str:
+    """The session's title, else the first line of its first prompt (one line either way)."""
+    text = session.title or first_prompt or ""
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= 80 else line[:79] + "…"
+
+
+def print_sessions(
+    console: Console,
+    sessions: Sequence[SessionRecord],
+    titles: dict[str, str],
+    workspace: str | None,
+) -> None:
+    """The sessions of one workspace (``workspace``), or of every one (None), newest first."""
+    if not sessions:
+        where = f"in {workspace}" if workspace else "in this store"
+        hint = "; `zuno sessions --all` lists every workspace's" if workspace else ""
+        console.print(f"No sessions {where}{hint}.", markup=False, highlight=False)
+        return
+    children = any(s.parent_call_id for s in sessions)
+    # Worker and state come with session leases (issue 10); older stores have neither.
+    leased = any(getattr(s, "state", None) or getattr(s, "owner", None) for s in sessions)
+    headers = ["session", "created", "agent", "model", "calls"]
+    headers += ["worker", "state"] if leased else []
+    headers += ["parent call"] if children else []
+    headers += [] if workspace else ["workspace"]
+    rows: list[list[str]] = []
+    for s in sessions:
+        row = [
+            s.session_id,
+            (iso(s.created_at) or "")[:19].replace("T", " "),
+            s.agent,
+            s.model or "-",
+            str(s.calls),
+        ]
+        if leased:
+            owner = str(getattr(s, "owner", None) or "")
+            row += [_short_worker(owner) or "-", str(getattr(s, "state", None) or "-")]
+        row += [s.parent_call_id or "-"] if children else []
+        row += [] if workspace else [s.workspace]
+        rows.append([*row, titles.get(s.session_id, "")])
+    where = f"in {workspace}" if workspace else "of every workspace"
+    print_table(console, f"Sessions {where} (newest first)", [*headers, "title"], rows)
+
+
+def _short_worker(worker: str) -> str:
+    """A worker id (``w1:machine:boot:pidns:pid:start``) as host-part:pid, to fit a column."""
+    parts = worker.split(":")
+    if len(parts) == 6 and parts[0] == "w1":
+        return f"{parts[1][:8]}:{parts[4]}"
+    return worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,32 +242,90 @@ def calls_not_run(events: Sequence[EventRecord], calls: Sequence[CallRecord]) ->
     return missing
 
 
-def print_transcript(
-    console: Console,
-    session: SessionRecord,
-    calls: list[CallRecord],
-    children: list[SessionRecord],
-    not_run: Sequence[NotRun] = (),
-) -> None:
+def print_transcript(console: Console, transcript: Transcript) -> None:
+    """A session as a person reads it: who, what was asked, each step, how it ended."""
+    from zuno.cli.transcript import Said
+
+    session = transcript.session
+    models = ", ".join(transcript.models) or "-"
     console.print(
         Text.assemble(
             ("Session ", "bold"),
             (session.session_id, "bold cyan"),
-            f"  agent {session.agent}  created {iso(session.created_at)}"
-            f"  workspace {session.workspace}",
-        )
+            f"  agent {session.agent}  model {models}  created {iso(session.created_at)}",
+        ),
+        highlight=False,
     )
+    console.print(Text(f"  workspace {session.workspace}", style="dim"), highlight=False)
+    if session.title:
+        console.print(Text(f"  title {session.title}", style="dim"), highlight=False)
     if session.parent_call_id:
         console.print(f"  delegated by call {session.parent_call_id}", style="dim")
-    step = None
+    shown_notices: set[int] = set()
+    prompted = False
+    for entry in transcript.entries:
+        if isinstance(entry, Said):
+            if entry.recovery_attempt is not None:
+                shown_notices.add(entry.recovery_attempt)
+                heading = f"attempt {entry.recovery_attempt}, given to the model"
+                _print_notice(console, heading, entry.text)
+                continue
+            console.print(Text("\nuser:" if prompted else "\nprompt:", style="bold"))
+            console.print(Text(entry.text), highlight=False)
+            prompted = True
+            continue
+        _print_step(console, entry, final=entry.is_answer and entry is transcript.entries[-1])
+    for notice in transcript.given:
+        if notice.attempt not in shown_notices:
+            heading = f"attempt {notice.attempt}, given to the model {iso(notice.created_at)}"
+            _print_notice(console, heading, notice.text)
+    if transcript.children:
+        console.print(Text("\nchild sessions:", style="bold"))
+        for child in transcript.children:
+            console.print(
+                f"  {child.session_id} (agent {child.agent}) from call {child.parent_call_id}",
+                highlight=False,
+            )
+    if transcript.pending is not None:
+        _print_notice(console, "for the next turn, not given yet", transcript.pending.text)
+    if transcript.final_answer is None and transcript.ending:
+        console.print(Text("\n" + transcript.ending, style="yellow"), highlight=False)
+
+
+def _print_notice(console: Console, heading: str, text: str) -> None:
+    console.print(Text(f"\nrecovery notice ({heading}):", style="bold magenta"))
+    console.print(Text(text, style="magenta"), highlight=False)
+
+
+def _print_step(console: Console, step: Step, *, final: bool) -> None:
+    if step.is_answer:
+        console.print(Text("\nfinal answer:" if final else "\nanswer:", style="bold green"))
+        console.print(Text(step.text), highlight=False)
+        return
+    if step.number is None:
+        title = f"\ndirect calls (dispatch step {step.dispatch_step})"
+    else:
+        title = f"\nstep {step.number}"
+    console.print(Text(title, style="bold"))
+    if step.text:
+        console.print(Text(step.text), highlight=False)
+    if step.undispatched:
+        for index, (tool, arguments) in enumerate(step.asked):
+            console.print(
+                Text.assemble(
+                    f"  #{index} ",
+                    (tool, "bold"),
+                    ("  not run: the run stopped before its calls were dispatched", "yellow"),
+                ),
+                highlight=False,
+            )
+            console.print(Text(f"     args: {_cut(arguments)}", style="dim"), highlight=False)
+        return
     entries: list[CallRecord | NotRun] = sorted(
-        [*calls, *not_run],
-        key=lambda e: (e.step, e.index, e.attempt if isinstance(e, CallRecord) else 0),
+        [*step.calls, *step.not_run],
+        key=lambda e: (e.index, e.attempt if isinstance(e, CallRecord) else 0),
     )
     for c in entries:
-        if c.step != step:
-            step = c.step
-            console.print(Text(f"\nstep {step}", style="bold"))
         if isinstance(c, NotRun):
             console.print(
                 Text.assemble(f"  #{c.index} ", (c.tool, "bold"), ("  " + c.status, "yellow")),
@@ -230,33 +333,34 @@ def print_transcript(
             )
             console.print(Text(f"     args: {c.arguments}", style="dim"), highlight=False)
             continue
-        kind = f": {c.block_kind}" if c.block_kind else ""
-        decl = f"{c.effect or '-'}/{c.replay or '-'}/{c.concurrency or '-'}"
-        status = c.outcome or "started (no result: outcome unknown)"
-        console.print(
-            Text.assemble(
-                f"  #{c.index} ",
-                (c.tool, "bold"),
-                (f" [{decl}] ", "dim"),
-                (f"{status}{kind}", outcome_style(c.outcome)),
-                (f"  attempt {c.attempt}  {c.call_id}", "dim"),
-                (f"  {iso(c.started_at)} -> {iso(c.finished_at) or '?'}", "dim"),
-            ),
-            highlight=False,
-        )
-        args = c.arguments if len(c.arguments) <= 200 else c.arguments[:197] + "..."
-        console.print(Text(f"     args: {args}", style="dim"), highlight=False)
-        if c.result:
-            first = c.result.strip().splitlines()[:6]
-            more = len(c.result.strip().splitlines()) - len(first)
-            for line in first:
-                shown = line if len(line) <= 200 else line[:199] + "…"
-                console.print(Text(f"     {shown}"), highlight=False)
-            if more > 0:
-                console.print(Text(f"     ... {more} more lines", style="dim"))
-    if children:
-        console.print(Text("\nchild sessions:", style="bold"))
-        for child in children:
-            console.print(
-                f"  {child.session_id} (agent {child.agent}) from call {child.parent_call_id}"
-            )
+        _print_call(console, c)
+
+
+def _cut(text: str, width: int = 200) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _print_call(console: Console, c: CallRecord) -> None:
+    kind = f": {c.block_kind}" if c.block_kind else ""
+    decl = f"{c.effect or '-'}/{c.replay or '-'}/{c.concurrency or '-'}"
+    status = c.outcome or "started (no result: outcome unknown)"
+    console.print(
+        Text.assemble(
+            f"  #{c.index} ",
+            (c.tool, "bold"),
+            (f" [{decl}] ", "dim"),
+            (f"{status}{kind}", outcome_style(c.outcome)),
+            (f"  attempt {c.attempt}  {c.call_id}", "dim"),
+            (f"  {iso(c.started_at)} -> {iso(c.finished_at) or '?'}", "dim"),
+        ),
+        highlight=False,
+    )
+    console.print(Text(f"     args: {_cut(c.arguments)}", style="dim"), highlight=False)
+    if c.result:
+        first = c.result.strip().splitlines()[:6]
+        more = len(c.result.strip().splitlines()) - len(first)
+        for line in first:
+            shown = line if len(line) <= 200 else line[:199] + "…"
+            console.print(Text(f"     {shown}"), highlight=False)
+        if more > 0:
+            console.print(Text(f"     ... {more} more lines", style="dim"))

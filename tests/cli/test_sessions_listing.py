@@ -1,0 +1,156 @@
+"""``zuno sessions``, direct-call sessions and session prefixes, through the real command."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from truth_cli import MODEL, FakeModelServer, Reply, Zuno, session_from
+
+from zuno.agent.loop import AgentLoop, provider_for
+from zuno.config import Config
+from zuno.permissions import ApproveAll
+from zuno.runtime import Runtime
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "listing.db"
+
+
+@pytest.fixture
+def zuno(db: Path, model_server: FakeModelServer) -> Zuno:
+    return Zuno(db, model_server)
+
+
+@pytest.fixture
+def two_folders(tmp_path: Path) -> tuple[Path, Path]:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "notes.txt").write_text(f"{folder.name}\n")
+    return first, second
+
+
+def _ids(rows: list[dict[str, object]]) -> set[str]:
+    return {str(r["session_id"]) for r in rows}
+
+
+def test_sessions_lists_the_current_workspace_unless_all(
+    zuno: Zuno, two_folders: tuple[Path, Path]
+) -> None:
+    first, second = two_folders
+    a = zuno.json(first, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    b = zuno.json(second, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    assert a != b
+    assert _ids(zuno.json(first, "sessions")) == {a}
+    assert _ids(zuno.json(second, "sessions")) == {b}
+    assert _ids(zuno.json(first, "sessions", "--workspace", str(second))) == {b}
+    assert _ids(zuno.json(first, "sessions", "--all")) == {a, b}
+    text = zuno.ok(first, "sessions").stdout
+    assert a in text and b not in text
+    assert str(first.resolve()) in text  # says which workspace it lists
+
+
+def test_every_direct_call_of_a_workspace_joins_one_session(
+    zuno: Zuno, two_folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    first, second = two_folders
+    one = zuno.json(first, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    two = zuno.json(first, "call", "glob", '{"pattern": "*.txt"}')["session_id"]
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{"tool": "read", "args": {"path": "notes.txt"}}]))
+    three = zuno.json(first, "batch", str(batch))[0]["session_id"]
+    assert one == two == three
+    (listed,) = zuno.json(first, "sessions")
+    assert listed["session_id"] == one and listed["calls"] == 3
+    fresh = zuno.json(first, "call", "read", '{"path": "notes.txt"}', "--new-session")
+    assert fresh["session_id"] != one
+    # The newest direct-call session is the one later calls join.
+    again = zuno.json(first, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    assert again == fresh["session_id"]
+    assert len(zuno.json(first, "sessions")) == 2
+    # Another workspace has its own.
+    other = zuno.json(second, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    assert other not in {one, fresh["session_id"]}
+
+
+def test_sessions_shows_title_and_model(
+    zuno: Zuno, db: Path, workspace: Path, model_server: FakeModelServer
+) -> None:
+    model_server.enqueue(Reply(text="Fixed."))
+    run = zuno.ok(workspace, "run", "Fix the flaky test\nIt fails on Tuesdays.", "--model", MODEL)
+    titled = session_from(run.stderr)
+    # A session opened through the Python API with no title: its prompt's first line is shown.
+    model_server.enqueue(Reply(text="Done."))
+    untitled = _api_session_without_title(workspace, db, model_server, "Tidy the imports\nAll.")
+    rows = {r["session_id"]: r for r in zuno.json(workspace, "sessions")}
+    assert rows[titled]["title"] == "Fix the flaky test"
+    assert rows[titled]["model"] == MODEL
+    assert rows[untitled]["title"] == "Tidy the imports"
+    assert rows[untitled]["model"] == "fake:test-model"
+    lines = zuno.ok(workspace, "sessions").stdout.splitlines()
+    header = next(line for line in lines if line.startswith("session"))
+    assert "title" in header and "model" in header
+    row = next(line for line in lines if titled in line)
+    assert "Fix the flaky test" in row and MODEL in row and "Tuesdays" not in row
+    assert "Tidy the imports" in next(line for line in lines if untitled in line)
+
+
+def _api_session_without_title(
+    workspace: Path, db: Path, server: FakeModelServer, prompt: str
+) -> str:
+    import anyio
+
+    providers = {"fake": {"kind": "openai", "base_url": server.openai_base_url, "attempts": 1}}
+    rt = Runtime(
+        workspace,
+        config=Config.model_validate({"providers": providers}),
+        db_path=db,
+        approver=ApproveAll(),
+    )
+
+    async def turn() -> str:
+        state = rt.open_session(agent="build", model="fake:test-model")
+        provider = provider_for(rt, "fake:test-model")
+        try:
+            async with rt:
+                await AgentLoop(rt, state, provider).run(prompt)
+        finally:
+            await provider.aclose()
+        return state.session_id
+
+    try:
+        return anyio.run(turn)
+    finally:
+        rt.close()
+
+
+def test_an_ambiguous_prefix_says_so_and_lists_the_matches(
+    zuno: Zuno, two_folders: tuple[Path, Path]
+) -> None:
+    first, second = two_folders
+    a = zuno.json(first, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    b = zuno.json(second, "call", "read", '{"path": "notes.txt"}')["session_id"]
+    for command in (
+        ("show", "ses_"),
+        ("resume", "ses_"),
+        ("call", "read", '{"path": "notes.txt"}', "--session", "ses_"),
+    ):
+        proc = zuno.run(first, *command)
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert "ambiguous" in proc.stderr and "no session" not in proc.stderr, proc.stderr
+        assert a in proc.stderr and b in proc.stderr
+        assert "Traceback" not in proc.stderr
+    # A unique prefix still works, and an unknown one still says there is none.
+    assert zuno.json(first, "show", a[:-3])["session_id"] == a
+    missing = zuno.run(first, "show", "ses_nothing_like_it")
+    assert missing.returncode == 2 and "no session" in missing.stderr
