@@ -434,10 +434,10 @@ class FleetWorker:
         data = {"worker": self.worker_id, "state": end.state.value, "reason": end.reason}
         kind = "fleet.released" if end.state is SessionState.QUEUED else "fleet.finished"
         self.store.append_event(Event(kind, claim.session_id, data=data))
+        # The owner stays written, so `zuno sessions` shows which worker ran it.
         if rt is not None:
-            release_runtime(rt)  # its hold on the session and its share of the lease
-        # Then the session's real end (the runtime knows only "idle"); the owner stays
-        # written, so `zuno sessions` shows which worker ran it.
+            release_runtime(rt, end.state.value)  # and its share of the lease
+        # Also when the runtime never got to hold it (it failed before opening it).
         self.store.release_session(claim.session_id, self.worker_id, end.state.value)
         if end.state is not SessionState.QUEUED:
             self.ran += 1
@@ -457,18 +457,9 @@ def _leaf(exc: BaseException, kind: type[_E]) -> _E | None:
     return None
 
 
-def release_runtime(rt: Runtime) -> None:
+def release_runtime(rt: Runtime, state: str = "idle") -> None:
     """Let go of a session runtime that shares the worker's store (the store stays open)."""
-    release = getattr(rt, "release", None)
-    if callable(release):
-        release()
-        return
-    # TEMPORARY until Runtime.release lands: the same, without closing the store.
-    lease = rt._lease  # pyright: ignore[reportPrivateUsage]
-    rt._lease = None  # pyright: ignore[reportPrivateUsage]
-    rt._held = set()  # pyright: ignore[reportPrivateUsage]
-    if lease is not None:
-        lease.stop()
+    rt.release(state)
 
 
 def short_worker(worker_id: str | None) -> str:

@@ -318,13 +318,16 @@ class Runtime:
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
 
-    def close(self) -> None:
-        """Release this runtime's sessions (``idle``), end its lease and close the store."""
+    def release(self, state: str = "idle") -> None:
+        """Release this runtime's sessions (as ``state``) and its share of the lease.
+
+        The store stays open: a fleet worker's runtimes share its store (:mod:`zuno.fleet`).
+        """
         held, self._held = self._held, set()
         try:
             for session_id in sorted(held):
                 try:
-                    self.store.release_session(session_id, self.identity)
+                    self.store.release_session(session_id, self.identity, state)
                 except StoreError as exc:
                     # Not released now: the lease ends below, and then it is free anyway.
                     _log.warning("zuno: session %s was not released: %s", session_id, exc)
@@ -332,6 +335,12 @@ class Runtime:
             lease, self._lease = self._lease, None
             if lease is not None:
                 lease.stop()
+
+    def close(self) -> None:
+        """Release this runtime's sessions (``idle``), end its lease and close the store."""
+        try:
+            self.release()
+        finally:
             self.store.close()
 
 

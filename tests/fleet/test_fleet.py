@@ -284,12 +284,21 @@ def _audit(store: Store, fleet: Fleet, ids: list[str], victim_id: str) -> dict[s
         ]
         assert heard, f"the model never heard of the uncertain call {call_id}"
 
-    taken = _query(
-        store,
-        "SELECT session_id FROM events WHERE kind = 'fleet.claimed' AND data LIKE ?",
-        (f'%"taken_from": "{victim_id}"%',),
-    )
+    # Only the killed worker's session was taken over (never one of a live worker), and
+    # each session was finished once, by one worker.
+    claims = [
+        json.loads(r[0])
+        for r in _query(store, "SELECT data FROM events WHERE kind = 'fleet.claimed'")
+    ]
+    taken = [c for c in claims if c["taken_from"] is not None]
     assert taken, "no session of the killed worker was taken over"
+    assert {c["taken_from"] for c in taken} == {victim_id}, taken
+    finishes = _query(
+        store,
+        "SELECT session_id, COUNT(*) FROM events WHERE kind = 'fleet.finished'"
+        " GROUP BY session_id HAVING COUNT(*) <> 1",
+    )
+    assert finishes == [], f"sessions finished more than once: {finishes}"
     return {
         "sessions": len(ids),
         "outcomes": outcomes,
