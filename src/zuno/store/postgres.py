@@ -230,6 +230,8 @@ class PostgresStore(SQLiteStore):
         self.single_host = False
         self._init_state()
         self._pg: _PgConnection | None = None
+        self._lost_because: BaseException | None = None
+        """Why the last connection was lost, until a new one opens (errors name it first)."""
         self._tx_now: _Tx | None = None
         self._keys: dict[str, tuple[str, ...]] = {}
         self._sql: dict[str, LiteralString] = {}
@@ -293,8 +295,12 @@ class PostgresStore(SQLiteStore):
         """Replace a dropped connection, trying a few times with backoff.
 
         Raises:
-            StoreUnavailable: The server could not be reached (naming ``cause`` first).
+            StoreUnavailable: The server could not be reached (naming ``cause``, or
+                the loss seen earlier, first).
         """
+        if cause is not None:
+            self._lost_because = cause
+        cause = self._lost_because
         self._disconnect()
         wait = _FIRST_BACKOFF
         last: psycopg.Error | None = None
@@ -304,6 +310,7 @@ class PostgresStore(SQLiteStore):
                 wait *= 2
             try:
                 self._connect()
+                self._lost_because = None
                 return
             except psycopg.Error as exc:
                 last = exc
@@ -370,7 +377,7 @@ class PostgresStore(SQLiteStore):
         except psycopg.Error as exc:
             if not self._dropped(conn):
                 raise
-            self._reconnect(exc)
+            self._reconnect(self._lost_because or exc)
             if not text.lstrip().upper().startswith(_READ_VERBS):
                 raise StoreUnavailable(
                     f"the connection to PostgreSQL at {self._where()} was lost "
@@ -413,6 +420,7 @@ class PostgresStore(SQLiteStore):
     def _failed(self, tx: _Tx, exc: psycopg.Error) -> None:
         """Act on an error the pipeline reported; returns only when the transaction was repaired."""
         if self._dropped(tx.conn):
+            self._lost_because = self._lost_because or exc
             raise _Lost() from exc
         culprit = next((s for s in tx.sent if s.cursor is None or s.cursor.pgresult is None), None)
         if culprit is None or culprit.entry is None or self._transient(exc):
@@ -616,11 +624,13 @@ class PostgresStore(SQLiteStore):
                 try:
                     self._reconnect(first)
                     landed = self._tokens and self._landed(tx.seq)
-                except (StoreError, psycopg.Error):
+                except (StoreError, psycopg.Error) as exc:
                     # The answer is lost and the server cannot be asked now:
                     # ask before the next transaction writes anything.
                     if self._tokens:
                         self._unconfirmed = (tx.seq, written)
+                    if isinstance(exc, StoreUnavailable):
+                        raise  # it names the first cause, then why reconnecting failed
                     raise self._unavailable(first) from first
                 if landed:
                     self._forget(written)
@@ -748,6 +758,12 @@ class PostgresStore(SQLiteStore):
         if env:
             return Path(env)
         return Path(platformdirs.user_data_dir("zuno")) / "artifacts"
+
+    def append_event(self, event: Event) -> int:
+        """One event, committed; its number is read after the commit (one round trip)."""
+        with self._tx() as db:
+            rows = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event))
+        return int(rows.fetchone()[0])
 
     def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
         row = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event)).fetchone()
