@@ -383,6 +383,7 @@ async def test_a_read_only_result_cut_at_its_commit_is_written_once(
     rows, events = audit(pg_dsn, session.session_id)
     assert sorted(r[0] for r in rows) == sorted({r[0] for r in rows})  # no row twice
     assert (result.call_id, 1, "finished", "ok") in rows
+    assert (later.call_id, 1, "finished", "ok") in rows  # the worker kept working
     for kind in ("call.started", "call.finished"):
         assert events.count(f"{kind} {result.call_id}") == 1, events
     assert len(events) == len(set(events)) or once_each(events)
