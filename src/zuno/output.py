@@ -252,7 +252,8 @@ class BoundedOutput:
         self._last_byte_newline = True
         if artifact_path is not None:
             artifact_path.parent.mkdir(parents=True, exist_ok=True)
-            self._sink = CappedFile(artifact_path, artifact_max_bytes)
+            # Flushed as it comes: the live view follows a running command's artifact.
+            self._sink = CappedFile(artifact_path, artifact_max_bytes, live=True)
 
     @property
     def total_bytes(self) -> int:

@@ -35,6 +35,7 @@ from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 import anyio
+import anyio.to_thread
 
 from zuno.config import AgentSettings, PermissionRule, PermissionSettings
 from zuno.declarations import Declaration, Effect
@@ -287,50 +288,134 @@ class CallbackApprover:
 
 
 class TerminalApprover:
-    """Asks the person at the terminal, one request at a time."""
+    """Asks the person at the terminal, one request at a time.
+
+    The prompt names the call in plain words and shows what it would change (a
+    coloured diff, the first lines of a new file, the command); see :func:`_prompt_text`.
+    Ctrl-C at the prompt interrupts it at once (see :mod:`zuno.tty`).
+    """
 
     name = "terminal"
 
     def __init__(self, ask: Callable[[str], str] | None = None) -> None:
+        """Ask at the terminal, or through ``ask`` (a blocking callable given the prompt)."""
         self._lock = anyio.Lock()
-        self._ask = ask or _ask_terminal
+        self._ask = ask
+
+    async def _answer(self, prompt: Segments) -> str:
+        if self._ask is None:
+            from zuno.tty import ask_line
+
+            return await ask_line(prompt)
+        text = "".join(part for part, _style in prompt)
+        return await anyio.to_thread.run_sync(self._ask, text, abandon_on_cancel=True)
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         async with self._lock:
-            text = _prompt_text(request)
+            prompt = _prompt_segments(request)
             while True:
-                answer = await anyio.to_thread.run_sync(self._ask, text)
-                choice = answer.strip().lower()
+                choice = (await self._answer(prompt)).strip().lower()
                 if choice in ("y", "yes", "o", "once"):
                     return ApprovalDecision.APPROVE_ONCE
-                if choice in ("s", "session", "a", "always"):
+                if choice in ("a", "always", "s", "session"):
                     return ApprovalDecision.APPROVE_SESSION
                 if choice in ("n", "no", "d", "deny", ""):
                     return ApprovalDecision.DENY
-                text = f"Please answer y (once), s ({request.covers} for the session) or n (deny): "
+                prompt = [
+                    (
+                        f"Please answer y (yes, this once), n (no) or a (always allow "
+                        f"{request.covers} this session): ",
+                        "",
+                    )
+                ]
+
+
+Segments = list[tuple[str, str]]
+"""Styled prompt text: (text, rich style) pairs."""
+
+_PREVIEW_LINES = 40
+_NEW_FILE_LINES = 10
+_LINE_WIDTH = 240
+_STRICT_DEFAULT = re.compile(r"strict mode: \w+ calls need approval")
+
+
+def _why(reason: str) -> str | None:
+    """Why the call is asked about, when it is more than "it changes things"."""
+    if _STRICT_DEFAULT.fullmatch(reason):
+        return None  # the default for any change: saying so adds nothing
+    if reason.startswith("strict mode: "):
+        return reason[len("strict mode: ") :]
+    if reason.startswith("rule "):
+        return f"your {reason} asks first"
+    return reason
+
+
+def _cut_lines(lines: list[str], limit: int) -> list[str]:
+    if len(lines) <= limit:
+        return lines
+    return [*lines[:limit], f"... {len(lines) - limit} more lines"]
+
+
+def _write_parts(request: ApprovalRequest) -> tuple[str, list[str]]:
+    """A write's summary and body: the new file's first lines, or the diff of a replacement."""
+    from zuno.call_text import count_lines, plural
+
+    content = str(request.arguments.get("content", ""))
+    path = request.arguments.get("path")
+    size = plural(count_lines(content), "line")
+    first, _, rest = request.preview.partition("\n")
+    if ": new file," in first:
+        lines = ["+" + line for line in content.splitlines()]
+        return f"write {path} (new file, {size})", _cut_lines(lines, _NEW_FILE_LINES)
+    if ": replaces the file (" in first:
+        return f"write {path} (replaces the file, {size})", rest.splitlines()
+    detail = first.split(": ", 1)[1] if ": " in first else first
+    return f"write {path} ({size})", [detail]
+
+
+def _body(request: ApprovalRequest) -> tuple[str, list[str]]:
+    """The one-line summary of the call and the lines shown above the question."""
+    from zuno.call_text import describe_call, snippet_diff
+
+    tool, values = request.tool, request.arguments
+    if tool == "write":
+        return _write_parts(request)
+    summary = describe_call(tool, values)
+    if tool == "edit":
+        old, new = str(values.get("old_string", "")), str(values.get("new_string", ""))
+        return summary, snippet_diff(old, new)
+    if tool == "apply_patch":
+        return summary, request.preview.splitlines()
+    if tool == "shell":
+        command = str(values.get("command", ""))
+        return summary, command.splitlines() if "\n" in command.strip() else []
+    if tool in ("task", "council_run"):
+        return summary, request.preview.splitlines()
+    return summary, []
+
+
+def _prompt_segments(request: ApprovalRequest) -> Segments:
+    from zuno.call_text import diff_style
+
+    summary, body = _body(request)
+    parts: Segments = [("\n", "")]
+    for line in _cut_lines(body, _PREVIEW_LINES):
+        shown = line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."
+        parts.append((f"  {shown}\n", diff_style(line)))
+    why = _why(request.reason)
+    if why:
+        parts.append((f"  ({why})\n", "dim"))
+    always = "always this session"
+    if request.covers != "this exact call":
+        always = f"always for {request.covers} this session"
+    parts.append((summary, "bold"))
+    parts.append((f": allow? [y]es / [n]o / [a]{always[1:]} ", ""))
+    return parts
 
 
 def _prompt_text(request: ApprovalRequest) -> str:
-    preview = request.preview
-    if len(preview) > 4000:
-        preview = preview[:4000] + f"\n... ({len(request.preview) - 4000} more characters)"
-    return (
-        f"\nZuno wants to run {request.tool} ({request.declaration.effect.value}): "
-        f"{request.reason}\n{preview}\n"
-        f"Allow? [y] once  [s] {request.covers} for the session  [N] deny: "
-    )
-
-
-def _ask_terminal(text: str) -> str:
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    console.print(text, end="", markup=False, highlight=False)
-    try:
-        with open("/dev/tty") as tty:
-            return tty.readline()
-    except OSError:
-        return sys.stdin.readline()
+    """The approval prompt as plain text: what the call does, then the question."""
+    return "".join(text for text, _style in _prompt_segments(request))
 
 
 def default_approver(interactive: bool | None = None) -> Approver:

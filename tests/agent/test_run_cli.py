@@ -262,10 +262,10 @@ def test_approvals_and_questions_answered_inline(
     )
     term = Terminal([*ZUNO, "run", "set up the files", "--model", MODEL], workspace, cli.env)
     terminal_factory.append(term)
-    term.wait_for("Allow?")
+    term.wait_for("allow?")
     assert "yes.txt" in term.output
     term.send("y")
-    term.wait_for("Allow?", count=2)
+    term.wait_for("allow?", count=2)
     term.send("n")
     term.wait_for("Answer with")
     assert "Tabs or spaces?" in term.output and "2. spaces" in term.output

@@ -10,11 +10,10 @@ denied unless rules allow the call, and questions say no one can answer.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, cast
+from typing import Annotated, NoReturn
 
 import anyio
 import typer
@@ -34,7 +33,7 @@ from zuno.cli.app import (
     wait_for_own_jobs,
     warn_untrusted,
 )
-from zuno.cli.render import outcome_style
+from zuno.cli.live import LiveView
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.cli.trust_cmds import offer_trust
 from zuno.config import ConfigError
@@ -92,172 +91,6 @@ class _OneAtATime:
 def _first_line(text: str, width: int = 160) -> str:
     line = next((x for x in text.strip().splitlines() if x.strip()), "")
     return line if len(line) <= width else line[: width - 3] + "..."
-
-
-class LiveView:
-    """Shows a run as it happens: streamed text on stdout, the rest on stderr."""
-
-    def __init__(self, runtime: Runtime, console: Console = err) -> None:
-        self._rt = runtime
-        self._console = console
-        self._depth: dict[str, int] = {}
-        self._mid_line = False
-
-    def watch(self, session: SessionState) -> Callable[[], None]:
-        """Follow ``session`` and the child sessions it starts; returns the unsubscriber."""
-        self._depth[session.session_id] = session.depth
-        return self._rt.events.subscribe(self._on_event)
-
-    def text(self, piece: str) -> None:
-        """A streamed piece of the top agent's text."""
-        sys.stdout.write(piece)
-        sys.stdout.flush()
-        self._mid_line = not piece.endswith("\n")
-
-    def _line(self, depth: int, text: Text) -> None:
-        if self._mid_line:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            self._mid_line = False
-        self._console.print(Text("  " * depth) + text)
-
-    def _row(self, call_id: str | None) -> tuple[Any, ...] | None:
-        if call_id is None:
-            return None
-        rows = self._rt.store.query(
-            "SELECT tool, arguments, effect, replay, concurrency, result, attempt FROM calls"
-            " WHERE call_id = ? ORDER BY attempt DESC LIMIT 1",
-            (call_id,),
-        )
-        return rows[0] if rows else None
-
-    def _on_event(self, event: Event) -> None:
-        depth = self._depth.get(event.session_id)
-        data = event.data
-        if event.kind == "agent.started":
-            depth = int(data.get("depth", 0))
-            self._depth[event.session_id] = depth
-            if depth > 0:
-                self._line(
-                    depth,
-                    Text.assemble(
-                        ("agent ", "dim"),
-                        (str(data.get("agent")), "bold cyan"),
-                        (f" started on {data.get('model')}  session {event.session_id}", "dim"),
-                    ),
-                )
-            return
-        if depth is None:
-            return  # another session sharing this runtime
-        handler = _HANDLERS.get(event.kind)
-        if handler is not None:
-            handler(self, depth, event)
-
-    def _reply(self, depth: int, event: Event) -> None:
-        if depth > 0 and event.data.get("text"):
-            self._line(depth, Text(f"“{_first_line(str(event.data['text']))}”", style="italic"))
-
-    def _without_defaults(self, tool: str, arguments: str) -> str:
-        """The stored (normalized) arguments less the fields left at their defaults."""
-        implementation = self._rt.registry.get(tool)
-        try:
-            values = json.loads(arguments)
-        except ValueError:
-            return arguments
-        if implementation is None or not isinstance(values, dict):
-            return arguments
-        fields = implementation.args_model.model_fields
-        kept = {
-            k: v
-            for k, v in cast(dict[str, Any], values).items()
-            if k not in fields or fields[k].is_required() or v != fields[k].default
-        }
-        return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
-
-    def _started(self, depth: int, event: Event) -> None:
-        row = self._row(event.call_id)
-        if row is None:
-            return
-        tool, arguments, effect, replay, concurrency, _result, attempt = row
-        arguments = self._without_defaults(str(tool), str(arguments))
-        args = arguments if len(arguments) <= 160 else arguments[:157] + "..."
-        again = f" attempt {attempt}" if attempt > 1 else ""
-        self._line(
-            depth,
-            Text.assemble(
-                ("▸ ", "cyan"),
-                (str(tool), "bold"),
-                (f" [{effect}/{replay}/{concurrency}]{again} ", "dim"),
-                (args, ""),
-            ),
-        )
-
-    def _finished(self, depth: int, event: Event) -> None:
-        row = self._row(event.call_id)
-        outcome = str(event.data.get("outcome"))
-        summary = _first_line(str(row[5] or "")) if row else ""
-        self._line(
-            depth,
-            Text.assemble(
-                ("  ", ""),
-                (outcome, outcome_style(outcome)),
-                (f" {event.data.get('tool')}", "bold"),
-                (f"  {summary}", "dim"),
-            ),
-        )
-
-    def _blocked(self, depth: int, event: Event) -> None:
-        data = event.data
-        self._line(
-            depth,
-            Text.assemble(
-                ("⊘ ", "yellow"),
-                (str(data.get("tool")), "bold"),
-                (f" blocked: {data.get('block_kind')}", "yellow"),
-                (f"  {_first_line(str(data.get('reason', '')))}", "dim"),
-            ),
-        )
-
-    def _decided(self, depth: int, event: Event) -> None:
-        decision = str(event.data.get("decision"))
-        style = "red" if decision == "deny" else "green"
-        self._line(
-            depth,
-            Text.assemble(
-                ("  approval for ", "dim"),
-                (str(event.data.get("tool")), "bold"),
-                (": ", "dim"),
-                (decision, style),
-            ),
-        )
-
-    def _retry(self, depth: int, event: Event) -> None:
-        self._line(depth, Text(f"  retrying (attempt {event.data.get('attempt')})", style="dim"))
-
-    def _child_finished(self, depth: int, event: Event) -> None:
-        if depth == 0:
-            return
-        status = str(event.data.get("status"))
-        style = "green" if status == TurnStatus.ANSWERED.value else "red"
-        self._line(
-            depth,
-            Text.assemble(
-                ("agent finished: ", "dim"),
-                (status, style),
-                (f" after {event.data.get('steps')} steps  session {event.session_id}", "dim"),
-            ),
-        )
-
-
-_HANDLERS: dict[str, Callable[[LiveView, int, Event], None]] = {
-    "agent.reply": LiveView._reply,  # pyright: ignore[reportPrivateUsage]
-    "call.started": LiveView._started,  # pyright: ignore[reportPrivateUsage]
-    "call.finished": LiveView._finished,  # pyright: ignore[reportPrivateUsage]
-    "dispatch.blocked": LiveView._blocked,  # pyright: ignore[reportPrivateUsage]
-    "approval.decided": LiveView._decided,  # pyright: ignore[reportPrivateUsage]
-    "call.retry": LiveView._retry,  # pyright: ignore[reportPrivateUsage]
-    "agent.finished": LiveView._child_finished,  # pyright: ignore[reportPrivateUsage]
-}
 
 
 def _interactive() -> bool:

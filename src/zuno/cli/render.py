@@ -28,6 +28,7 @@ __all__ = [
     "print_table",
     "print_transcript",
     "session_title",
+    "styled_diff",
 ]
 
 _STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "magenta"}
@@ -35,6 +36,17 @@ _STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "mag
 
 def outcome_style(outcome: str | None) -> str:
     return _STYLES.get(outcome or "", "white")
+
+
+def styled_diff(lines: Sequence[str], indent: str = "") -> Text:
+    """Unified-diff lines coloured as a terminal shows them: additions green, removals red."""
+    from zuno.call_text import diff_style
+
+    text = Text()
+    for number, line in enumerate(lines):
+        text.append(("\n" if number else "") + indent)
+        text.append(line, style=diff_style(line))
+    return text
 
 
 def surface_rows(surface: Surface) -> list[dict[str, Any]]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -126,16 +125,6 @@ class CallbackQuestioner:
         return list(answers)
 
 
-def _read_terminal(prompt: str) -> str:
-    sys.stderr.write(prompt)
-    sys.stderr.flush()
-    try:
-        with open("/dev/tty") as tty:
-            return tty.readline()
-    except OSError:
-        return sys.stdin.readline()
-
-
 _CHOICES = re.compile(r"^\s*\d+(\s*[, ]\s*\d+)*\s*$")
 
 
@@ -174,11 +163,22 @@ def _render(question: Question, index: int, total: int) -> str:
 
 @dataclass
 class TerminalQuestioner:
-    """Asks at the terminal, one question at a time (reads ``/dev/tty``)."""
+    """Asks at the terminal, one question at a time.
+
+    By default the answer is read with :func:`zuno.tty.ask_line`, so Ctrl-C at the
+    question ends it at once; ``read`` (a blocking callable given the prompt) replaces it.
+    """
 
     name: str = "terminal"
-    read: Callable[[str], str] = _read_terminal
+    read: Callable[[str], str] | None = None
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def _line(self, prompt: str) -> str:
+        if self.read is None:
+            from zuno.tty import ask_line
+
+            return await ask_line(prompt)
+        return await anyio.to_thread.run_sync(self.read, prompt, abandon_on_cancel=True)
 
     async def ask(self, questions: Sequence[Question]) -> list[Answer]:
         answers: list[Answer] = []
@@ -186,8 +186,7 @@ class TerminalQuestioner:
             for index, question in enumerate(questions, 1):
                 prompt = _render(question, index, len(questions))
                 while True:
-                    line = await anyio.to_thread.run_sync(self.read, prompt)
-                    parsed = parse_answer(question, line)
+                    parsed = parse_answer(question, await self._line(prompt))
                     if isinstance(parsed, Answer):
                         answers.append(parsed)
                         break

@@ -1,0 +1,127 @@
+"""Approvals and results in plain words, read from a real terminal (tmux) as a person reads them.
+
+An approval names the call as a person would say it (``write notes.md (new file, 2 lines)``,
+``$ ls -la``), shows what a new file will hold, and asks in words; a result keeps what
+matters (the files a patch touched, the user's answer); arguments left at their defaults,
+nested ones included, are not printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tmux_pane import (
+    MODEL,
+    FakeModelServer,
+    Pane,
+    Reply,
+    model_server,
+    pane_factory,
+    plain,
+    tmux_needed,
+)
+
+__all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
+
+pytestmark = tmux_needed
+
+OpenPane = Callable[[Path, FakeModelServer], Pane]
+_ASK = "allow? [y]es / [n]o / [a]lways this session"
+
+
+def _finished(pane: Pane, answer: str) -> str:
+    pane.wait_text(answer)
+    text = pane.wait_for(lambda t: plain(t).rstrip().endswith("shell$"), "the shell prompt back")
+    return plain(text)
+
+
+def test_new_file_write_approval_says_what_it_does_and_shows_the_content(
+    workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
+) -> None:
+    content = "alpha line\nbeta line\n"
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "write", json.dumps({"path": "notes.md", "content": content}))]),
+        Reply(text="Wrote it."),
+    )
+    pane = pane_factory(workspace, model_server)
+    pane.zuno("run", "take notes", "--model", MODEL)
+    prompt = plain(pane.wait_text(_ASK))
+    assert f"write notes.md (new file, 2 lines): {_ASK}" in prompt
+    asked = prompt.split("take notes")[-1]
+    assert "alpha line" in asked and "beta line" in asked
+    for jargon in ("side_effecting", "strict mode", "Zuno wants to run", '"content"'):
+        assert jargon not in asked
+    pane.type("n")
+    _finished(pane, "Wrote it.")
+    assert not (workspace / "notes.md").exists()
+
+
+def test_shell_approval_shows_the_command_not_json(
+    workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
+) -> None:
+    (workspace / "sub").mkdir()
+    arguments = {"command": "ls -la", "workdir": "sub", "timeout": 30}
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "shell", json.dumps(arguments))]), Reply(text="Listed.")
+    )
+    pane = pane_factory(workspace, model_server)
+    pane.zuno("run", "list it", "--model", MODEL)
+    prompt = plain(pane.wait_text(_ASK)).split("list it")[-1]
+    assert "$ ls -la" in prompt and "in sub" in prompt and "timeout 30 s" in prompt
+    assert '{"command"' not in prompt and "side_effecting" not in prompt
+    pane.type("y")
+    shown = _finished(pane, "Listed.")
+    assert '{"command"' not in shown and "background" not in shown
+
+
+def test_results_keep_the_patched_files_and_the_answer(
+    workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
+) -> None:
+    patch = "*** Begin Patch\n*** Add File: one.txt\n+1\n*** Add File: two.txt\n+2\n*** End Patch"
+    question = {
+        "questions": [
+            {
+                "header": "Style",
+                "question": "Tabs or spaces?",
+                "options": [{"label": "tabs"}, {"label": "spaces"}],
+            }
+        ]
+    }
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "apply_patch", json.dumps({"patch": patch}))]),
+        Reply(tool_calls=[("c2", "question", json.dumps(question))]),
+        Reply(text="Spaces it is."),
+    )
+    pane = pane_factory(workspace, model_server)
+    pane.zuno("run", "add two files", "--model", MODEL)
+    pane.wait_text(_ASK)
+    pane.type("y")
+    pane.wait_text("Answer with")
+    pane.type("2")
+    shown = _finished(pane, "Spaces it is.")
+    assert (workspace / "one.txt").read_text() == "1\n"
+    result = shown.split("Success. Updated the following files:")[-1]
+    assert "A one.txt" in result and "A two.txt" in result
+    answered = shown.split("The user answered:")[-1]
+    assert "Style: spaces" in answered
+
+
+def test_nested_default_fields_are_not_printed(
+    workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
+) -> None:
+    question = {
+        "questions": [{"header": "Name", "question": "What name?", "options": [{"label": "zed"}]}]
+    }
+    model_server.enqueue(
+        Reply(tool_calls=[("c1", "question", json.dumps(question))]), Reply(text="Named.")
+    )
+    pane = pane_factory(workspace, model_server)
+    pane.zuno("run", "name it", "--model", MODEL)
+    pane.wait_text("Answer with")
+    pane.type("1")
+    shown = _finished(pane, "Named.")
+    assert "What name?" in shown
+    for default in ("allow_other", "multiple", '"description"'):
+        assert default not in shown
