@@ -297,6 +297,7 @@ class AgentLoop:
         while steps < self.max_steps:
             steps += 1
             number = previous_steps + steps
+            self._emit("agent.step", step=number, depth=self.session.depth)
             try:
                 reply = await self.provider.complete(
                     self.system, history, self._specs, self.on_text
@@ -333,6 +334,12 @@ class AgentLoop:
             return
         self._append(history, UserMessage(text=notice.text), recovery_attempt=notice.attempt)
         issue_notice(self.runtime.store, notice)
+        self._emit(
+            "agent.recovery",
+            attempt=notice.attempt,
+            call_ids=[item.call_id for item in notice.items],
+            text=notice.text,
+        )
 
     def _emit_reply(self, number: int, reply: ModelReply) -> None:
         self._emit(

@@ -105,8 +105,13 @@ def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     if interactive:
         # Asked once, before anything from the file is used; never without a terminal.
         offer_trust(workspace)
+    from zuno.cli.headless import ExitStatus
+    from zuno.store import StoreUnavailable
+
     try:
         rt = Runtime(workspace, db_path=db, approver=shared)
+    except StoreUnavailable as exc:  # the same status as with --json (docs/headless.md)
+        fail(str(exc), ExitStatus.STORE_UNAVAILABLE)
     except ConfigError as exc:
         fail(str(exc))
     except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
@@ -200,6 +205,16 @@ def _finish(
         raise typer.Exit(1)
 
 
+HeadlessOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="For programs: one JSON event per line on stdout, nothing asked "
+        "(see docs/headless.md).",
+    ),
+]
+
+
 @app.command()
 def run(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
@@ -207,10 +222,27 @@ def run(
     model: ModelOpt = None,
     yes: Yes = False,
     max_steps: MaxStepsOpt = None,
+    json_: HeadlessOpt = False,
     workspace: Workspace = Path("."),
     db: Db = None,
 ) -> None:
-    """Run an agent on PROMPT until it answers (exit status 1 if it could not finish)."""
+    """Run an agent on PROMPT until it answers.
+
+    Exit status: 0 answered, 1 no answer (model error, step limit), 2 usage or
+    configuration error, 4 store unavailable, 130 interrupted.
+    """
+    if json_:
+        from zuno.cli.headless import run_headless
+
+        run_headless(
+            prompt,
+            agent=agent,
+            model=model,
+            yes=yes,
+            max_steps=max_steps,
+            workspace=workspace,
+            db=db,
+        )
     rt = _open_runtime(workspace, db, yes)
     try:
         settings = rt.agent_settings(agent)

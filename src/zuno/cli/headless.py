@@ -1,0 +1,466 @@
+"""``zuno run --json``: a run as JSON lines, one event per line, for programs.
+
+Every line on stdout is one JSON object with ``"v": 1`` (the format's
+version), ``"seq"`` (1, 2, 3, ... in the order written) and ``"type"``;
+nothing else is written to stdout. Diagnostics go to stderr. The event types
+and fields, and the exit statuses, are documented in ``docs/headless.md``;
+fields are only ever added within one version.
+
+Nothing is asked: approvals are denied unless a rule or ``--yes`` allows the
+call, and questions are answered "no one can answer", as without a terminal.
+The events come from the runtime's event bus (what the dispatcher and the
+agent loop say happened, persisted as they happen), the call rows of the
+store (arguments, declaration, result), and the model's streamed text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+import anyio
+import typer
+
+from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, resolve_model
+from zuno.agent.providers import Provider, ProviderError, make_provider
+from zuno.cli.signals import Stopped, run_until_stopped
+from zuno.config import ConfigError
+from zuno.events import Event
+from zuno.permissions import ApproveAll, DenyAll
+from zuno.runtime import Runtime, SessionState, UnknownAgent
+from zuno.store import StoreError, StoreUnavailable
+
+__all__ = ["FORMAT_VERSION", "ExitStatus", "HeadlessWriter", "run_headless"]
+
+FORMAT_VERSION = 1
+"""The ``"v"`` of every line; raised only when a field changes meaning or goes away."""
+
+
+class ExitStatus(IntEnum):
+    """How ``zuno run`` ends, with or without ``--json`` (see docs/headless.md)."""
+
+    ANSWERED = 0
+    """The model gave its final answer (some calls may have failed or been refused)."""
+    NOT_ANSWERED = 1
+    """The turn ended without an answer: a model request failed, or the step limit."""
+    USAGE = 2
+    """The command, zuno.json, the agent, the model or its key cannot be used."""
+    STORE_UNAVAILABLE = 4
+    """The store cannot be opened, reached or locked right now (try again later)."""
+    INTERRUPTED = 130
+    """Ctrl-C (SIGTERM and SIGHUP end with 143 and 129: 128 plus the signal)."""
+
+
+class HeadlessWriter:
+    """Writes a run's events as JSON lines to ``out`` (a binary stream).
+
+    Args:
+        out: Where the lines go (stdout's buffer); flushed after each line.
+    """
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._rt: Runtime | None = None
+        self._out: IO[bytes] | None = out
+        self._seq = 0
+        self._top: str | None = None
+        self._followed: set[str] = set()
+        self._step: dict[str, int] = {}
+        self._exit_status: dict[str, int] = {}
+        self._tally: dict[str, int] = {}
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self.ended = False
+
+    # Writing ------------------------------------------------------------------
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        """Write one event line (dropped silently once the reader has gone away)."""
+        if self._out is None:
+            return
+        self._seq += 1
+        event = {"v": FORMAT_VERSION, "seq": self._seq, "type": type_, **fields}
+        try:
+            line = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates from undecodable output: escape them
+            line = json.dumps(event, separators=(",", ":")).encode("ascii")
+        try:
+            self._out.write(line + b"\n")
+            self._out.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            # The reader closed the pipe: the run goes on (the store keeps it all).
+            self._out = None
+
+    # The run --------------------------------------------------------------------
+
+    def session(self, runtime: Runtime, state: SessionState, model: str) -> None:
+        """The ``session`` event of the run's own session; follows it from now on."""
+        self._rt = runtime
+        self._top = state.session_id
+        self._followed.add(state.session_id)
+        self.emit(
+            "session",
+            session_id=state.session_id,
+            agent=state.agent_name,
+            model=model,
+            workspace=str(runtime.workspace),
+            depth=state.depth,
+            parent_call_id=None,
+            tools=sorted(state.surface.names),
+            zuno=_version(),
+        )
+
+    def watch(self, runtime: Runtime) -> Callable[[], None]:
+        """Follow ``runtime``'s events; returns the unsubscriber."""
+        self._rt = runtime
+        return runtime.events.subscribe(self._on_event)
+
+    def text(self, piece: str) -> None:
+        """A streamed piece of the top agent's text."""
+        top = self._top or ""
+        self.emit("text", session_id=top, step=self._step.get(top), delta=piece)
+
+    def finish(self, outcome: TurnOutcome) -> ExitStatus:
+        """The ``answer`` (when there is one) and ``end`` events of a finished turn."""
+        if outcome.status is TurnStatus.ANSWERED:
+            self.emit(
+                "answer", session_id=outcome.session_id, text=outcome.text, steps=outcome.steps
+            )
+            code = ExitStatus.ANSWERED
+        else:
+            code = ExitStatus.NOT_ANSWERED
+        self.end(outcome.status.value, code, outcome.message, steps=outcome.steps)
+        return code
+
+    def end(self, status: str, code: int, message: str = "", *, steps: int | None = None) -> None:
+        """The last event: how the run ended and its exit status."""
+        if self.ended:
+            return
+        self.ended = True
+        self.emit(
+            "end",
+            session_id=self._top,
+            status=status,
+            exit_code=code,
+            message=message,
+            steps=steps,
+            usage={"input_tokens": self._input_tokens, "output_tokens": self._output_tokens},
+            calls=dict(sorted(self._tally.items())),
+        )
+
+    # Runtime events -------------------------------------------------------------
+
+    def _on_event(self, event: Event) -> None:
+        data = event.data
+        if event.kind == "agent.started" and int(data.get("depth", 0)) > 0:
+            self._child_session(event)
+            return
+        if event.session_id not in self._followed:
+            return  # another session sharing this runtime
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, event)
+
+    def _child_session(self, event: Event) -> None:
+        assert self._rt is not None
+        self._followed.add(event.session_id)
+        record = self._rt.store.get_session(event.session_id)
+        self.emit(
+            "session",
+            session_id=event.session_id,
+            agent=event.data.get("agent"),
+            model=event.data.get("model"),
+            workspace=str(self._rt.workspace),
+            depth=int(event.data.get("depth", 0)),
+            parent_call_id=record.parent_call_id if record is not None else None,
+            tools=None,
+            zuno=_version(),
+        )
+
+    def _step_started(self, event: Event) -> None:
+        step = int(event.data.get("step", 0))
+        self._step[event.session_id] = step
+        self.emit("step", session_id=event.session_id, depth=event.data.get("depth"), step=step)
+
+    def _reply(self, event: Event) -> None:
+        data = event.data
+        tokens_in, tokens_out = data.get("input_tokens"), data.get("output_tokens")
+        if isinstance(tokens_in, int):
+            self._input_tokens = (self._input_tokens or 0) + tokens_in
+        if isinstance(tokens_out, int):
+            self._output_tokens = (self._output_tokens or 0) + tokens_out
+        self.emit(
+            "usage",
+            session_id=event.session_id,
+            step=data.get("step"),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            stop_reason=data.get("stop_reason"),
+        )
+
+    def _call(self, call_id: str | None) -> dict[str, Any]:
+        """What the store holds on a call (its latest attempt)."""
+        if call_id is None or self._rt is None:
+            return {}
+        rows = self._rt.store.query(
+            "SELECT tool, arguments, effect, replay, concurrency, result, attempt,"
+            " model_call_id FROM calls WHERE call_id = ? ORDER BY attempt DESC LIMIT 1",
+            (call_id,),
+        )
+        if not rows:
+            return {}
+        tool, arguments, effect, replay, concurrency, result, attempt, model_call_id = rows[0]
+        declaration = (
+            {"effect": effect, "replay": replay, "concurrency": concurrency}
+            if effect is not None
+            else None  # an unknown tool has no declaration
+        )
+        return {
+            "tool": tool,
+            "arguments": arguments,
+            "declaration": declaration,
+            "result": result,
+            "attempts": attempt,
+            "model_call_id": model_call_id,
+        }
+
+    def _call_started(self, event: Event) -> None:
+        row = self._call(event.call_id)
+        self.emit(
+            "call.started",
+            session_id=event.session_id,
+            call_id=event.call_id,
+            model_call_id=row.get("model_call_id"),
+            index=event.data.get("index"),
+            tool=event.data.get("tool"),
+            attempt=event.data.get("attempt"),
+            arguments=row.get("arguments"),
+            declaration=row.get("declaration"),
+        )
+
+    def _call_finished(self, event: Event) -> None:
+        if event.call_id is not None and "exit_status" in event.data:
+            self._exit_status[event.call_id] = int(event.data["exit_status"])
+
+    def _call_settled(self, event: Event) -> None:
+        row = self._call(event.call_id)
+        outcome = str(event.data.get("outcome"))
+        if event.session_id == self._top:
+            self._tally[outcome] = self._tally.get(outcome, 0) + 1
+        self.emit(
+            "call.settled",
+            session_id=event.session_id,
+            call_id=event.call_id,
+            model_call_id=row.get("model_call_id"),
+            index=event.data.get("index"),
+            tool=event.data.get("tool"),
+            arguments=row.get("arguments"),
+            declaration=row.get("declaration"),
+            outcome=outcome,
+            block_kind=event.data.get("block_kind"),
+            attempts=row.get("attempts"),
+            exit_status=self._exit_status.pop(event.call_id or "", None),
+            result=row.get("result"),
+        )
+
+    def _approval_asked(self, event: Event) -> None:
+        self.emit(
+            "approval.asked",
+            session_id=event.session_id,
+            call_id=event.call_id,
+            tool=event.data.get("tool"),
+            reason=event.data.get("reason"),
+            approver=event.data.get("approver"),
+        )
+
+    def _approval_answered(self, event: Event) -> None:
+        self.emit(
+            "approval.answered",
+            session_id=event.session_id,
+            call_id=event.call_id,
+            tool=event.data.get("tool"),
+            decision=event.data.get("decision"),
+        )
+
+    def _recovery(self, event: Event) -> None:
+        self.emit(
+            "recovery",
+            session_id=event.session_id,
+            attempt=event.data.get("attempt"),
+            call_ids=event.data.get("call_ids"),
+            text=event.data.get("text"),
+        )
+
+
+_HANDLERS: dict[str, Callable[[HeadlessWriter, Event], None]] = {
+    "agent.step": HeadlessWriter._step_started,  # pyright: ignore[reportPrivateUsage]
+    "agent.reply": HeadlessWriter._reply,  # pyright: ignore[reportPrivateUsage]
+    "call.started": HeadlessWriter._call_started,  # pyright: ignore[reportPrivateUsage]
+    "call.finished": HeadlessWriter._call_finished,  # pyright: ignore[reportPrivateUsage]
+    "call.result": HeadlessWriter._call_settled,  # pyright: ignore[reportPrivateUsage]
+    "approval.requested": HeadlessWriter._approval_asked,  # pyright: ignore[reportPrivateUsage]
+    "approval.decided": HeadlessWriter._approval_answered,  # pyright: ignore[reportPrivateUsage]
+    "agent.recovery": HeadlessWriter._recovery,  # pyright: ignore[reportPrivateUsage]
+}
+
+_VERSION: list[str] = []
+
+
+def _version() -> str:
+    if not _VERSION:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _VERSION.append(version("zuno"))
+        except PackageNotFoundError:
+            _VERSION.append("unknown")
+    return _VERSION[0]
+
+
+# Running ----------------------------------------------------------------------
+
+
+def _say(message: str) -> None:
+    """One diagnostic line on stderr (stdout holds only events)."""
+    sys.stderr.write(f"zuno: {message}\n")
+    sys.stderr.flush()
+
+
+class _Ended(Exception):
+    """The run ends here with ``status`` (the end event is written on the way out)."""
+
+    def __init__(self, status: str, code: ExitStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def _store_unavailable(exc: BaseException) -> StoreUnavailable | None:
+    """The StoreUnavailable in ``exc``, also inside the exception groups of task groups."""
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
+            found = _store_unavailable(inner)  # pyright: ignore[reportUnknownArgumentType]
+            if found is not None:
+                return found
+    return None
+
+
+def _open(workspace: Path, db: Path | None, yes: bool) -> Runtime:
+    try:
+        rt = Runtime(workspace, db_path=db, approver=ApproveAll() if yes else DenyAll())
+    except StoreUnavailable as exc:
+        raise _Ended("store_unavailable", ExitStatus.STORE_UNAVAILABLE, str(exc)) from None
+    except (ConfigError, StoreError) as exc:
+        raise _Ended("usage_error", ExitStatus.USAGE, str(exc).strip("'\"")) from None
+    except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
+        raise _Ended("usage_error", ExitStatus.USAGE, f"cannot start: {exc}") from None
+    warning = rt.config.untrusted_warning()
+    if warning:
+        _say(warning)
+    # No questioner: the question tool answers that no one can answer.
+    setattr(rt, "questioner", None)  # noqa: B010
+    return rt
+
+
+async def _drive(
+    rt: Runtime,
+    writer: HeadlessWriter,
+    state: SessionState,
+    provider: Provider,
+    prompt: str,
+    steps: int | None,
+) -> TurnOutcome:
+    from zuno.cli.app import wait_for_own_jobs
+
+    async with rt:
+        loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=writer.text)
+        try:
+            outcome = await loop.run(prompt)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await provider.aclose()
+        await wait_for_own_jobs(rt)
+    return outcome
+
+
+def _turn(
+    rt: Runtime,
+    writer: HeadlessWriter,
+    prompt: str,
+    agent: str,
+    model: str | None,
+    max_steps: int | None,
+) -> ExitStatus:
+    try:
+        settings = rt.agent_settings(agent)
+        chosen = resolve_model(model, settings, rt.config)
+        provider = make_provider(chosen, rt.config.providers)
+    except (UnknownAgent, ProviderError) as exc:
+        raise _Ended("usage_error", ExitStatus.USAGE, str(exc).strip("\"'")) from None
+    first = next((x for x in prompt.strip().splitlines() if x.strip()), "")
+    state = rt.open_session(agent=agent, model=chosen, title=first[:80])
+    writer.session(rt, state, chosen)
+    stop = writer.watch(rt)
+    try:
+        outcome = run_until_stopped(_drive, rt, writer, state, provider, prompt, max_steps)
+    finally:
+        stop()
+    if outcome.status is not TurnStatus.ANSWERED:
+        _say(outcome.message)
+    return writer.finish(outcome)
+
+
+def run_headless(
+    prompt: str,
+    *,
+    agent: str,
+    model: str | None,
+    yes: bool,
+    max_steps: int | None,
+    workspace: Path,
+    db: Path | None,
+) -> NoReturn:
+    """``zuno run --json``: run one turn, writing its events; exits with its status."""
+    from zuno.mcp.errors import McpServerError
+
+    sys.stdout.flush()
+    writer = HeadlessWriter(sys.stdout.buffer)
+    rt: Runtime | None = None
+    code: int
+    # Anything printed by accident goes to stderr: stdout holds only event lines.
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            rt = _open(workspace, db, yes)
+            code = _turn(rt, writer, prompt, agent, model, max_steps)
+        except _Ended as ended:
+            code = ended.code
+            _say(str(ended))
+            writer.end(ended.status, code, str(ended))
+        except KeyboardInterrupt as exc:
+            code = exc.exit_code if isinstance(exc, Stopped) else ExitStatus.INTERRUPTED
+            why = f"by {exc}" if isinstance(exc, Stopped) else "by Ctrl-C"
+            _say(f"interrupted {why}; the session is saved and `zuno resume` continues it")
+            writer.end("interrupted", code, f"interrupted {why}")
+        except McpServerError as exc:
+            code = ExitStatus.USAGE
+            _say(str(exc))
+            writer.end("usage_error", code, str(exc))
+        except Exception as exc:
+            unavailable = _store_unavailable(exc)
+            if unavailable is None:
+                writer.end("internal_error", 1, f"{type(exc).__name__}: {exc}")
+                raise
+            code = ExitStatus.STORE_UNAVAILABLE
+            _say(str(unavailable))
+            writer.end("store_unavailable", code, str(unavailable))
+        finally:
+            if rt is not None:
+                with contextlib.suppress(Exception):  # a store that went away cannot close
+                    rt.close()
+    raise typer.Exit(int(code))
