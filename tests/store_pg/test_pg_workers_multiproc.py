@@ -9,11 +9,15 @@ connection, and by the effects file the test tool appends to.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -165,3 +169,66 @@ def test_a_repeatable_read_database_with_workers_racing_for_a_session(
     rr_cluster: Cluster,
 ) -> None:
     scenario_takeover_race(rr_cluster)
+
+
+def test_connections_killed_again_and_again_during_calls(pg_cluster: Cluster) -> None:
+    """Every connection of a worker is cut every 150 ms while it runs 30 steps.
+
+    Whatever each call's fate: an error names the cut (the real cause), no effect
+    happens twice, an effect that happened is never stored as not having happened,
+    nothing stays ``started``, and the worker works once the cuts stop.
+    """
+    c = pg_cluster
+    owner = c.spawn("owner", lease_seconds=5)
+    session = owner.open()
+    name = app_name(owner.name)
+    stop = threading.Event()
+    cuts = [0]
+
+    def cut() -> None:
+        while not stop.wait(0.15):
+            rows = c.reader.rows(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?",
+                (name,),
+            )
+            cuts[0] += sum(1 for (ok,) in rows if ok)
+
+    cutter = threading.Thread(target=cut, daemon=True)
+    cutter.start()
+    try:
+        burst = owner.request("burst", rounds=30, prefix="k")
+    finally:
+        stop.set()
+        cutter.join(timeout=60)
+    assert cuts[0] >= 5, f"only {cuts[0]} connections were cut"
+    problems: list[str] = []
+    raised = [e for e in burst["errors"] if not e.startswith(("blocked", "error", "uncertain"))]
+    masked = [e for e in raised if not re.search(r"lost|terminat|closed", e)]
+    if masked:
+        problems.append(f"{len(masked)} errors hide the cut, e.g. {masked[:3]}")
+    owner.call("final")
+    final = owner.outcome("final")
+    if final.get("outcome") != "ok":
+        problems.append(f"the worker does not work after the cuts: {final}")
+    rows = c.reader.calls(session)
+    started = [r for r in rows if r["status"] == "started"]
+    if started:
+        problems.append(f"{len(started)} rows left started by a live worker: {started}")
+    effects = c.effects()
+    if not effects:
+        problems.append("no call ran between the cuts")
+    if len(effects) != len(set(effects)):
+        problems.append(f"an effect happened twice: {effects}")
+    by_tag: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_tag.setdefault(json.loads(str(r["arguments"]))["tag"], []).append(r)
+    for tag in effects:
+        # It ran: one row says so (ok) or says it may have (uncertain).
+        outcomes = [r["outcome"] for r in by_tag.get(tag, [])]
+        if outcomes not in (["ok"], ["uncertain"]):
+            problems.append(f"{tag} ran; its rows: {by_tag.get(tag)}")
+    for tag, tagged in by_tag.items():
+        ok = any(r["outcome"] == "ok" for r in tagged)
+        if tag.startswith("kw") and ok and tag not in effects:
+            problems.append(f"{tag} is ok in the store but never ran")
+    assert not problems, "\n".join(problems) + "\n" + owner.diagnostics()

@@ -144,8 +144,19 @@ def _gate_tool(workspace: Path) -> Any:
     return [GateTool(), GateJobTool()]
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]  # pyright: ignore
+    return [exc]
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
-    return {"ok": False, "error": type(exc).__name__, "message": str(exc)}
+    """The error by its type and message; a group by the errors inside it."""
+    leaves = _leaves(exc)
+    if len(leaves) == 1:
+        exc = leaves[0]
+    message = "; ".join(f"{type(e).__name__}: {e}" for e in leaves) if len(leaves) > 1 else str(exc)
+    return {"ok": False, "error": type(exc).__name__, "message": message}
 
 
 def _worker_id() -> str | None:
@@ -253,7 +264,8 @@ class _Worker:
             try:
                 results = await self.rt.dispatch(self.session, requests)
             except Exception as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                err = _error(exc)
+                errors.append(f"{err['error']}: {err['message']}")
                 continue
             for r in results:
                 key = str(getattr(r.outcome, "value", r.outcome))
