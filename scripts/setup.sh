@@ -23,6 +23,8 @@ if [ "$(id -u)" = 0 ]; then
   if [ ! -d /etc/postgresql ]; then
     apt-get update -qq && apt-get install -y -qq postgresql >/dev/null || true
   fi
+  # tmux: the live-view tests drive `zuno run` in a real terminal (tests/cli/tmux_pane.py).
+  command -v tmux >/dev/null 2>&1 || apt-get install -y tmux >/dev/null || true
   if dsn=$(sh scripts/start_postgres.sh 2>/dev/null | tail -n 1) && [ -n "$dsn" ]; then
     echo "$dsn" > .venv/zuno-test-postgres
     echo "setup: PostgreSQL running for the store tests ($dsn)"

@@ -291,7 +291,7 @@ class TerminalApprover:
     """Asks the person at the terminal, one request at a time.
 
     The prompt names the call in plain words and shows what it would change (a
-    coloured diff, the first lines of a new file, the command); see :func:`_prompt_text`.
+    coloured diff, the first lines of a new file, the command); see :func:`_prompt_segments`.
     Ctrl-C at the prompt interrupts it at once (see :mod:`zuno.tty`).
     """
 
@@ -307,8 +307,7 @@ class TerminalApprover:
             from zuno.tty import ask_line
 
             return await ask_line(prompt)
-        text = "".join(part for part, _style in prompt)
-        return await anyio.to_thread.run_sync(self._ask, text, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(self._ask, _plain(prompt), abandon_on_cancel=True)
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         async with self._lock:
@@ -413,9 +412,9 @@ def _prompt_segments(request: ApprovalRequest) -> Segments:
     return parts
 
 
-def _prompt_text(request: ApprovalRequest) -> str:
-    """The approval prompt as plain text: what the call does, then the question."""
-    return "".join(text for text, _style in _prompt_segments(request))
+def _plain(prompt: Segments) -> str:
+    """A prompt as plain text, for an ``ask`` callable."""
+    return "".join(text for text, _style in prompt)
 
 
 def default_approver(interactive: bool | None = None) -> Approver:
