@@ -7,14 +7,21 @@ merged recursively, everything else replaced). Until then it can only narrow
 what the user's file allows (:mod:`zuno.narrowing`); what it tried to widen is
 listed in :attr:`Config.untrusted_ignored`. A bad file is a startup error that
 names the file, the key, the value and what is allowed: :class:`ConfigError`.
+
+Files fail closed: values are read strictly (``"yes"`` is not a boolean, ``"8"``
+not a number), and every tool name in ``tools`` and in an agent's ``tools`` is
+checked against the tools of this build and the configured MCP servers
+(:mod:`zuno.tool_names`), with the closest name suggested.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -24,6 +31,7 @@ from zuno.lsp.settings import LspSettings
 from zuno.mcp.settings import McpSettings
 from zuno.narrowing import narrow
 from zuno.sandbox.settings import SandboxSettings
+from zuno.tool_names import ALL_NAMES, MCP_NAME_PATTERN, unknown_name_problem
 from zuno.trust import TrustError, TrustState, content_digest, is_trusted
 from zuno.web_settings import WebSettings
 
@@ -42,13 +50,26 @@ __all__ = [
     "ToolOutputSettings",
     "load_config",
     "user_config_path",
+    "validate_config",
 ]
 
 CONFIG_NAME = "zuno.json"
 
+_TOOL_NAMES_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"enum": sorted(ALL_NAMES)},
+        {"pattern": MCP_NAME_PATTERN, "description": "mcp__<server>__<tool>, or mcp__<server>__*"},
+    ]
+}
+"""What the schema says a tool name is (the server part is checked on loading)."""
+
+ToolName = Annotated[str, Field(json_schema_extra=_TOOL_NAMES_SCHEMA)]
+"""A tool name in an agent's list: a built-in name, or an MCP server's tools."""
+
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "yes" is not a boolean and "8" not a number; a file says what it means.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ConcurrencySettings(_Section):
@@ -149,7 +170,7 @@ class AgentSettings(_Section):
     description: str = ""
     model: str | None = None
     prompt: str | None = None
-    tools: list[str] | None = None
+    tools: list[ToolName] | None = None
     """When set, exactly these tools: it replaces the default surface."""
     permission: PermissionSettings | None = None
     max_steps: int | None = Field(default=None, ge=1, le=1000)
@@ -158,7 +179,11 @@ class AgentSettings(_Section):
 class Config(_Section):
     """The whole ``zuno.json``."""
 
-    tools: dict[str, bool] = Field(default_factory=lambda: {})
+    tools: dict[str, bool] = Field(
+        default_factory=lambda: {},
+        json_schema_extra={"propertyNames": _TOOL_NAMES_SCHEMA},
+        description="Switch tools on (slots, extensions) or off, by name or MCP pattern.",
+    )
     concurrency: ConcurrencySettings = Field(default_factory=lambda: ConcurrencySettings())
     tool_output: ToolOutputSettings = Field(default_factory=lambda: ToolOutputSettings())
     permission: PermissionSettings = Field(default_factory=lambda: PermissionSettings())
@@ -265,6 +290,11 @@ def _describe(error: Any) -> str:
         return f"unknown key {loc!r}; remove it or check its spelling"
     if kind == "missing":
         return f"key {loc!r} is required"
+    expected = (error.get("ctx") or {}).get("expected")
+    if kind in ("literal_error", "enum") and isinstance(expected, str):
+        # JSON strings, as they are written in the file.
+        choices = re.sub(r"'([^']*)'", r'"\1"', expected)
+        return f"key {loc!r} has value {value}: it must be {choices}"
     allowed = _allowed_range(error["loc"])
     return f"key {loc!r} has value {value}: {error['msg']}{allowed}"
 
@@ -290,17 +320,75 @@ def _allowed_range(loc: tuple[Any, ...]) -> str:
     return f" (allowed: {low if low is not None else ''}..={high if high is not None else ''})"
 
 
-def validate_config(data: dict[str, Any], source: str) -> Config:
-    """Validate a merged configuration, naming ``source`` in errors."""
+def validate_config(
+    data: dict[str, Any],
+    source: str,
+    *,
+    servers: Collection[str] = (),
+    tool_names: Collection[str] = (),
+) -> Config:
+    """Validate a configuration read from JSON, naming ``source`` in errors.
+
+    Values are read strictly, as JSON (an enum from its string, never a
+    boolean from ``"yes"``), and every tool name must be known.
+
+    Args:
+        data: The parsed file (or files, merged).
+        source: The file(s) named in errors.
+        servers: MCP servers configured elsewhere (the other file) whose tools
+            may be named here, beside the servers ``data`` configures.
+        tool_names: Names of tools a program registers beside the built-in ones.
+    """
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors())
-        raise ConfigError(f"{source}: {problems}") from exc
+        raise ConfigError(_sentence(source, [_describe(e) for e in exc.errors()])) from exc
+    unknown = tool_name_problems(config, {*servers, *config.mcp.servers}, tool_names)
+    if unknown:
+        raise ConfigError(_sentence(source, unknown))
+    return config
+
+
+def _sentence(source: str, problems: list[str]) -> str:
+    # A full stop ends the message, so a quoted value at its end is never mistaken
+    # for quotes around the whole message (and stripped with them).
+    return f"{source}: {'; '.join(problems)}."
+
+
+def tool_name_problems(
+    config: Config, servers: Collection[str], tool_names: Collection[str] = ()
+) -> list[str]:
+    """What is wrong with the tool names of ``tools`` and of each agent's ``tools`` list."""
+    problems: list[str] = []
+    for name in config.tools:
+        problem = unknown_name_problem(name, servers, tool_names)
+        if problem:
+            problems.append(f"key {f'tools.{name}'!r}: {problem}")
+    for agent, settings in config.agents.items():
+        for name in settings.tools or ():
+            problem = unknown_name_problem(name, servers, tool_names)
+            if problem:
+                problems.append(f"key {f'agents.{agent}.tools'!r}: {problem}")
+    return problems
+
+
+def _server_names(*files: dict[str, Any]) -> set[str]:
+    """The MCP servers the raw files configure (before either is validated)."""
+    names: set[str] = set()
+    for data in files:
+        mcp = data.get("mcp")
+        servers = mcp.get("servers") if isinstance(mcp, dict) else None
+        if isinstance(servers, dict):
+            names.update(str(k) for k in servers)  # pyright: ignore[reportUnknownArgumentType]
+    return names
 
 
 def load_config(
-    workspace: Path, *, user_file: Path | None = None, trusted: bool | None = None
+    workspace: Path,
+    *,
+    user_file: Path | None = None,
+    trusted: bool | None = None,
+    tool_names: Iterable[str] = (),
 ) -> Config:
     """Read the user file and the workspace file.
 
@@ -310,32 +398,45 @@ def load_config(
         trusted: Whether the workspace file is trusted; None asks the trust
             records (:func:`zuno.trust.is_trusted`). A trusted file wins key by
             key; an untrusted one may only narrow (:func:`zuno.narrowing.narrow`).
+        tool_names: Names of tools a program registers beside the built-in
+            ones, so the files may name them.
     """
     user_path = user_file or user_config_path()
     ws_path = workspace / CONFIG_NAME
+    extra = frozenset(tool_names)
     user_data: dict[str, Any] = {}
     found: list[str] = []
+    ws_content: bytes | None = None
+    ws_data: dict[str, Any] = {}
     if user_path.is_file():
         user_data = _parse(user_path, _read_bytes(user_path))
-        # Validate each file alone first so an error names the file it is in.
-        validate_config(user_data, str(user_path))
         found.append(str(user_path))
-    state, digest, ignored = TrustState.NO_FILE, None, []
-    merged = user_data
     if ws_path.is_file() and not _same_file(ws_path, user_path):
         # One read: the bytes hashed for the trust check are the bytes parsed.
-        content = _read_bytes(ws_path)
-        ws_data = _parse(ws_path, content)
-        ws_config = validate_config(ws_data, str(ws_path))
-        digest = content_digest(content)
-        state = _trust_state(workspace, content, trusted)
+        ws_content = _read_bytes(ws_path)
+        ws_data = _parse(ws_path, ws_content)
+    # Either file may name the tools of a server the other configures.
+    servers = _server_names(user_data, ws_data)
+    if found:
+        # Validate each file alone first so an error names the file it is in.
+        validate_config(user_data, str(user_path), servers=servers, tool_names=extra)
+    state, digest, ignored = TrustState.NO_FILE, None, []
+    merged = user_data
+    if ws_content is not None:
+        ws_config = validate_config(ws_data, str(ws_path), servers=servers, tool_names=extra)
+        digest = content_digest(ws_content)
+        state = _trust_state(workspace, ws_content, trusted)
         if state == TrustState.TRUSTED:
             merged = _merge(user_data, ws_data)
         else:
-            user_config = validate_config(user_data, str(user_path))
+            user_config = validate_config(
+                user_data, str(user_path), servers=servers, tool_names=extra
+            )
             merged, ignored = narrow(_dump(user_config), ws_data, _dump(ws_config))
         found.append(str(ws_path))
-    config = validate_config(merged, " + ".join(found) or "defaults")
+    config = validate_config(
+        merged, " + ".join(found) or "defaults", servers=servers, tool_names=extra
+    )
     config.sources = found
     config._workspace_trust = state  # pyright: ignore[reportPrivateUsage]
     config._workspace_digest = digest  # pyright: ignore[reportPrivateUsage]

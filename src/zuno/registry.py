@@ -16,13 +16,24 @@ not authorization (``permission.rules``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from zuno.config import AgentSettings, Config
 from zuno.tool import Tool
+from zuno.tool_names import (
+    ALL_NAMES,
+    CONDITIONAL,
+    DEFAULT_SURFACE,
+    DURABLE_STATE,
+    SLOTS,
+    entry_matches,
+    is_pattern,
+)
+
+if TYPE_CHECKING:
+    from zuno.config import AgentSettings, Config
 
 __all__ = [
     "ALL_NAMES",
@@ -30,31 +41,26 @@ __all__ = [
     "DEFAULT_SURFACE",
     "DURABLE_STATE",
     "SLOTS",
+    "NeedsSetup",
     "Place",
     "Registry",
     "Surface",
     "place_of",
+    "switched",
 ]
 
-DEFAULT_SURFACE = (
-    "read",
-    "glob",
-    "grep",
-    "write",
-    "apply_patch",
-    "shell",
-    "bg",
-    "task",
-    "job",
-    "webfetch",
-    "web_search",
-    "skill",
-    "question",
-)
-DURABLE_STATE = ("plan_get", "plan_update", "todo_get", "todo_update", "goal_get", "goal_update")
-CONDITIONAL = ("memory_propose", "council_run")
-SLOTS = ("edit", "execute", "lsp")
-ALL_NAMES = frozenset((*DEFAULT_SURFACE, *DURABLE_STATE, *CONDITIONAL, *SLOTS))
+
+@runtime_checkable
+class NeedsSetup(Protocol):
+    """A tool that cannot work until the configuration provides something (a backend).
+
+    Such a tool is left off the surface, rather than offered to a model that
+    could only watch it fail; the surface keeps the reason for people.
+    """
+
+    def unavailable_reason(self, config: Config) -> str | None:
+        """Why the tool cannot work under ``config`` (what to set), or None when it can."""
+        ...
 
 
 class Place(StrEnum):
@@ -85,6 +91,8 @@ class Surface:
     """The tools active for one agent, in a stable order."""
 
     tools: tuple[Tool[Any], ...]
+    withheld: tuple[tuple[str, str], ...] = ()
+    """Tools the agent would have but that cannot work yet: ``(name, what to set)``."""
 
     def get(self, name: str) -> Tool[Any] | None:
         for tool in self.tools:
@@ -95,6 +103,21 @@ class Surface:
     @property
     def names(self) -> list[str]:
         return [t.name for t in self.tools]
+
+
+def switched(switches: Mapping[str, bool], name: str) -> bool | None:
+    """What the ``tools`` map says of ``name``: an exact key wins, then patterns (off wins).
+
+    None when no key names it.
+    """
+    if name in switches:
+        return switches[name]
+    said = {
+        on for entry, on in switches.items() if is_pattern(entry) and entry_matches(entry, name)
+    }
+    if not said:
+        return None
+    return False not in said
 
 
 class Registry:
@@ -131,20 +154,36 @@ class Registry:
         """
         conditions = conditions or {}
         if agent is not None and agent.tools is not None:
-            wanted = list(dict.fromkeys(agent.tools))
+            wanted = self._expand(agent.tools)
         else:
             wanted = [*DEFAULT_SURFACE, *DURABLE_STATE]
             wanted += [name for name in CONDITIONAL if conditions.get(name, False)]
-            # The tools map can switch on a slot or an extension by name.
-            wanted += [n for n, on in config.tools.items() if on and n not in wanted]
-            wanted += [n for n in self._tools if place_of(n) is Place.EXTENSION and n not in wanted]
+            # The tools map can switch on a slot or an extension by name (or MCP pattern).
+            wanted += self._expand(n for n, on in config.tools.items() if on)
+            wanted += [n for n in self._tools if place_of(n) is Place.EXTENSION]
         active: list[Tool[Any]] = []
-        for name in wanted:
-            if config.tools.get(name) is False:
+        withheld: list[tuple[str, str]] = []
+        for name in dict.fromkeys(wanted):
+            if switched(config.tools, name) is False:
                 continue
             if place_of(name) is Place.CONDITIONAL and not conditions.get(name, False):
                 continue
             tool = self._tools.get(name)
-            if tool is not None:
-                active.append(tool)
-        return Surface(tuple(active))
+            if tool is None:
+                continue
+            reason = tool.unavailable_reason(config) if isinstance(tool, NeedsSetup) else None
+            if reason is not None:
+                withheld.append((name, reason))
+                continue
+            active.append(tool)
+        return Surface(tuple(active), tuple(withheld))
+
+    def _expand(self, entries: Iterable[str]) -> list[str]:
+        """Names for configuration entries: a pattern becomes the registered tools it matches."""
+        names: list[str] = []
+        for entry in entries:
+            if is_pattern(entry):
+                names += [n for n in self._tools if entry_matches(entry, n)]
+            else:
+                names.append(entry)
+        return names
