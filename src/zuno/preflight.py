@@ -124,8 +124,11 @@ class Preflight:
 
         available = ", ".join(session.surface.names) or "none"
         shown = storable(name)  # a lone surrogate in the name is shown escaped
+        withheld = dict(session.surface.withheld)
         if name in ALL_NAMES and self._rt.registry.get(name) is None:
             why = f"`{name}` is not available in this build of Zuno"
+        elif name in withheld:
+            why = f"`{name}` is not available: {withheld[name]}"
         elif self._rt.registry.get(name) is not None:
             why = f"`{name}` is not enabled for this agent"
         else:

@@ -205,3 +205,21 @@ def test_the_schema_enumerates_the_tool_names(workspace: Path) -> None:
     agent = schema["$defs"]["AgentSettings"]["properties"]["tools"]
     items = next(v for v in agent["anyOf"] if v.get("type") == "array")["items"]
     assert set(items["anyOf"][0]["enum"]) == ALL_NAMES
+
+
+# web_search needs a backend ---------------------------------------------------------
+
+
+def test_web_search_is_offered_only_with_a_backend(workspace: Path) -> None:
+    def names() -> list[str]:
+        proc = zuno(workspace, "tools", "--json")
+        assert proc.returncode == 0, proc.stderr
+        return [row["name"] for row in json.loads(proc.stdout)]
+
+    assert "web_search" not in names()
+    called = zuno(workspace, "call", "web_search", '{"queries": ["zuno"]}')
+    assert called.returncode == 1
+    assert "blocked: unavailable" in called.stdout
+    assert "web.search" in called.stdout  # what to set, not "not enabled for this agent"
+    write_user({"web": {"search": {"kind": "searxng", "base_url": "http://127.0.0.1:9"}}})
+    assert "web_search" in names()

@@ -24,13 +24,18 @@ def searxng(rt_factory: RuntimeFactory, server: LocalServer, **web: object) -> R
     return rt_factory(web={"search": {"kind": "searxng", "base_url": server.url("")}, **web})
 
 
-async def test_without_backend_says_which_key_to_set(make_runtime: RuntimeFactory) -> None:
+async def test_without_backend_it_is_not_offered_and_says_which_key_to_set(
+    make_runtime: RuntimeFactory,
+) -> None:
     rt = make_runtime()
-    assert "web_search" in rt.surface().names
+    for agent in ("build", "explore"):
+        surface = rt.surface(agent)
+        assert "web_search" not in surface.names
+        assert "web.search" in dict(surface.withheld)["web_search"]
     result = await search(rt, "anything")
-    assert result.outcome is Outcome.ERROR and result.attempt == 1
-    assert "no search backend configured" in result.output
-    assert '"search": {"kind": "searxng", "base_url"' in result.output
+    assert result.outcome is Outcome.BLOCKED and result.block_kind is BlockKind.UNAVAILABLE
+    assert "no search backend is configured" in result.output
+    assert '"kind": "searxng", "base_url"' in result.output
 
 
 async def test_searxng_results_are_numbered_and_cleaned(

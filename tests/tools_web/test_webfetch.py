@@ -31,7 +31,7 @@ async def fetch(rt: Runtime, **args: object) -> CallResult:
 async def test_in_the_default_surface_and_declared_as_inspection(
     make_runtime: RuntimeFactory,
 ) -> None:
-    rt = make_runtime()
+    rt = make_runtime(web={"search": {"kind": "searxng", "base_url": "http://127.0.0.1:9"}})
     assert {"webfetch", "web_search"} <= set(rt.surface().names)
     assert {"webfetch", "web_search"} <= set(rt.surface("explore").names)
     for name in ("webfetch", "web_search"):

@@ -12,8 +12,10 @@ The backend is ``web.search`` in ``zuno.json`` (see :mod:`zuno.web_settings`):
 The queries run concurrently, each with its own deadline (``web.timeout``). A
 query that fails is reported in its place while the others still answer; only
 when every query fails does the call fail, transiently (so the dispatcher
-retries it) when every failure may pass. Without a backend the tool answers
-with an error that names the key to set. Titles and snippets are stripped of
+retries it) when every failure may pass. Without a backend the tool is not
+offered at all (:meth:`WebSearchTool.unavailable_reason`: ``zuno tools`` and
+``zuno doctor`` say what to set); a call that reaches it anyway is refused with
+the key to set. Titles and snippets are stripped of
 markup and shortened; the output is bounded by the tool output limits.
 
 The backend is the user's own choice, so the private-network guard of
@@ -42,10 +44,13 @@ from zuno.web_settings import SearchSettings
 if TYPE_CHECKING:
     import httpx
 
+    from zuno.config import Config
+
 __all__ = [
     "DEFAULT_RESULTS",
     "MAX_QUERIES",
     "MAX_RESULTS",
+    "NOT_CONFIGURED",
     "SearchHit",
     "WebSearchArgs",
     "WebSearchTool",
@@ -61,6 +66,12 @@ DEFAULT_RESULTS = 5
 _SNIPPET_CHARS = 400
 _TITLE_CHARS = 200
 _TAG = re.compile(r"<[^>]*>")
+
+NOT_CONFIGURED = (
+    "no search backend is configured: set web.search in zuno.json "
+    '(kind searxng, brave or tavily; e.g. {"kind": "searxng", "base_url": "http://127.0.0.1:8888"})'
+)
+"""Why ``web_search`` is not offered, for ``zuno tools`` and ``zuno doctor``."""
 
 NO_BACKEND = (
     "web_search has no search backend configured. Set web.search in zuno.json, for "
@@ -124,11 +135,14 @@ class WebSearchTool(Tool[WebSearchArgs]):
         f"Search the web: 1 to {MAX_QUERIES} queries at once, run concurrently. Returns up "
         f"to max_results (default {DEFAULT_RESULTS}, at most {MAX_RESULTS}) numbered results "
         "per query, each a title, URL and snippet. A failed query is reported in its place "
-        "without hiding the others. Open a result with webfetch. Needs a search backend "
-        "configured in zuno.json (web.search); without one it says how to set it."
+        "without hiding the others. Open a result with webfetch."
     )
     args_model = WebSearchArgs
     declaration = READ_ONLY_SAFE_PARALLEL
+
+    def unavailable_reason(self, config: Config) -> str | None:
+        """Why the tool cannot be offered: no backend in ``web.search`` (None when there is one)."""
+        return NOT_CONFIGURED if config.web.search is None else None
 
     async def run(self, args: WebSearchArgs, ctx: ToolContext) -> ToolResult:
         """Run every query against the backend and list the results."""
