@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 import uuid
@@ -109,6 +110,11 @@ asked long ago: a store asks right after it reconnects)."""
 
 _READ_VERBS = ("SELECT", "WITH", "SHOW")
 
+_NAMED_DDL = re.compile(
+    r"^\s*(CREATE\s+(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS|DROP\s+INDEX\s+IF\s+EXISTS)\s+(\w+)",
+    re.IGNORECASE,
+)
+
 _FENCE_SQL = (
     "SELECT 1 / COALESCE((SELECT CASE WHEN owner = ? THEN 1 ELSE 0 END"
     " FROM sessions WHERE session_id = ? FOR SHARE), 0)"
@@ -166,6 +172,22 @@ class _Tx:
     observed: bool = False
     """The caller has read a result (its statements cannot be replayed blindly)."""
     committing: bool = False
+
+
+class _NoRows:
+    """The result of a schema statement skipped because what it creates exists."""
+
+    lastrowid = None
+    rowcount = 0
+
+    def fetchone(self) -> Any:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
 
 
 class _Rows:
@@ -242,6 +264,8 @@ class PostgresStore(SQLiteStore):
         self._tokens = False
         self._ddl = False
         """The next transactions change the schema (they take the schema lock)."""
+        self._relations: set[str] | None = None
+        """Tables and indexes of the schema, read in a schema transaction."""
         self._unconfirmed: tuple[int, int] | None = None
         """A commit whose answer was lost and not yet asked about: (its seq, rows it wrote)."""
         self._db = cast(sqlite3.Connection, _Connection(self))
@@ -363,6 +387,8 @@ class PostgresStore(SQLiteStore):
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
         text = self._translate(sql)
         tx = self._tx_now
+        if tx is not None and self._ddl and not self._missing(text):
+            return _NoRows()
         if tx is not None:
             sent = self._send(tx, _Sent(text, params, None))
             tx.body.append(sent)
@@ -385,6 +411,31 @@ class PostgresStore(SQLiteStore):
                 ) from exc
             assert self._pg is not None
             return self._pg.execute(text, params)
+
+    def _missing(self, text: str) -> bool:
+        """Whether a schema statement has work to do (its table or index is not there yet).
+
+        Running ``CREATE INDEX IF NOT EXISTS`` or ``ALTER TABLE`` on what exists
+        still locks the table, and a worker opening the store would then wait
+        for (or deadlock with) workers writing in it: what exists is skipped.
+        """
+        match = _NAMED_DDL.match(text)
+        if match is None:
+            return True
+        if self._relations is None:
+            self._relations = set()  # no recursion: this read is not DDL
+            rows = self._execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace",
+                (),
+            ).fetchall()
+            self._relations = {str(r[0]) for r in rows}
+        name = match.group(2)
+        if match.group(1).upper().startswith("DROP"):
+            return name in self._relations
+        if name in self._relations:
+            return False
+        self._relations.add(name)
+        return True
 
     def _send(self, tx: _Tx, sent: _Sent) -> _Sent:
         while True:
@@ -515,6 +566,7 @@ class PostgresStore(SQLiteStore):
         self._send(tx, _Sent("BEGIN ISOLATION LEVEL READ COMMITTED", (), None))
         if self._ddl:
             self._send(tx, _Sent(_SCHEMA_LOCK_SQL, (), None))
+            self._relations = None  # read again under the lock
         if self._tokens:
             self._send(tx, _Sent(_TOKEN_SQL, (self._store_name, tx.seq), None))
 
@@ -551,8 +603,35 @@ class PostgresStore(SQLiteStore):
                 assert self._pg is not None
                 self._pg.execute("ROLLBACK")
 
+    def _harmless(self, entry: object) -> bool:
+        """Whether losing this queued row in a crash of the server loses nothing that matters.
+
+        Events (the transcript beside the rows; a lost ``call.inspected`` only
+        makes the inspection rule ask again), rows of read-only Safe calls (a
+        read, which may run again) and of refused calls (they changed nothing)
+        qualify. A side-effecting call's rows and a step's row (its number
+        anchors the next ones) do not.
+        """
+        if not isinstance(entry, tuple):
+            return False
+        sql, params = cast(tuple[str, tuple[Any, ...]], entry)
+        if sql == self._EVENT_SQL:
+            return True
+        if sql == self._CALL_SQL:
+            read_only = params[8] == "read_only" and params[9] == "safe"
+            return read_only or (params[11] == "finished" and params[12] == "blocked")
+        return False
+
     def _commit(self, tx: _Tx) -> None:
         tx.committing = True
+        if not tx.body and all(self._harmless(e) for e in self._pending[: tx.written]):
+            # Only queued rows whose loss is harmless (see _harmless): the commit
+            # does not wait for the WAL to reach the disk. A crash of the *server*
+            # in the next moments may lose them; any later ordinary commit flushes
+            # them first (the WAL is written in order), so no row that matters is
+            # durable while one before it is lost. This wait was most of the time
+            # of a read-only call's result.
+            self._send(tx, _Sent("SET LOCAL synchronous_commit = off", (), None))
         while True:
             self._send(tx, _Sent("COMMIT", (), None))
             try:
@@ -711,7 +790,8 @@ class PostgresStore(SQLiteStore):
         super()._migrate(db)
         # SQLite's implicit rowid: sessions created in the same instant
         # are listed newest first by insertion order.
-        db.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS rowid BIGSERIAL")
+        if "rowid" not in self._columns(db, "sessions"):
+            db.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS rowid BIGSERIAL")
         db.execute(_COMMITS_TABLE)
         db.execute(
             "DELETE FROM store_commits WHERE at < zuno_now() - ?", (float(_TOKEN_STALE_SECONDS),)
