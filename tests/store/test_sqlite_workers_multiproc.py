@@ -24,6 +24,7 @@ from worker_harness import (
     scenario_many_writers,
     scenario_paused_job_owner,
     scenario_paused_owner,
+    scenario_ping_pong,
     scenario_second_process,
     scenario_takeover_race,
 )
@@ -63,6 +64,12 @@ def test_sqlite_a_second_process_is_refused_then_takes_over(lite_cluster: Cluste
 
 def test_sqlite_several_writers(lite_cluster: Cluster) -> None:
     scenario_many_writers(lite_cluster)
+
+
+def test_sqlite_a_session_handed_back_and_forth_keeps_its_steps_apart(
+    lite_cluster: Cluster,
+) -> None:
+    scenario_ping_pong(lite_cluster)
 
 
 def test_sqlite_workers_racing_for_an_orphaned_session(lite_cluster: Cluster) -> None:

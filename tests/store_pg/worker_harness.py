@@ -979,6 +979,37 @@ def scenario_paused_job_owner(c: Cluster) -> None:
     assert c.effects() == ["job-bg"]
 
 
+def scenario_ping_pong(c: Cluster) -> None:
+    """A session goes from one worker to another and back: step numbers never clash."""
+    first = c.spawn("first")
+    second = c.spawn("second")
+    session = first.open()
+    assert first.request("burst", rounds=2, prefix="a")["outcomes"] == {"ok": 6}
+    # The first stops renewing; after its lease the second takes over and writes steps.
+    stop_and_read_lease(c, first, "pause")
+    deadline = time.monotonic() + SETTLE_DEADLINE
+    while not second.request("open", session=session)["ok"]:
+        assert time.monotonic() < deadline, "the second worker never took over"
+        time.sleep(0.05)
+    assert second.request("burst", rounds=2, prefix="b")["outcomes"] == {"ok": 6}
+    second.close()  # releases the session
+    # The first continues: it opens the session again and writes after the second's steps.
+    first.resume()
+    assert first.open(session) == session
+    again = first.request("burst", rounds=2, prefix="c")
+    assert again["outcomes"] == {"ok": 6} and not again["errors"], again
+    rows = c.reader.calls(session)
+    assert len(rows) == 18, rows
+    assert {(r["status"], r["outcome"]) for r in rows} == {("finished", "ok")}
+    steps = [r["step"] for r in rows]
+    assert len(set(steps)) == 6, steps
+    tags_by_step = {}
+    for r in rows:
+        tags_by_step.setdefault(r["step"], set()).add(json.loads(r["arguments"])["tag"][0])
+    assert all(len(t) == 1 for t in tags_by_step.values()), f"steps shared: {tags_by_step}"
+    assert sorted(c.effects()) == sorted(f"{p}w{i}" for p in "abc" for i in range(2))
+
+
 def scenario_takeover_race(c: Cluster, racers: int = 3) -> None:
     """Several workers race for a killed owner's session: one wins, the call is settled once."""
     owner = c.spawn("owner")
