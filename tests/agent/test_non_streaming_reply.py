@@ -134,3 +134,16 @@ def test_an_error_object_in_a_200_reply_says_what_the_server_said(
     proc = _zuno(workspace, env, "run", "hello", "--model", MODELS["openai"])
     assert proc.returncode == 1
     assert "model overloaded, try later" in proc.stderr
+
+
+def test_the_error_line_is_printed_as_the_provider_wrote_it(
+    workspace: Path, tmp_path: Path, whole_server: WholeReplyServer
+) -> None:
+    # Neither rich markup ("[busy]") nor emoji codes (":m:" in "openai:m: ...") may eat words.
+    error = {"error": {"message": "[busy] the model is overloaded", "type": "server_error"}}
+    whole_server.enqueue(RawBody("application/json", json.dumps(error).encode()))  # type: ignore[arg-type]
+    env = _env(whole_server, tmp_path / "z.db")
+    proc = _zuno(workspace, env, "run", "hello", "--model", "openai:m")
+    assert proc.returncode == 1
+    assert "zuno: openai:m: " in proc.stderr, proc.stderr
+    assert "[busy] the model is overloaded" in proc.stderr

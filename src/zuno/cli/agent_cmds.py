@@ -174,7 +174,8 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
             f"Session [bold cyan]{sid}[/] (zuno show {sid})"
         )
         return
-    err.print(f"[bold red]zuno:[/] {outcome.message}", markup=True)
+    # Text, not markup: a message is the provider's words (brackets, "openai:m:" is no emoji).
+    err.print(Text.assemble(("zuno:", "bold red"), f" {outcome.message}"))
     err.print(
         f"{tally}{kids}. Session [bold cyan]{sid}[/] is saved; `zuno resume {sid}` continues it."
     )
