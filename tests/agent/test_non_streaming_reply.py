@@ -147,3 +147,94 @@ def test_the_error_line_is_printed_as_the_provider_wrote_it(
     assert proc.returncode == 1
     assert "zuno: openai:m: " in proc.stderr, proc.stderr
     assert "[busy] the model is overloaded" in proc.stderr
+
+
+# -- through the Python API: the shapes compatible servers really send -------------------
+
+
+def _provider(kind: Kind, server: WholeReplyServer) -> Any:
+    from zuno.agent.providers import make_provider
+
+    url = server.openai_base_url if kind == "openai" else server.anthropic_base_url
+    return make_provider(f"p:{kind}-model", {"p": {"kind": kind, "base_url": url, "attempts": 1}})
+
+
+async def _complete(provider: Any, shown: list[str]) -> Any:
+    from zuno.agent.messages import UserMessage
+
+    try:
+        return await provider.complete("", [UserMessage(text="hi")], [], shown.append)
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.anyio
+async def test_openai_variants_text_parts_object_arguments_legacy_call(
+    whole_server: WholeReplyServer,
+) -> None:
+    parts = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",  # local servers say stop beside tool calls
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "Two "},
+                        {"type": "text", "text": "parts"},
+                    ],
+                    "tool_calls": [
+                        {"id": "a", "function": {"name": "read", "arguments": {"path": "x"}}},
+                        {"function": {"name": "glob", "arguments": '{"pattern": "*"'}},
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+    }
+    legacy = {
+        "choices": [
+            {"message": {"content": None, "function_call": {"name": "grep", "arguments": "{}"}}}
+        ]
+    }
+    whole_server.enqueue(
+        RawBody("application/json; charset=utf-8", json.dumps(parts).encode()),  # type: ignore[arg-type]
+        RawBody("application/json", json.dumps(legacy).encode()),  # type: ignore[arg-type]
+    )
+    shown: list[str] = []
+    reply = await _complete(_provider("openai", whole_server), shown)
+    assert reply.text == "Two parts" and shown == ["Two parts"]
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
+        ("a", "read", '{"path": "x"}'),
+        ("call_2", "glob", '{"pattern": "*"'),  # malformed text kept as sent
+    ]
+    assert reply.stop_reason.value == "tool_calls"
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (5, 3)
+    second = await _complete(_provider("openai", whole_server), [])
+    assert [(c.name, c.arguments) for c in second.tool_calls] == [("grep", "{}")]
+
+
+@pytest.mark.anyio
+async def test_anthropic_whole_message_skips_thinking_and_keeps_input(
+    whole_server: WholeReplyServer,
+) -> None:
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "tu1", "name": "read", "input": {"path": "a.txt"}},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 9, "output_tokens": 4},
+    }
+    whole_server.enqueue(RawBody("application/json", json.dumps(message).encode()))  # type: ignore[arg-type]
+    shown: list[str] = []
+    reply = await _complete(_provider("anthropic", whole_server), shown)
+    assert reply.text == "Reading." and shown == ["Reading."]
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("tu1", "read", {"path": "a.txt"})
+    ]
+    assert reply.stop_reason.value == "tool_calls"
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (9, 4)
