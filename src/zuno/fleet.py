@@ -58,18 +58,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Claim",
+    "FleetState",
     "FleetWorker",
     "SessionEnd",
-    "SessionState",
     "WorkerStopped",
     "claim_next",
+    "release_runtime",
+    "short_worker",
     "submit",
 ]
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
-class SessionState(StrEnum):
+class FleetState(StrEnum):
     """Where a session is in the fleet (``sessions.state``)."""
 
     QUEUED = "queued"
@@ -195,7 +197,7 @@ def claim_next(store: Store, worker_id: str) -> Claim | None:
             " WHERE session_id = ?",
             (worker_id, session_id),
         )
-        taken_from = str(owner) if state == SessionState.RUNNING.value and owner else None
+        taken_from = str(owner) if state == FleetState.RUNNING.value and owner else None
         db.execute(
             "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, NULL, ?, ?, ?)",
             (
@@ -233,7 +235,7 @@ class SessionEnd:
         steps: Model steps this worker took in it.
     """
 
-    state: SessionState
+    state: FleetState
     reason: str = ""
     steps: int = 0
 
@@ -258,13 +260,13 @@ async def _run_claim(rt: Runtime, claim: Claim) -> SessionEnd:
     last = history[-1] if history else None
     if isinstance(last, AssistantMessage) and not last.tool_calls:
         # The previous owner got its answer and died before recording the state.
-        return SessionEnd(SessionState.DONE)
+        return SessionEnd(FleetState.DONE)
     if not claim.model:
-        return SessionEnd(SessionState.FAILED, "the session names no model")
+        return SessionEnd(FleetState.FAILED, "the session names no model")
     try:
         provider = make_provider(claim.model, rt.config.providers)
     except ProviderError as exc:
-        return SessionEnd(SessionState.FAILED, str(exc))
+        return SessionEnd(FleetState.FAILED, str(exc))
     try:
         async with rt:
             loop = AgentLoop(rt, state, provider, max_steps=_max_steps(claim))
@@ -273,13 +275,13 @@ async def _run_claim(rt: Runtime, claim: Claim) -> SessionEnd:
             for job_id in rt.jobs.mine_running():
                 await rt.jobs.wait(job_id)
     except McpServerError as exc:
-        return SessionEnd(SessionState.FAILED, str(exc))
+        return SessionEnd(FleetState.FAILED, str(exc))
     finally:
         with anyio.CancelScope(shield=True):
             await provider.aclose()
     if outcome.status is TurnStatus.ANSWERED:
-        return SessionEnd(SessionState.DONE, steps=outcome.steps)
-    return SessionEnd(SessionState.FAILED, outcome.message, outcome.steps)
+        return SessionEnd(FleetState.DONE, steps=outcome.steps)
+    return SessionEnd(FleetState.FAILED, outcome.message, outcome.steps)
 
 
 # The worker ------------------------------------------------------------------------
@@ -405,8 +407,8 @@ class FleetWorker:
             rt = self._runtime(claim)
             with self._cancellable() as scope:
                 end = await _run_claim(rt, claim)
-            if scope.cancelled_caught or self._stopping is not None:
-                end = SessionEnd(SessionState.QUEUED, "the worker was stopped")
+            if scope.cancelled_caught:  # a stop signal: another worker continues it
+                end = SessionEnd(FleetState.QUEUED, "the worker was stopped")
         except BaseException as exc:
             busy = _leaf(exc, SessionBusy)
             if busy is not None:
@@ -419,9 +421,9 @@ class FleetWorker:
             if config is None:
                 # Not the session's fault (a store outage, a bug): hand it back, then stop.
                 with suppress(Exception):  # the error that stops the worker is the one above
-                    self._finish(claim, SessionEnd(SessionState.QUEUED, repr(exc)), rt)
+                    self._finish(claim, SessionEnd(FleetState.QUEUED, repr(exc)), rt)
                 raise
-            end = SessionEnd(SessionState.FAILED, f"cannot run in {claim.workspace}: {config}")
+            end = SessionEnd(FleetState.FAILED, f"cannot run in {claim.workspace}: {config}")
         self._finish(claim, end, rt)
 
     def _runtime(self, claim: Claim) -> Runtime:
@@ -432,14 +434,14 @@ class FleetWorker:
     def _finish(self, claim: Claim, end: SessionEnd, rt: Runtime | None) -> None:
         """Record how the session ended and release it (never closing the shared store)."""
         data = {"worker": self.worker_id, "state": end.state.value, "reason": end.reason}
-        kind = "fleet.released" if end.state is SessionState.QUEUED else "fleet.finished"
+        kind = "fleet.released" if end.state is FleetState.QUEUED else "fleet.finished"
         self.store.append_event(Event(kind, claim.session_id, data=data))
         # The owner stays written, so `zuno sessions` shows which worker ran it.
         if rt is not None:
             release_runtime(rt, end.state.value)  # and its share of the lease
         # Also when the runtime never got to hold it (it failed before opening it).
         self.store.release_session(claim.session_id, self.worker_id, end.state.value)
-        if end.state is not SessionState.QUEUED:
+        if end.state is not FleetState.QUEUED:
             self.ran += 1
         why = f": {end.reason}" if end.reason else ""
         self.log(f"worker {self._short}: {claim.session_id} {end.state.value}{why}")

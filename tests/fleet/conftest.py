@@ -39,6 +39,7 @@ def pg_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if not base.startswith(("postgresql://", "postgres://")):
         pytest.fail(f"ZUNO_TEST_POSTGRES must be a postgresql:// URL, got {base!r}")
     import psycopg
+    from psycopg import sql
 
     try:
         conn = psycopg.connect(base, autocommit=True, connect_timeout=5)
@@ -46,14 +47,14 @@ def pg_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         pytest.skip(f"the PostgreSQL server does not answer ({exc}); {SKIP_REASON}")
     schema = f"zuno_fleet_{uuid.uuid4().hex[:12]}"
     with conn:
-        conn.execute(f"CREATE SCHEMA {schema}")  # pyright: ignore[reportArgumentType]
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     monkeypatch.setenv("ZUNO_ARTIFACTS", str(tmp_path / "artifacts"))
     sep = "&" if "?" in base else "?"
     try:
         yield f"{base}{sep}options=-csearch_path%3D{schema}"
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # pyright: ignore[reportArgumentType]
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ from zuno.store import Store, open_store
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"
 LEASE = "3"
-DEADLINE = 420.0  # seconds for a whole fleet run on a loaded 2-core machine
+DEADLINE = 900.0  # a bound, not a target: a whole fleet run on a loaded 2-core machine
 
 
 @dataclass
@@ -262,7 +262,9 @@ def _audit(store: Store, fleet: Fleet, ids: list[str], victim_id: str) -> dict[s
             if outcome == "ok":
                 assert lines == 1, (session_id, k, lines)
             elif outcome == "uncertain":
+                # The kill came while it ran: it may have written its line, never two.
                 assert lines <= 1, (session_id, k, lines)
+                outcomes["uncertain_with_line"] = outcomes.get("uncertain_with_line", 0) + lines
                 uncertain.append((session_id, str(found[0][0])))
             else:
                 assert outcome == "none" and lines == 0, (session_id, k, outcome, lines)
