@@ -215,9 +215,15 @@ def test_connections_killed_again_and_again_during_calls(pg_cluster: Cluster) ->
     # Read-only: a side-effecting call may rightly wait for an inspection after a failure.
     owner.call("final", effect="read_only")
     final = owner.outcome("final")
+    # And a side-effecting one (ok, or blocked until an inspection): either is a write, so
+    # anything the store kept in memory during the cuts has had its chance to be written.
+    owner.call("finalw")
+    finalw = owner.outcome("finalw")
     problems = _problems_after_cuts(c, session, errors)
     if final.get("outcome") != "ok":
         problems.append(f"the worker does not work after the cuts: {final}")
+    if finalw.get("outcome") not in ("ok", "blocked"):
+        problems.append(f"a side-effecting call after the cuts: {finalw}")
     if cuts[0] < 5:
         problems.append(f"only {cuts[0]} connections were cut (errors: {errors[:3]})")
     assert not problems, "\n".join(problems) + "\n" + owner.diagnostics()
