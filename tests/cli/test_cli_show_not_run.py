@@ -54,7 +54,12 @@ def test_calls_a_kill_stopped_before_they_started_are_shown_as_not_run(
 
     (session,) = json.loads(
         subprocess.run(
-            [*ZUNO, "sessions", "--json"], env=env, capture_output=True, timeout=120, check=True
+            [*ZUNO, "sessions", "--json"],
+            cwd=workspace,  # sessions lists the current folder's
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=True,
         ).stdout
     )
     shown = subprocess.run(
