@@ -172,6 +172,8 @@ class _Tx:
     observed: bool = False
     """The caller has read a result (its statements cannot be replayed blindly)."""
     committing: bool = False
+    relaxed: bool = False
+    """The caller's statements are harmless to lose in a crash of the server (a step's opening)."""
 
 
 class _NoRows:
@@ -624,7 +626,9 @@ class PostgresStore(SQLiteStore):
 
     def _commit(self, tx: _Tx) -> None:
         tx.committing = True
-        if not tx.body and all(self._harmless(e) for e in self._pending[: tx.written]):
+        if (tx.relaxed or not tx.body) and all(
+            self._harmless(e) for e in self._pending[: tx.written]
+        ):
             # Only queued rows whose loss is harmless (see _harmless): the commit
             # does not wait for the WAL to reach the disk. A crash of the *server*
             # in the next moments may lose them; any later ordinary commit flushes
@@ -670,7 +674,7 @@ class PostgresStore(SQLiteStore):
         )
 
     @contextmanager
-    def _tx(self) -> Generator[sqlite3.Connection]:
+    def _tx(self, *, relaxed: bool = False) -> Generator[sqlite3.Connection]:
         """One write transaction, pipelined: the queued rows first, then the caller's statements.
 
         On a failure it rolls back and the queue stays as it was; failures that
@@ -679,6 +683,7 @@ class PostgresStore(SQLiteStore):
         with self._lock:
             self._settle_unconfirmed()
             tx = self._open()
+            tx.relaxed = relaxed
             try:
                 yield self._db
             except _Lost as lost:
@@ -716,8 +721,9 @@ class PostgresStore(SQLiteStore):
                     return
                 if tx.observed or not self._tokens or attempt == _COMMIT_TRIES:
                     raise self._unavailable(first) from first
-                body = tx.body
+                body, relaxed = tx.body, tx.relaxed
                 tx = self._open()
+                tx.relaxed = relaxed
                 for sent in body:
                     # The same objects: rows the caller reads after the commit are theirs.
                     sent.cursor = None
@@ -852,11 +858,16 @@ class PostgresStore(SQLiteStore):
     # The hot path: one round trip per transaction ------------------------------
 
     def _fenced(
-        self, session_id: str, worker: str, write: Callable[[sqlite3.Connection], Any]
+        self,
+        session_id: str,
+        worker: str,
+        write: Callable[[sqlite3.Connection], Any],
+        *,
+        relaxed: bool = False,
     ) -> Any:
         """Run ``write`` in a transaction behind the fence; SessionBusy if the session was lost."""
         try:
-            with self._tx() as db:
+            with self._tx(relaxed=relaxed) as db:
                 db.execute(_FENCE_SQL, (worker, session_id))
                 return write(db)
         except psycopg.errors.DivisionByZero:
@@ -879,11 +890,15 @@ class PostgresStore(SQLiteStore):
         """
 
         def write(db: sqlite3.Connection) -> Any:
+            # Past every step a call row names, too: a step whose row a crash of
+            # the server lost (its commit does not wait for the disk, see below)
+            # never has its number given again while a stored call refers to it.
             rows = db.execute(
                 "INSERT INTO steps (session_id, step, created_at)"
-                " SELECT ?, COALESCE(MAX(step), 0) + 1, ? FROM steps WHERE session_id = ?"
-                " RETURNING step",
-                (session_id, time.time(), session_id),
+                " SELECT ?, GREATEST(COALESCE(MAX(step), 0),"
+                " COALESCE((SELECT MAX(c.step) FROM calls c WHERE c.session_id = ?), 0)) + 1, ?"
+                " FROM steps WHERE session_id = ? RETURNING step",
+                (session_id, session_id, time.time(), session_id),
             )
             if event is not None:
                 head, tail = _split_json(event.data, "step")
@@ -894,11 +909,15 @@ class PostgresStore(SQLiteStore):
                 )
             return rows
 
+        # Relaxed commit: the step's row and opening event are harmless to lose in
+        # a crash of the server (an empty step; its number is not reused while a
+        # call refers to it), and any later ordinary commit, such as a
+        # side-effecting call's started row, writes them to disk first.
         if worker is None:
-            with self._tx() as db:
+            with self._tx(relaxed=True) as db:
                 rows = write(db)
         else:
-            rows = self._fenced(session_id, worker, write)
+            rows = self._fenced(session_id, worker, write, relaxed=True)
         step = int(rows.fetchone()[0])
         if event is not None:
             event.data["step"] = step
