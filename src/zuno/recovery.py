@@ -166,7 +166,9 @@ def inspection_block(store: Store, session_id: str) -> str | None:
     if finished_at is not None and store.query(
         "SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
         f" WHERE e.session_id = ? AND e.kind = '{INSPECTED}' AND e.at > ?"
-        " AND r.outcome = 'ok' AND r.started_at > ? LIMIT 1",
+        # In index order: a generic plan (a prepared statement on PostgreSQL) would
+        # otherwise scan the session's events for a first match that may not exist.
+        " AND r.outcome = 'ok' AND r.started_at > ? ORDER BY e.at LIMIT 1",
         (session_id, finished_at, finished_at),
     ):
         return None
@@ -250,18 +252,20 @@ def _reason(outcome: str, reason: str | None, result: str | None) -> str:
 def pending_notice(store: Store, session_id: str) -> RecoveryNotice | None:
     """The notice of the next recovery turn, or None when nothing needs recovering."""
     ensure_schema(store)
-    rows = store.query(
+    # Through the failures' index (calls_failed_never), sorted here: ordered by
+    # (step, idx) in SQL, the planner would walk every call of the session instead.
+    found = store.query(
         "SELECT c.call_id, c.tool, c.arguments, c.attempt, c.started_at, c.outcome, c.reason,"
-        " c.result"
+        " c.result, c.step, c.idx"
         " FROM calls c WHERE c.session_id = ? AND c.replay = 'never'"
         f" AND c.outcome IN ('error', 'uncertain') AND c.effect IN {_MAY_CHANGE_STATE}"
         " AND NOT EXISTS (SELECT 1 FROM recovery_items i WHERE i.session_id = c.session_id"
-        "   AND i.call_id = c.call_id AND i.attempt = c.attempt)"
-        " ORDER BY c.step, c.idx, c.attempt",
+        "   AND i.call_id = c.call_id AND i.attempt = c.attempt)",
         (session_id,),
     )
-    if not rows:
+    if not found:
         return None
+    rows = sorted(found, key=lambda r: (r[8], r[9], r[3]))
     (count,) = store.query(
         "SELECT COUNT(*) FROM recovery_notices WHERE session_id = ?", (session_id,)
     )[0]
