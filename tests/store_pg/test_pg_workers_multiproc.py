@@ -15,7 +15,7 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -50,7 +50,7 @@ def _with_params(url: str, **params: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, *params.items()])))
 
 
-def _worker_url(dsn: str):
+def _worker_url(dsn: str) -> Callable[[str], str]:
     # Each worker's connections carry its name, so the test can find (and kill) them.
     return lambda name: _with_params(dsn, application_name=app_name(name))
 
