@@ -92,6 +92,9 @@ class SessionState:
 class Runtime:
     """Everything a dispatch needs, built once per process."""
 
+    mcp_failures: dict[str, str] = {}  # never mutated: entering sets a fresh dict
+    """The configured MCP servers that could not start, by name, and why (set on entering)."""
+
     def __init__(
         self,
         workspace: Path,
@@ -289,14 +292,24 @@ class Runtime:
         stack = AsyncExitStack()
         try:
             await stack.__aenter__()
-            # Servers first: a server that cannot start fails before any job runs.
+            # Servers first. One that cannot start is left out with one warning line:
+            # its tools are unavailable, the built-in tools and other servers are not.
+            self.mcp_failures = {}
             if self._connect_mcp and self.config.mcp.servers:
-                from zuno.mcp import connect_mcp_servers
+                from zuno.mcp.client import connect_mcp_servers
 
                 servers = await stack.enter_async_context(
-                    connect_mcp_servers(self.config, self.workspace)
+                    connect_mcp_servers(self.config, self.workspace, skip_failed=True)
                 )
                 self.add_tools(servers.tools())
+                for name, error in servers.failures.items():
+                    self.mcp_failures[name] = error.summary
+                    _log.warning(
+                        "zuno: %s; its tools are unavailable this run "
+                        '(fix mcp.servers.%s in zuno.json, or set its "enabled" to false)',
+                        error.summary,
+                        name,
+                    )
             await stack.enter_async_context(self.jobs)
         except BaseException as exc:
             try:

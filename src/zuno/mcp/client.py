@@ -27,7 +27,10 @@ How a call can fail, and what the dispatcher makes of it::
     the result says is_error                         -> an error result with the server's text
 
 A server that cannot be started, connected or listed is a startup error
-(:class:`McpServerError`) naming the server and its command.
+(:class:`McpServerError`) naming the server and its command. A runtime connects
+with ``skip_failed``: such a server is then left out (its tools are not
+registered) and its error kept in :attr:`McpServers.failures`, so one broken
+server never takes the built-in tools or the other servers with it.
 """
 
 from __future__ import annotations
@@ -177,10 +180,16 @@ class McpConnection:
             detail = f"{self.settings.command!r} was not found; check the command and PATH"
         stderr = self.stderr_tail()
         where = "url" if self.settings.url else "command"
+        head = f"MCP server {self.name!r} ({where}: {self.settings.describe()}) {what}: {detail}"
+        last = stderr.splitlines()[-1].strip() if stderr else ""
         return McpServerError(
-            f"MCP server {self.name!r} ({where}: {self.settings.describe()}) {what}: {detail}"
+            head
             + (f"\nits stderr ends with:\n{stderr}" if stderr else "")
-            + f'\nFix mcp.servers.{self.name} in zuno.json, or set its "enabled" to false.'
+            + f'\nFix mcp.servers.{self.name} in zuno.json, or set its "enabled" to false.',
+            server=self.name,
+            summary=" ".join(
+                (head + (f" (its stderr ends with: {last[-200:]})" if last else "")).split()
+            ),
         )
 
     async def connect(self, tg: TaskGroup) -> None:
@@ -408,11 +417,16 @@ class McpServers:
     """The connected MCP servers of one configuration, and their Zuno tools."""
 
     def __init__(
-        self, connections: Sequence[McpConnection], limiter: anyio.CapacityLimiter
+        self,
+        connections: Sequence[McpConnection],
+        limiter: anyio.CapacityLimiter,
+        failures: dict[str, McpServerError] | None = None,
     ) -> None:
         self.connections = list(connections)
         self.limiter = limiter
         """Bounds the requests in flight to all these servers (``concurrency.mcp_connections``)."""
+        self.failures: dict[str, McpServerError] = dict(failures or {})
+        """The servers left out because they could not start, by name (``skip_failed``)."""
 
     def tools(self) -> list[Tool[Any]]:
         """Fresh Zuno tools for every connected server, in configuration order."""
@@ -427,16 +441,30 @@ class McpServers:
 
 @asynccontextmanager
 async def connect_mcp_servers(
-    config: Config, workspace: Path, *, only: Sequence[str] | None = None
+    config: Config,
+    workspace: Path,
+    *,
+    only: Sequence[str] | None = None,
+    skip_failed: bool = False,
 ) -> AsyncGenerator[McpServers]:
     """Connect the enabled servers of ``config.mcp`` (or just ``only``) for the block.
 
+    Args:
+        config: The configuration naming the servers.
+        workspace: Where stdio servers start (unless their ``cwd`` says otherwise).
+        only: Connect just these servers (disabled ones included).
+        skip_failed: Leave out a server that cannot start, keeping its error in
+            :attr:`McpServers.failures`, instead of raising.
+
     Raises:
-        McpServerError: a server could not be started, connected or listed.
+        McpServerError: a server could not be started, connected or listed
+            (not with ``skip_failed``).
     """
     limiter = anyio.CapacityLimiter(config.concurrency.mcp_connections)
     root = await anyio.Path(workspace).resolve()
     connections: list[McpConnection] = []
+    failed: list[McpConnection] = []
+    failures: dict[str, McpServerError] = {}
     # Errors leave through the task group's wall untouched (it would wrap them in
     # a group): a startup error, or whatever the block itself raised.
     failure: Exception | None = None
@@ -449,10 +477,18 @@ async def connect_mcp_servers(
                     ):
                         continue
                     connection = McpConnection(name, settings, Path(root), limiter)
+                    try:
+                        await connection.connect(tg)
+                    except McpServerError as exc:
+                        if not skip_failed:
+                            connections.append(connection)
+                            raise
+                        failed.append(connection)
+                        failures[name] = exc
+                        continue
                     connections.append(connection)
-                    await connection.connect(tg)
                 try:
-                    yield McpServers(connections, limiter)
+                    yield McpServers(connections, limiter, failures)
                 except Exception as exc:
                     failure = exc
             except McpServerError as exc:
@@ -461,7 +497,7 @@ async def connect_mcp_servers(
                 for connection in connections:
                     connection.close()
     finally:
-        for connection in connections:
+        for connection in [*connections, *failed]:
             connection.release()
     if failure is not None:
         raise failure

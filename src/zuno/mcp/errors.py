@@ -11,4 +11,15 @@ __all__ = ["McpServerError"]
 
 
 class McpServerError(Exception):
-    """An MCP server could not be started, connected or listed (a startup error)."""
+    """An MCP server could not be started, connected or listed (a startup error).
+
+    Attributes:
+        server: The server's name in ``mcp.servers`` (None when not known).
+        summary: The failure on one line (the full message quotes the
+            server's stderr and how to fix it, over several lines).
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, summary: str | None = None):
+        super().__init__(message)
+        self.server = server
+        self.summary = summary or " ".join(message.split())
