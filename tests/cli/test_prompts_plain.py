@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import anyio
 from tmux_pane import (
     MODEL,
     FakeModelServer,
@@ -23,9 +25,11 @@ from tmux_pane import (
     tmux_needed,
 )
 
+from zuno.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.permissions import ApprovalDecision, ApprovalRequest, TerminalApprover
+
 __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
-pytestmark = tmux_needed
 
 OpenPane = Callable[[Path, FakeModelServer], Pane]
 _ASK = "allow? [y]es / [n]o / [a]lways this session"
@@ -37,6 +41,7 @@ def _finished(pane: Pane, answer: str) -> str:
     return plain(text)
 
 
+@tmux_needed
 def test_new_file_write_approval_says_what_it_does_and_shows_the_content(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
@@ -58,6 +63,7 @@ def test_new_file_write_approval_says_what_it_does_and_shows_the_content(
     assert not (workspace / "notes.md").exists()
 
 
+@tmux_needed
 def test_shell_approval_shows_the_command_not_json(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
@@ -76,6 +82,7 @@ def test_shell_approval_shows_the_command_not_json(
     assert '{"command"' not in shown and "background" not in shown
 
 
+@tmux_needed
 def test_results_keep_the_patched_files_and_the_answer(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
@@ -108,6 +115,7 @@ def test_results_keep_the_patched_files_and_the_answer(
     assert "Style: spaces" in answered
 
 
+@tmux_needed
 def test_nested_default_fields_are_not_printed(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
@@ -125,3 +133,63 @@ def test_nested_default_fields_are_not_printed(
     assert "What name?" in shown
     for default in ("allow_other", "multiple", '"description"'):
         assert default not in shown
+
+
+# -- the approver through the Python API: the words of the prompt ------------------------------
+
+_SIDE = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE)
+_STRICT = "strict mode: side_effecting calls need approval"
+
+
+def _request(tool: str, arguments: dict[str, Any], preview: str, reason: str = _STRICT) -> Any:
+    return ApprovalRequest(
+        "ses_x", "call_x", tool, arguments, _SIDE, preview, reason, "fp", "this exact call"
+    )
+
+
+def _asked(request: ApprovalRequest, *answers: str) -> tuple[ApprovalDecision, list[str]]:
+    prompts: list[str] = []
+    replies = iter(answers)
+
+    def ask(text: str) -> str:
+        prompts.append(text)
+        return next(replies)
+
+    decision = anyio.run(TerminalApprover(ask).decide, request)
+    return decision, prompts
+
+
+def test_shell_prompt_is_the_command_with_its_settings() -> None:
+    arguments = {"command": "ls -la", "timeout": 30, "workdir": "sub", "background": False}
+    request = _request("shell", arguments, json.dumps(arguments))
+    decision, (prompt,) = _asked(request, "a")
+    assert decision is ApprovalDecision.APPROVE_SESSION
+    assert prompt.rstrip().endswith(f"$ ls -la (in sub, timeout 30 s): {_ASK}")
+    assert "{" not in prompt and "side_effecting" not in prompt and "strict" not in prompt
+
+
+def test_new_file_prompt_shows_its_first_lines() -> None:
+    content = "".join(f"line {n}\n" for n in range(1, 31))
+    request = _request(
+        "write", {"path": "notes.md", "content": content}, "write notes.md: new file, 30 lines"
+    )
+    decision, (prompt,) = _asked(request, "")
+    assert decision is ApprovalDecision.DENY
+    assert "+line 1\n" in prompt and "+line 10\n" in prompt and "line 11\n" not in prompt
+    assert "20 more lines" in prompt
+    assert f"write notes.md (new file, 30 lines): {_ASK}" in prompt
+
+
+def test_edit_prompt_shows_what_it_replaces_and_a_rule_says_why() -> None:
+    request = _request(
+        "edit",
+        {"path": "a.py", "old_string": "x = 1\n", "new_string": "x = 2\n", "replace_all": False},
+        "{}",
+        reason="rule 'ask edit' matching 'a.py'",
+    )
+    decision, (prompt, again) = _asked(request, "maybe", "y")
+    assert decision is ApprovalDecision.APPROVE_ONCE
+    assert "Please answer y" in again
+    assert "-x = 1" in prompt and "+x = 2" in prompt and "replace_all" not in prompt
+    assert "rule 'ask edit' matching 'a.py'" in prompt
+    assert prompt.rstrip().endswith(f"edit a.py: {_ASK}")
