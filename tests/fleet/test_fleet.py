@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,57 @@ LEASE = "3"
 DEADLINE = 900.0  # a bound, not a target: a whole fleet run on a loaded 2-core machine
 
 
+_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+
+
+def _namespaces_work() -> bool:
+    """Whether a worker can run as init of a PID namespace of its own (another "host")."""
+    try:
+        probe = subprocess.run([*_NAMESPACE, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+_STARTED = re.compile(r"\((w1:[^)]+)\) started")
+
+
+@dataclass
+class WorkerProcess:
+    """A ``zuno worker``, possibly as init of its own PID namespace (``unshare``)."""
+
+    proc: subprocess.Popen[str]
+    log: Path
+    namespaced: bool
+    killed: bool = False
+    """Killed on purpose by the test (its exit is expected)."""
+
+    def pid(self) -> int | None:
+        """The worker's pid as this test sees it (unshare's child when namespaced)."""
+        if not self.namespaced:
+            return self.proc.pid
+        children = _children(self.proc.pid)
+        return children[0] if len(children) == 1 else None
+
+    def worker_id(self) -> str | None:
+        """The id the worker announced (``w1:...``), once it has."""
+        found = _STARTED.search(self.log.read_text())
+        return found.group(1) if found else None
+
+    def signal(self, signum: int) -> None:
+        pid = self.pid()
+        assert pid is not None, "the worker process is gone"
+        os.kill(pid, signum)
+
+
 @dataclass
 class Fleet:
     """The processes and folders of one fleet run."""
@@ -53,8 +106,10 @@ class Fleet:
     db: str
     root: Path
     server: FleetModelServer
+    namespaced: bool = False
+    """Each worker in a PID namespace of its own: only leases tell who is alive."""
     workspaces: list[Path] = field(default_factory=lambda: [])
-    workers: list[subprocess.Popen[str]] = field(default_factory=lambda: [])
+    workers: list[WorkerProcess] = field(default_factory=lambda: [])
 
     @property
     def env(self) -> dict[str, str]:
@@ -85,19 +140,22 @@ class Fleet:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
-    def start_worker(self, *args: str) -> subprocess.Popen[str]:
-        log = (self.root / f"worker{len(self.workers)}.log").open("w")
-        proc = subprocess.Popen(
-            [*ZUNO, "worker", *args],
-            cwd=self.root,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.workers.append(proc)
-        return proc
+    def start_worker(self, *args: str) -> WorkerProcess:
+        path = self.root / f"worker{len(self.workers)}.log"
+        prefix = _NAMESPACE if self.namespaced else []
+        with path.open("w") as log:
+            proc = subprocess.Popen(
+                [*prefix, *ZUNO, "worker", *args],
+                cwd=self.root,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        worker = WorkerProcess(proc, path, self.namespaced)
+        self.workers.append(worker)
+        return worker
 
     def logs(self) -> str:
         return "\n".join(
@@ -106,10 +164,14 @@ class Fleet:
         )
 
     def stop_all(self) -> None:
-        for proc in self.workers:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=30)
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                pid = worker.pid()
+                if pid is not None:
+                    with suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                worker.proc.kill()
+                worker.proc.wait(timeout=30)
 
 
 @pytest.fixture
@@ -117,8 +179,10 @@ def sqlite_db(tmp_path: Path) -> str:
     return str(tmp_path / "fleet.db")
 
 
-def _fleet(db: str, tmp_path: Path, server: FleetModelServer) -> Iterator[Fleet]:
-    fleet = Fleet(db, tmp_path, server)
+def _fleet(
+    db: str, tmp_path: Path, server: FleetModelServer, *, namespaced: bool = False
+) -> Iterator[Fleet]:
+    fleet = Fleet(db, tmp_path, server, namespaced)
     for n in range(3):
         workspace = tmp_path / f"ws{n}"
         (workspace / "marks").mkdir(parents=True)
@@ -139,15 +203,19 @@ def _wait_for(what: str, fleet: Fleet, check: Any, deadline: float) -> Any:
         value = check()
         if value:
             return value
-        if any(p.poll() not in (None, -signal.SIGKILL) for p in fleet.workers):
+        if any(w.proc.poll() is not None for w in fleet.workers if not w.killed):
             pytest.fail(f"a worker exited while waiting for {what}:\n{fleet.logs()}")
         time.sleep(0.05)
     pytest.fail(f"timed out waiting for {what}:\n{fleet.logs()}")
 
 
-def _worker_id(store: Store, pid: int) -> str | None:
-    rows = _query(store, "SELECT worker_id FROM workers WHERE pid = ?", (pid,))
-    return str(rows[0][0]) if rows else None
+def _leased(store: Store, worker: WorkerProcess) -> str | None:
+    """The worker's id once it has announced it and its lease row is written."""
+    worker_id = worker.worker_id()
+    if worker_id is None or worker.pid() is None:
+        return None
+    rows = _query(store, "SELECT worker_id FROM workers WHERE worker_id = ?", (worker_id,))
+    return worker_id if rows else None
 
 
 def _mid_call(store: Store, worker_id: str) -> bool:
@@ -179,13 +247,16 @@ def _run_fleet(fleet: Fleet, *, sessions: int, workers: int) -> dict[str, Any]:
             fleet.start_worker()
         victim = fleet.workers[0]
         victim_id = _wait_for(
-            "the first worker's lease", fleet, lambda: _worker_id(store, victim.pid), deadline
+            "the first worker's lease", fleet, lambda: _leased(store, victim), deadline
         )
         _wait_for(
             "the first worker inside a call", fleet, lambda: _mid_call(store, victim_id), deadline
         )
-        victim.send_signal(signal.SIGKILL)
-        assert victim.wait(timeout=30) == -signal.SIGKILL
+        killed = victim.pid()
+        victim.killed = True
+        victim.signal(signal.SIGKILL)
+        victim.proc.wait(timeout=30)  # unshare's own status says little; its child is gone
+        assert not Path(f"/proc/{killed}").exists()
 
         def all_done() -> bool:
             rows = _query(store, "SELECT COUNT(*) FROM sessions WHERE state = 'done'")
@@ -193,10 +264,10 @@ def _run_fleet(fleet: Fleet, *, sessions: int, workers: int) -> dict[str, Any]:
 
         _wait_for("every session done", fleet, all_done, deadline)
         # The survivors stop cleanly on SIGTERM and give their leases up.
-        for proc in fleet.workers[1:]:
-            proc.send_signal(signal.SIGTERM)
-        for proc in fleet.workers[1:]:
-            assert proc.wait(timeout=60) == 128 + signal.SIGTERM, fleet.logs()
+        for worker in fleet.workers[1:]:
+            worker.signal(signal.SIGTERM)
+        for worker in fleet.workers[1:]:
+            assert worker.proc.wait(timeout=60) == 128 + signal.SIGTERM, fleet.logs()
         live = _query(
             store,
             "SELECT worker_id FROM workers WHERE expires_at > zuno_now() AND worker_id <> ?",
@@ -302,6 +373,7 @@ def _audit(store: Store, fleet: Fleet, ids: list[str], victim_id: str) -> dict[s
     )
     assert finishes == [], f"sessions finished more than once: {finishes}"
     return {
+        "namespaced": fleet.namespaced,
         "sessions": len(ids),
         "outcomes": outcomes,
         "uncertain": len(uncertain),
@@ -312,7 +384,8 @@ def _audit(store: Store, fleet: Fleet, ids: list[str], victim_id: str) -> dict[s
 
 @pytest.fixture
 def pg_fleet(pg_dsn: str, tmp_path: Path, fleet_model: FleetModelServer) -> Iterator[Fleet]:
-    yield from _fleet(pg_dsn, tmp_path, fleet_model)
+    # Like machines of their own: no worker can see another's process in /proc.
+    yield from _fleet(pg_dsn, tmp_path, fleet_model, namespaced=_namespaces_work())
 
 
 @pytest.fixture
@@ -394,9 +467,9 @@ def test_sigterm_hands_the_running_session_back_to_the_queue(sqlite_fleet: Fleet
             return rows[0][0] == 1
 
         _wait_for("the call to start", fleet, in_call, deadline)
-        first_id = _worker_id(store, first.pid)
-        first.send_signal(signal.SIGTERM)
-        assert first.wait(timeout=60) == 128 + signal.SIGTERM, fleet.logs()
+        first_id = _wait_for("the worker's lease", fleet, lambda: _leased(store, first), deadline)
+        first.signal(signal.SIGTERM)
+        assert first.proc.wait(timeout=60) == 128 + signal.SIGTERM, fleet.logs()
         (state, owner) = _query(
             store, "SELECT state, owner FROM sessions WHERE session_id = ?", (session_id,)
         )[0]
