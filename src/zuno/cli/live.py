@@ -438,23 +438,33 @@ class LiveView:
             paths = implementation.touched_paths(args)
         except Exception:  # a call that cannot be read has nothing to compare
             return {}
-        return {path: self._read(path) for path in paths[:20]}
+        before: dict[str, str | None] = {}
+        for path in paths[:20]:
+            known, text = self._read(path)
+            if known:
+                before[path] = text
+        return before
 
-    def _read(self, raw: str) -> str | None:
+    def _read(self, raw: str) -> tuple[bool, str | None]:
+        """Whether the file's content can be shown, and that content (None: no such file)."""
         target = (self._rt.workspace / os.path.expanduser(raw)).resolve()
         if not target.is_relative_to(self._rt.workspace):
-            return None  # outside the workspace: never shown
+            return False, None  # outside the workspace: never shown
         try:
             if target.stat().st_size > _SNAPSHOT_MAX:
-                return None
-            return target.read_text("utf-8", "replace")
+                return False, None
+            return True, target.read_text("utf-8", "replace")
+        except FileNotFoundError:
+            return True, None
         except OSError:
-            return None
+            return False, None
 
     def _show_diff(self, depth: int, before: dict[str, str | None]) -> None:
         lines: list[str] = []
         for path, old in before.items():
-            lines += file_diff(path, old, self._read(path))
+            known, new = self._read(path)
+            if known:
+                lines += file_diff(path, old, new)
         if not lines:
             return
         more = len(lines) - _DIFF_LINES
