@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from truth_cli import MODEL, FakeModelServer, Reply, Zuno, session_from
+from truth_cli import MODEL, ZUNO, FakeModelServer, Reply, Zuno, session_from
 
 from zuno.agent.loop import AgentLoop, provider_for
 from zuno.config import Config
@@ -154,3 +156,39 @@ def test_an_ambiguous_prefix_says_so_and_lists_the_matches(
     assert zuno.json(first, "show", a[:-3])["session_id"] == a
     missing = zuno.run(first, "show", "ses_nothing_like_it")
     assert missing.returncode == 2 and "no session" in missing.stderr
+
+
+def test_a_direct_call_beside_a_running_one_opens_its_own_session(
+    zuno: Zuno, workspace: Path
+) -> None:
+    """The workspace's session is leased to the running call: the second call is not refused."""
+    (workspace / "notes.txt").write_text("notes\n")
+    waiting = (
+        "echo started > started; "
+        "for i in $(seq 1200); do [ -f go ] && break; sleep 0.05; done; echo done"
+    )
+    first = subprocess.Popen(
+        [*ZUNO, "call", "shell", json.dumps({"command": waiting}), "--yes", "--json"],
+        cwd=workspace,
+        env=zuno.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(1200):
+            if (workspace / "started").exists() or first.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (workspace / "started").exists(), first.communicate(timeout=60)
+        second = zuno.run(workspace, "call", "read", '{"path": "notes.txt"}', "--json")
+    finally:
+        (workspace / "go").write_text("")
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert second.returncode == 0, second.stderr
+    assert json.loads(out)["session_id"] != json.loads(second.stdout)["session_id"]
+    # Later calls join the newest direct-call session of the workspace.
+    third = zuno.json(workspace, "call", "read", '{"path": "notes.txt"}')
+    assert third["session_id"] == json.loads(second.stdout)["session_id"]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console
@@ -20,6 +20,7 @@ from zuno.dispatch import CallRequest, CallResult
 from zuno.permissions import ApproveAll, default_approver
 from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 from zuno.store import SessionRecord, Store, StoreError, open_store
+from zuno.store.errors import SessionBusy
 
 __all__ = ["app", "main"]
 
@@ -303,7 +304,10 @@ class _Where:
         if not self.new:
             latest = _direct_session(rt.store, str(rt.workspace), self.agent)
             if latest is not None:
-                return rt.open_session(latest)
+                try:
+                    return rt.open_session(latest)
+                except SessionBusy:
+                    pass  # a call still running holds it: this one gets a session of its own
         return rt.open_session(agent=self.agent, title=DIRECT_CALLS)
 
 
@@ -398,10 +402,10 @@ def _first_prompt(store: Store, session: SessionRecord) -> str | None:
     if not rows:
         return None
     try:
-        body = json.loads(rows[0][0])
+        body: Any = json.loads(rows[0][0])
     except ValueError:
         return None
-    return str(body.get("text") or "") if isinstance(body, dict) else None
+    return str(cast(dict[str, Any], body).get("text") or "") if isinstance(body, dict) else None
 
 
 def find_session(store: Store, prefix: str) -> SessionRecord:

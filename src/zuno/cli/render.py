@@ -167,8 +167,8 @@ def print_sessions(
         console.print(f"No sessions {where}{hint}.", markup=False, highlight=False)
         return
     children = any(s.parent_call_id for s in sessions)
-    # Worker and state come with session leases (issue 10); older stores have neither.
-    leased = any(getattr(s, "state", None) or getattr(s, "owner", None) for s in sessions)
+    # Worker and state come with session leases; rows made before them have neither.
+    leased = any(s.state or s.owner for s in sessions)
     headers = ["session", "created", "agent", "model", "calls"]
     headers += ["worker", "state"] if leased else []
     headers += ["parent call"] if children else []
@@ -183,13 +183,13 @@ def print_sessions(
             str(s.calls),
         ]
         if leased:
-            owner = str(getattr(s, "owner", None) or "")
-            row += [_short_worker(owner) or "-", str(getattr(s, "state", None) or "-")]
+            row += [_short_worker(s.owner or "") or "-", s.state or "-"]
         row += [s.parent_call_id or "-"] if children else []
         row += [] if workspace else [s.workspace]
         rows.append([*row, titles.get(s.session_id, "")])
     where = f"in {workspace}" if workspace else "of every workspace"
-    print_table(console, f"Sessions {where} (newest first)", [*headers, "title"], rows)
+    title = f"Sessions {where} (newest first; times in UTC)"
+    print_table(console, title, [*headers, "title"], rows)
 
 
 def _short_worker(worker: str) -> str:
@@ -275,6 +275,9 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
         console.print(f"  delegated by call {session.parent_call_id}", style="dim")
     shown_notices: set[int] = set()
     prompted = False
+    model_steps = [s for s in transcript.steps if s.number is not None]
+    conversation = bool(model_steps) or transcript.prompt is not None
+    final = model_steps[-1] if model_steps and transcript.final_answer is not None else None
     for entry in transcript.entries:
         if isinstance(entry, Said):
             if entry.recovery_attempt is not None:
@@ -286,7 +289,7 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
             console.print(Text(entry.text), highlight=False)
             prompted = True
             continue
-        _print_step(console, entry, final=entry.is_answer and entry is transcript.entries[-1])
+        _print_step(console, entry, final=entry is final, alone=not conversation)
     for notice in transcript.given:
         if notice.attempt not in shown_notices:
             heading = f"attempt {notice.attempt}, given to the model {iso(notice.created_at)}"
@@ -309,15 +312,21 @@ def _print_notice(console: Console, heading: str, text: str) -> None:
     console.print(Text(text, style="magenta"), highlight=False)
 
 
-def _print_step(console: Console, step: Step, *, final: bool) -> None:
+def _print_step(console: Console, step: Step, *, final: bool, alone: bool) -> None:
+    """A model step (its text, then its calls), or a step of direct calls.
+
+    ``alone``: the session has no conversation, so its direct steps are just steps.
+    """
     if step.is_answer:
         console.print(Text("\nfinal answer:" if final else "\nanswer:", style="bold green"))
         console.print(Text(step.text), highlight=False)
         return
-    if step.number is None:
-        title = f"\ndirect calls (dispatch step {step.dispatch_step})"
-    else:
+    if step.number is not None:
         title = f"\nstep {step.number}"
+    elif alone:
+        title = f"\nstep {step.dispatch_step}"
+    else:
+        title = f"\ndirect calls (dispatch step {step.dispatch_step})"
     console.print(Text(title, style="bold"))
     if step.text:
         console.print(Text(step.text), highlight=False)

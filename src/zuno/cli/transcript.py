@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from zuno.cli.render import NotRun, calls_not_run
 from zuno.recovery import RecoveryNotice
@@ -196,8 +196,8 @@ def build_transcript(
 
 
 def _split(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    meta = body.pop(_META, None)
-    return body, meta if isinstance(meta, dict) else {}
+    meta: Any = body.pop(_META, None)
+    return body, cast(dict[str, Any], meta) if isinstance(meta, dict) else {}
 
 
 def _result_step(stored: list[tuple[dict[str, Any], dict[str, Any]]], position: int) -> int | None:
