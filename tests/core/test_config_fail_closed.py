@@ -174,7 +174,7 @@ def test_values_of_the_wrong_type_are_refused_not_coerced(
 
 
 def test_the_python_models_are_strict_too() -> None:
-    with pytest.raises(ValueError, match="memory.enabled"):
+    with pytest.raises(ValueError, match=r"memory\.enabled"):
         Config.model_validate({"memory": {"enabled": "yes"}})
 
 
