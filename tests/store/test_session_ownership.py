@@ -245,3 +245,29 @@ def test_delegated_sessions_of_one_process_share_its_worker(
     assert owners == {this_worker().id}
     other.close()
     rt.close()
+
+
+def test_an_older_store_is_read_as_it_is_and_upgraded_by_a_writing_open(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as db:  # back to the layout of schema version 1
+        db.execute("DROP INDEX sessions_active")
+        for column in ("owner", "state", "prompt", "options", "updated_at"):
+            db.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.execute("INSERT INTO sessions VALUES ('ses_old', 1.0, 'build', '/w', NULL, NULL, 't')")
+    reading = SQLiteStore(path, migrate=False)
+    (record,) = reading.list_sessions()
+    assert (record.session_id, record.owner, record.state) == ("ses_old", None, None)
+    assert reading.migration_needed is not None and "sessions.owner" in reading.migration_needed
+    reading.close()
+    with sqlite3.connect(path) as db:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
+    assert "owner" not in columns  # a reading open changed nothing
+    writing = SQLiteStore(path)
+    record = writing.acquire_session("ses_old", "w1:a:b:c:1:1")
+    assert (record.owner, record.state) == ("w1:a:b:c:1:1", "running")
+    assert writing.query("SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]
+    writing.close()

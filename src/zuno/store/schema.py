@@ -22,7 +22,9 @@ __all__ = [
     "newer_schema_message",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: workers (leases), session ownership, ``w1:`` runners. A Zuno of version 1 would read
+a ``w1:`` runner as a dead process and settle the live calls of every worker."""
 
 CORE_TABLES = ("meta", "sessions", "steps", "calls", "events", "approvals", "messages")
 """The tables of the store itself (modules keep their own beside them)."""

@@ -704,12 +704,17 @@ class SQLiteStore:
         return record
 
     def release_session(self, session_id: str, worker_id: str, state: str = "idle") -> bool:
-        """Give the session up (``state``: idle, done, failed, queued); False if it was not ours."""
+        """Give the session up (``state``: idle, done, failed, queued); False if it was not ours.
+
+        ``idle`` (a runtime closing) only ends a ``running`` lease: a session a
+        worker already marked ``done`` or ``failed`` keeps that state.
+        """
         with self._tx() as db:
             row = db.execute(
                 "UPDATE sessions SET state = ?, updated_at = zuno_now()"
-                " WHERE session_id = ? AND owner = ? RETURNING session_id",
-                (state, session_id, worker_id),
+                " WHERE session_id = ? AND owner = ? AND (state = 'running' OR ? <> 'idle')"
+                " RETURNING session_id",
+                (state, session_id, worker_id, state),
             ).fetchone()
         return row is not None
 
