@@ -76,6 +76,11 @@ class HeadlessWriter:
         self._output_tokens: int | None = None
         self.ended = False
 
+    @property
+    def session_id(self) -> str | None:
+        """The run's own session, once its ``session`` event is written."""
+        return self._top
+
     # Writing ------------------------------------------------------------------
 
     def emit(self, type_: str, **fields: Any) -> None:
@@ -445,7 +450,9 @@ def run_headless(
         except KeyboardInterrupt as exc:
             code = exc.exit_code if isinstance(exc, Stopped) else ExitStatus.INTERRUPTED
             why = f"by {exc}" if isinstance(exc, Stopped) else "by Ctrl-C"
-            _say(f"interrupted {why}; the session is saved and `zuno resume` continues it")
+            sid = writer.session_id
+            saved = f"; session {sid} is saved: `zuno resume {sid}` continues it" if sid else ""
+            _say(f"interrupted {why}{saved}")
             writer.end("interrupted", code, f"interrupted {why}")
         except McpServerError as exc:
             code = ExitStatus.USAGE
