@@ -44,7 +44,7 @@ import anyio
 
 from zuno.agent.loop import AgentLoop, TurnStatus, load_history
 from zuno.agent.messages import AssistantMessage
-from zuno.agent.providers import ProviderError, make_provider
+from zuno.agent.providers import MissingCredentials, ProviderError, make_provider
 from zuno.calls import new_id
 from zuno.config import ConfigError
 from zuno.events import Event
@@ -61,6 +61,7 @@ __all__ = [
     "FleetState",
     "FleetWorker",
     "SessionEnd",
+    "WorkerCannotRun",
     "WorkerStopped",
     "claim_next",
     "release_runtime",
@@ -84,6 +85,10 @@ class FleetState(StrEnum):
     """It could not finish (the reason is in its ``fleet.finished`` event)."""
     IDLE = "idle"
     """An interactive session no process is running."""
+
+
+class WorkerCannotRun(Exception):
+    """This worker cannot run sessions (no API key for their model, say); the session went back."""
 
 
 class WorkerStopped(Exception):
@@ -265,6 +270,9 @@ async def _run_claim(rt: Runtime, claim: Claim) -> SessionEnd:
         return SessionEnd(FleetState.FAILED, "the session names no model")
     try:
         provider = make_provider(claim.model, rt.config.providers)
+    except MissingCredentials as exc:
+        # This worker's environment lacks the key, not the session: another worker may have it.
+        raise WorkerCannotRun(f"{exc} ({claim.session_id} went back to the queue)") from exc
     except ProviderError as exc:
         return SessionEnd(FleetState.FAILED, str(exc))
     try:
@@ -334,6 +342,8 @@ class FleetWorker:
         Raises:
             WorkerStopped: A stop signal arrived; the session in hand went back to
                 the queue and the lease was expired.
+            WorkerCannotRun: This worker lacks what sessions need (an API key); the
+                session in hand went back to the queue.
         """
         anyio.run(self._serve)
         if self._stopping is not None:
@@ -341,6 +351,7 @@ class FleetWorker:
         return self.ran
 
     async def _serve(self) -> None:
+        failure: Exception | None = None
         with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as tg:
 
@@ -354,8 +365,12 @@ class FleetWorker:
                 tg.start_soon(watch)
                 try:
                     await self._loop()
+                except Exception as exc:  # raised as it is, not inside an exception group
+                    failure = exc
                 finally:
                     tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
     async def _loop(self) -> None:
         idle_since = time.monotonic()

@@ -498,3 +498,39 @@ def test_sigterm_hands_the_running_session_back_to_the_queue(sqlite_fleet: Fleet
         store.close()
     assert not (fleet.workspaces[0] / marker(3, 1)).exists()  # the cancelled call wrote nothing
     assert (fleet.workspaces[0] / marker(3, 2)).read_text() == "ran\n"
+
+
+def test_a_worker_without_the_api_key_hands_the_session_back_and_stops(
+    sqlite_fleet: Fleet,
+) -> None:
+    fleet = sqlite_fleet
+    session_id = fleet.submit(4)
+    keyless = {k: v for k, v in fleet.env.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run(
+        [*ZUNO, "worker", "--once"],
+        cwd=fleet.root,
+        env=keyless,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "OPENAI_API_KEY" in proc.stderr and "went back to the queue" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    store = open_store(fleet.db)
+    try:
+        (state,) = _query(store, "SELECT state FROM sessions WHERE session_id = ?", (session_id,))[
+            0
+        ]
+        assert state == "queued"  # not failed: another worker may hold the key
+        live = _query(store, "SELECT COUNT(*) FROM workers WHERE expires_at > zuno_now()")[0][0]
+        assert live == 0
+        again = fleet.zuno("worker", "--once")
+        assert again.returncode == 0, again.stderr
+        (state,) = _query(store, "SELECT state FROM sessions WHERE session_id = ?", (session_id,))[
+            0
+        ]
+        assert state == "done"
+    finally:
+        store.close()

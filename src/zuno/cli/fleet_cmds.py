@@ -122,7 +122,7 @@ def worker(
     may have done is run again). SIGTERM or Ctrl-C: the session in hand goes
     back to the queue and the worker exits.
     """
-    from zuno.fleet import FleetWorker, WorkerStopped, short_worker
+    from zuno.fleet import FleetWorker, WorkerCannotRun, WorkerStopped, short_worker
     from zuno.workers import shared_lease
 
     if lease is not None:
@@ -146,6 +146,8 @@ def worker(
             )
             try:
                 ran = fleet.serve()
+            except WorkerCannotRun as exc:
+                fail(f"worker {short_worker(fleet.worker_id)} stopped: {exc}")
             except WorkerStopped as exc:
                 sys.stderr.write(
                     f"worker {short_worker(fleet.worker_id)} stopped by {exc} after "
