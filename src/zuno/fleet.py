@@ -21,7 +21,9 @@ killed stops heartbeating; once its lease has expired any other worker takes
 its session over. A worker stopped by SIGTERM (or SIGINT, SIGHUP) starts
 nothing new, cancels the session it is running (its running calls settled as
 ``zuno run`` settles them), hands it back to the queue and expires its lease,
-so another worker continues the session at once.
+so another worker continues the session at once. A worker that lacks what the
+session needs (the API key of its model) hands it back and stops, rather than
+failing the whole queue.
 
 Only sessions that were submitted (they carry a prompt) are taken over: an
 interactive ``zuno run`` that crashed is left for its person to resume.
