@@ -240,6 +240,25 @@ class _Connection:
         self._store._disconnect()
 
 
+def _loss(exc: BaseException) -> BaseException | None:
+    """The earliest error in ``exc``'s chain saying the connection is gone, if any.
+
+    Class 08 (connection exception) and 57P (the server shut the session down:
+    ``pg_terminate_backend``, a restart). psycopg may report a later error
+    (such as leaving pipeline mode with answers unread) over the first one.
+    """
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 16:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    for error in reversed(chain):
+        state = getattr(error, "sqlstate", None) or ""
+        if state.startswith(("08", "57P")):
+            return error
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
@@ -403,9 +422,9 @@ class PostgresStore(SQLiteStore):
         try:
             return conn.execute(text, params)
         except psycopg.Error as exc:
-            if not self._dropped(conn):
+            if not self._dropped(conn) and _loss(exc) is None:
                 raise
-            self._reconnect(self._lost_because or exc)
+            self._reconnect(self._lost_because or _loss(exc) or exc)
             if not text.lstrip().upper().startswith(_READ_VERBS):
                 raise StoreUnavailable(
                     f"the connection to PostgreSQL at {self._where()} was lost "
@@ -472,9 +491,14 @@ class PostgresStore(SQLiteStore):
 
     def _failed(self, tx: _Tx, exc: psycopg.Error) -> None:
         """Act on an error the pipeline reported; returns only when the transaction was repaired."""
-        if self._dropped(tx.conn):
-            self._lost_because = self._lost_because or exc
-            raise _Lost() from exc
+        lost = _loss(exc)
+        stuck = tx.conn.pgconn.pipeline_status and "pipeline mode" in str(exc)
+        if self._dropped(tx.conn) or lost is not None or stuck:
+            # Gone, or left unusable with answers unread: replaced before the next use.
+            cause = lost or exc
+            self._lost_because = self._lost_because or cause
+            self._disconnect()
+            raise _Lost() from cause
         culprit = next((s for s in tx.sent if s.cursor is None or s.cursor.pgresult is None), None)
         if culprit is None or culprit.entry is None or self._transient(exc):
             raise exc
