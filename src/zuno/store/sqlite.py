@@ -483,7 +483,7 @@ class SQLiteStore:
 
     def _set_aside(self, index: int, exc: Exception) -> None:
         entry = self._pending.pop(index)
-        sql = entry[0] if isinstance(entry, tuple) else (entry.__doc__ or repr(entry))
+        sql: str = entry.__doc__ or repr(entry) if callable(entry) else entry[0]
         self._deferred_calls = {
             key: slot - (slot > index)
             for key, slot in self._deferred_calls.items()
@@ -794,7 +794,7 @@ class SQLiteStore:
             waiting = [
                 int(entry[1][1])
                 for entry in self._pending
-                if isinstance(entry, tuple)
+                if not callable(entry)
                 and entry[0] == _DEFERRED_STEP_SQL
                 and entry[1][0] == session_id
             ]
