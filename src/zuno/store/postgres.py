@@ -165,8 +165,8 @@ class _Tx:
     seq: int
     """Its commit token: the store's transaction number."""
     stack: ExitStack
-    sent: list[_Sent] = field(default_factory=list)
-    body: list[_Sent] = field(default_factory=list)
+    sent: list[_Sent] = field(default_factory=list[_Sent])
+    body: list[_Sent] = field(default_factory=list[_Sent])
     """The caller's statements, in order (replayed when the transaction is written again)."""
     written: int = 0
     observed: bool = False
@@ -206,7 +206,7 @@ class _Rows:
         self._sent = sent
 
     def _cursor(self) -> _Cursor:
-        return self._store._arrived(self._sent)
+        return self._store._arrived(self._sent)  # pyright: ignore[reportPrivateUsage]
 
     def fetchone(self) -> Any:
         return self._cursor().fetchone()
@@ -230,14 +230,15 @@ class _Connection:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         # Parameters always go with the statement, so ``%%`` is always read as ``%``.
-        return self._store._execute(sql, tuple(storable_params(params, nul=True)))
+        params = tuple(storable_params(params, nul=True))
+        return self._store._execute(sql, params)  # pyright: ignore[reportPrivateUsage]
 
     def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         for row in params:
             self.execute(sql, row)
 
     def close(self) -> None:
-        self._store._disconnect()
+        self._store._disconnect()  # pyright: ignore[reportPrivateUsage]
 
 
 def _loss(exc: BaseException) -> BaseException | None:
@@ -291,7 +292,7 @@ class PostgresStore(SQLiteStore):
         """A commit whose answer was lost and not yet asked about: (its seq, rows it wrote)."""
         self._db = cast(sqlite3.Connection, _Connection(self))
         try:
-            self._connect()
+            self._open_connection()
         except psycopg.Error as exc:
             raise StoreUnavailable(self._problem(exc)) from exc
         try:
@@ -320,7 +321,7 @@ class PostgresStore(SQLiteStore):
 
     # Connections -------------------------------------------------------------
 
-    def _connect(self) -> None:
+    def _open_connection(self) -> None:
         conn = psycopg.connect(self.dsn, autocommit=True)
         try:
             for statement in self._session_sql:
@@ -354,7 +355,7 @@ class PostgresStore(SQLiteStore):
                 time.sleep(wait)
                 wait *= 2
             try:
-                self._connect()
+                self._open_connection()
                 self._lost_because = None
                 return
             except psycopg.Error as exc:
@@ -715,7 +716,7 @@ class PostgresStore(SQLiteStore):
                 raise self._unavailable(lost) from lost.__cause__
             except BaseException as exc:
                 self._abandon(tx)
-                if self._not_now(exc):
+                if isinstance(exc, Exception) and self._not_now(exc):
                     raise StoreUnavailable(self._problem(exc)) from exc
                 raise
             self._finish(tx)
@@ -755,7 +756,7 @@ class PostgresStore(SQLiteStore):
                 continue
             except BaseException as exc:
                 self._abandon(tx)
-                if self._not_now(exc):
+                if isinstance(exc, Exception) and self._not_now(exc):
                     raise StoreUnavailable(self._problem(exc)) from exc
                 raise
             self._tx_now = None
