@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import weakref
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
@@ -32,7 +33,7 @@ from zuno.permissions import Approver, PermissionSettings, default_approver, eff
 from zuno.recovery import settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.scheduling import SessionBarrier
-from zuno.store import Store, StoreError, open_store
+from zuno.store import SessionBusy, SessionRecord, Store, StoreError, open_store
 from zuno.tool import Tool
 from zuno.workers import WorkerLease, shared_lease, this_worker
 
@@ -208,12 +209,14 @@ class Runtime:
         title: str | None = None,
         tools: Sequence[str] | None = None,
         depth: int = 0,
+        wait: float = 0.0,
     ) -> SessionState:
         """Resume a stored session, or create a new one when no id is given.
 
         ``tools`` narrows the agent's surface (a delegation can only shrink it).
         The session is leased to this worker until :meth:`close` (other runtimes
-        of this process share it).
+        of this process share it). ``wait``: seconds to keep trying while another
+        live worker holds it (its lease may end or be released meanwhile).
 
         Raises:
             UnknownSession: No session has that id (or the prefix is ambiguous).
@@ -235,7 +238,7 @@ class Runtime:
                 assert record is not None
             agent = record.agent
             # Ours before anything is settled: a live owner keeps its calls.
-            record = self.store.acquire_session(record.session_id, self.identity)
+            record = self._acquire(record.session_id, wait)
             self._held.add(record.session_id)
             # Calls and jobs a gone worker left running get their outcome now (never a re-run).
             settle_interrupted(self.store, record.session_id)
@@ -268,6 +271,17 @@ class Runtime:
         )
         self._sessions.add(state)
         return state
+
+    def _acquire(self, session_id: str, wait: float) -> SessionRecord:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return self.store.acquire_session(session_id, self.identity)
+            except SessionBusy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(0.5, left))
 
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]

@@ -166,6 +166,35 @@ def test_a_killed_owner_frees_its_session_at_once_on_this_host(
     assert open_elsewhere(workspace, db, session_id) == {"opened": session_id}
 
 
+def test_open_session_can_wait_for_the_owner_to_finish(workspace: Path, tmp_path: Path) -> None:
+    import threading
+
+    db = tmp_path / "z.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(workspace), str(db)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ZUNO_LEASE_SECONDS": "600"},
+    )
+    assert holder.stdout is not None
+    session_id = holder.stdout.readline().strip()
+    rt = runtime(workspace, db)
+    with pytest.raises(SessionBusy):
+        rt.open_session(session_id)
+    # The owner ends while we wait (killed here; on another host its lease would run out).
+    ender = threading.Timer(0.5, holder.kill)
+    ender.start()
+    try:
+        state = rt.open_session(session_id, wait=BOUND)
+    finally:
+        ender.join()
+        holder.wait()
+    assert state.session_id == session_id
+    record = rt.store.get_session(session_id)
+    assert record is not None and record.owner == this_worker().id
+    rt.close()
+
+
 def test_a_worker_that_lost_its_session_runs_nothing(workspace: Path, tmp_path: Path) -> None:
     rt = runtime(workspace, tmp_path / "z.db")
     session = rt.open_session()
