@@ -102,8 +102,10 @@ def test_sessions_shows_title_and_model(
     lines = zuno.ok(workspace, "sessions").stdout.splitlines()
     header = next(line for line in lines if line.startswith("session"))
     assert "title" in header and "model" in header
+    assert "worker" in header and "state" in header  # session leases
     row = next(line for line in lines if titled in line)
     assert "Fix the flaky test" in row and MODEL in row and "Tuesdays" not in row
+    assert f" {rows[titled]['state']} " in row and rows[titled]["state"]
     assert "Tidy the imports" in next(line for line in lines if untitled in line)
 
 
