@@ -58,7 +58,6 @@ __all__ = [
 ]
 
 
-
 class NoApprovalsOverMcp:
     """Denies every approval request, remembering which calls it denied.
 
