@@ -172,6 +172,10 @@ class _Tx:
     observed: bool = False
     """The caller has read a result (its statements cannot be replayed blindly)."""
     committing: bool = False
+    in_body: bool = False
+    """The caller's statements are being sent."""
+    lost: BaseException | None = None
+    """Why the connection went while the caller was writing (nothing sent since)."""
     relaxed: bool = False
     """The caller's statements are harmless to lose in a crash of the server (a step's opening)."""
 
@@ -460,10 +464,20 @@ class PostgresStore(SQLiteStore):
         return True
 
     def _send(self, tx: _Tx, sent: _Sent) -> _Sent:
+        if tx.lost is not None:
+            # The connection went while the caller was writing: keep its statements
+            # (replayed on a new connection at the commit) without sending them.
+            tx.sent.append(sent)
+            return sent
         while True:
             tx.sent.append(sent)
             try:
                 sent.cursor = tx.conn.execute(sent.sql, sent.params)
+                return sent
+            except _Lost as lost:
+                if not tx.in_body:
+                    raise
+                tx.lost = lost.__cause__ or lost
                 return sent
             except psycopg.Error as exc:
                 # In pipeline mode the error may be an earlier statement's answer.
@@ -477,6 +491,8 @@ class PostgresStore(SQLiteStore):
         while sent.cursor is None or sent.cursor.pgresult is None:
             if tx is None:
                 raise StoreUnavailable("a result was read after its transaction ended")
+            if tx.lost is not None:
+                raise _Lost() from tx.lost
             self._sync(tx)
         if tx is not None and sent.entry is None:
             tx.observed = True
@@ -650,7 +666,10 @@ class PostgresStore(SQLiteStore):
         return False
 
     def _commit(self, tx: _Tx) -> None:
+        tx.in_body = False
         tx.committing = True
+        if tx.lost is not None:
+            raise _Lost() from tx.lost  # COMMIT never left: written again on a new connection
         if (tx.relaxed or not tx.body) and all(
             self._harmless(e) for e in self._pending[: tx.written]
         ):
@@ -709,6 +728,7 @@ class PostgresStore(SQLiteStore):
             self._settle_unconfirmed()
             tx = self._open()
             tx.relaxed = relaxed
+            tx.in_body = True
             try:
                 yield self._db
             except _Lost as lost:
@@ -723,8 +743,18 @@ class PostgresStore(SQLiteStore):
 
     def _finish(self, tx: _Tx) -> None:
         first: BaseException | None = None
+        replay: list[_Sent] | None = None
         for attempt in range(_COMMIT_TRIES + 1):
             try:
+                if replay is not None:
+                    relaxed = tx.relaxed
+                    tx = self._open()
+                    tx.relaxed = relaxed
+                    for sent in replay:
+                        # The same objects: rows the caller reads after the commit are theirs.
+                        sent.cursor = None
+                        tx.body.append(self._send(tx, sent))
+                    replay = None
                 self._commit(tx)
             except _Lost as lost:
                 first = first or lost.__cause__ or lost
@@ -746,13 +776,7 @@ class PostgresStore(SQLiteStore):
                     return
                 if tx.observed or not self._tokens or attempt == _COMMIT_TRIES:
                     raise self._unavailable(first) from first
-                body, relaxed = tx.body, tx.relaxed
-                tx = self._open()
-                tx.relaxed = relaxed
-                for sent in body:
-                    # The same objects: rows the caller reads after the commit are theirs.
-                    sent.cursor = None
-                    tx.body.append(self._send(tx, sent))
+                replay = tx.body
                 continue
             except BaseException as exc:
                 self._abandon(tx)
