@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -290,7 +290,8 @@ def _describe(error: Any) -> str:
         return f"unknown key {loc!r}; remove it or check its spelling"
     if kind == "missing":
         return f"key {loc!r} is required"
-    expected = (error.get("ctx") or {}).get("expected")
+    ctx: dict[str, Any] = error.get("ctx") or {}
+    expected: object = ctx.get("expected")
     if kind in ("literal_error", "enum") and isinstance(expected, str):
         # JSON strings, as they are written in the file.
         choices = re.sub(r"'([^']*)'", r'"\1"', expected)
@@ -376,10 +377,12 @@ def _server_names(*files: dict[str, Any]) -> set[str]:
     """The MCP servers the raw files configure (before either is validated)."""
     names: set[str] = set()
     for data in files:
-        mcp = data.get("mcp")
-        servers = mcp.get("servers") if isinstance(mcp, dict) else None
+        mcp: object = data.get("mcp")
+        servers: object = (
+            cast(dict[str, object], mcp).get("servers") if isinstance(mcp, dict) else None
+        )
         if isinstance(servers, dict):
-            names.update(str(k) for k in servers)  # pyright: ignore[reportUnknownArgumentType]
+            names.update(str(k) for k in cast(dict[str, object], servers))
     return names
 
 

@@ -82,13 +82,15 @@ def _language_servers(config: Config | None) -> list[dict[str, Any]]:
 
     settings = config.lsp if config is not None else LspSettings()
     by_command: dict[tuple[str, ...], dict[str, Any]] = {}
+    extensions: dict[tuple[str, ...], list[str]] = {}
     for ext, server in settings.all_servers().items():
         key = tuple(server.command)
+        extensions.setdefault(key, []).append(ext)
         entry = by_command.get(key)
         if entry is None:
             path = find_program(server.command[0])
             entry = {
-                "extensions": [],
+                "extensions": extensions[key],
                 "command": list(server.command),
                 "path": path,
                 "ok": bool(path),
@@ -99,7 +101,6 @@ def _language_servers(config: Config | None) -> list[dict[str, Any]]:
                     f"{server.command[0]!r} was not found next to Python or on PATH{install}"
                 )
             by_command[key] = entry
-        entry["extensions"].append(ext)
     return list(by_command.values())
 
 

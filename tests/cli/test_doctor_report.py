@@ -29,10 +29,18 @@ def write_user(data: object) -> None:
 def doctor(workspace: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
     """The plain run and the ``--json`` report."""
     args = [str(ZUNO), "doctor", "--db", str(tmp_path / "d.db")]
-    run = {"cwd": workspace, "capture_output": True, "text": True, "timeout": 180}
-    plain = subprocess.run(args, stdin=subprocess.DEVNULL, **run)
-    report = json.loads(subprocess.run([*args, "--json"], **run).stdout)
-    return plain, report
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*args, *extra],
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=180,
+        )
+
+    return run(), json.loads(run("--json").stdout)
 
 
 def test_a_missing_language_server_is_not_ok_and_says_what_to_install(
