@@ -25,6 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from worker_harness import (
     Cluster,
+    Worker,
     app_name,
     cluster,
     namespace_prefix,
@@ -75,6 +76,20 @@ def test_a_killed_owner_is_settled_after_its_lease(pg_cluster: Cluster) -> None:
 
 def test_a_late_result_never_overwrites(pg_cluster: Cluster) -> None:
     scenario_late_result(pg_cluster)
+
+
+def test_a_late_result_after_the_connection_was_cut(pg_cluster: Cluster) -> None:
+    """The owner's connections are cut while it is paused: it reconnects, and its late
+    result still goes beside the settled row."""
+
+    def cut(worker: Worker) -> None:
+        killed = pg_cluster.reader.rows(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?",
+            (app_name(worker.name),),
+        )
+        assert killed, "the paused owner had no connection to cut"
+
+    scenario_late_result(pg_cluster, before_resume=cut)
 
 
 def test_a_second_process_is_refused_then_takes_over(pg_cluster: Cluster) -> None:

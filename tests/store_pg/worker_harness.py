@@ -837,8 +837,14 @@ def scenario_killed_owner(c: Cluster) -> None:
     assert c.effects() == ["lost"]
 
 
-def scenario_late_result(c: Cluster) -> None:
-    """The paused owner, continued after another worker settled its call, never overwrites it."""
+def scenario_late_result(
+    c: Cluster, before_resume: Callable[[Worker], object] | None = None
+) -> None:
+    """The paused owner, continued after another worker settled its call, never overwrites it.
+
+    ``before_resume`` acts on the paused owner just before it continues (cuts its
+    connections, say).
+    """
     owner = c.spawn("owner")
     observer = c.spawn("observer")
     session = owner.open()
@@ -849,6 +855,8 @@ def scenario_late_result(c: Cluster) -> None:
     settled = watch.final
     assert settled[:2] == ("finished", "uncertain"), settled
     c.open_gate("late")
+    if before_resume is not None:
+        before_resume(owner)
     owner.resume()
     answer = owner.outcome("late")
     # The owner has finished the call (whatever it tells its caller) ...
@@ -865,6 +873,11 @@ def scenario_late_result(c: Cluster) -> None:
     assert all(d.get("outcome") in (None, "uncertain") for d in claims), (
         f"a call.result event contradicts the settled row: {events}"
     )
+    assert c.effects() == ["late"]
+    # The owner lost the session: its next call is refused and runs nothing.
+    owner.call("after")
+    after = owner.outcome("after")
+    assert after.get("error") == "SessionBusy", after
     assert c.effects() == ["late"]
 
 
