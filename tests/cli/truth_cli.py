@@ -16,7 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 
-from fake_api import FakeModelServer, Reply  # noqa: E402
+from fake_api import FakeModelServer, Reply
 
 __all__ = ["MODEL", "ZUNO", "FakeModelServer", "Reply", "Zuno", "session_from"]
 
@@ -25,7 +25,7 @@ MODEL = "openai:fake-model"
 
 
 class Zuno:
-    """Runs ``zuno`` as a user does: a real process, stdin not a terminal, no ``--yes`` unless given."""
+    """Runs ``zuno`` as a user does: a real process, stdin not a terminal."""
 
     def __init__(self, db: Path, server: FakeModelServer | None = None) -> None:
         self.env = {**os.environ, "ZUNO_DB": str(db)}
