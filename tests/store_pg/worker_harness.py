@@ -865,6 +865,15 @@ def scenario_late_result(
         f"the late result overwrote the settled row: {settled} became {(status, outcome, result)}"
         f"; the owner answered {answer}"
     )
+    # ... and lost the session: its next call is refused and runs nothing.
+    owner.call("after")
+    after = owner.outcome("after")
+    assert after.get("error") == "SessionBusy", after
+    # Whatever the owner still holds back (records written with a later transaction) is
+    # written by its close: judge the event log after it.
+    owner.close()
+    status, outcome, result, _ = c.reader.call_with_time(call_id)
+    assert (status, outcome, result) == settled, (status, outcome, result)
     events = c.reader.events(call_id)
     late = [data for kind, data in events if kind == "call.late_result"]
     assert len(late) == 1, f"expected one call.late_result event, got {events}"
@@ -873,11 +882,6 @@ def scenario_late_result(
     assert all(d.get("outcome") in (None, "uncertain") for d in claims), (
         f"a call.result event contradicts the settled row: {events}"
     )
-    assert c.effects() == ["late"]
-    # The owner lost the session: its next call is refused and runs nothing.
-    owner.call("after")
-    after = owner.outcome("after")
-    assert after.get("error") == "SessionBusy", after
     assert c.effects() == ["late"]
 
 
