@@ -353,7 +353,8 @@ def validate_config(
 def _sentence(source: str, problems: list[str]) -> str:
     # A full stop ends the message, so a quoted value at its end is never mistaken
     # for quotes around the whole message (and stripped with them).
-    return f"{source}: {'; '.join(problems)}."
+    text = f"{source}: {'; '.join(problems)}"
+    return text if text.endswith((".", "?", ")")) else text + "."
 
 
 def tool_name_problems(
