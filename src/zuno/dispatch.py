@@ -29,7 +29,7 @@ from zuno.events import Event
 from zuno.hooks import HookCall
 from zuno.output import bound_text
 from zuno.preflight import Admitted, Blocked, Preflight
-from zuno.recovery import INSPECTED
+from zuno.recovery import INSPECTED, prefetch_inspection
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
 from zuno.tool import (
@@ -86,6 +86,9 @@ class Dispatcher:
                 "runner": rt.identity,
             },
         )
+        if rt.config.replay.require_inspection:
+            # The inspection rule's query rides with the step's opening.
+            prefetch_inspection(rt.store, session.session_id)
         # Fenced: a worker that lost the session (SessionBusy) opens no step.
         step = rt.store.begin_step(session.session_id, opening, worker=rt.identity)
         rt.events.deliver(opening)

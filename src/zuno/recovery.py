@@ -42,6 +42,7 @@ __all__ = [
     "inspection_block",
     "issue_notice",
     "pending_notice",
+    "prefetch_inspection",
     "settle_interrupted",
 ]
 
@@ -142,35 +143,47 @@ INSPECTED = "call.inspected"
 """The event kind marking a call that completed an inspection of the real state."""
 
 
+_INSPECTION_SQL = (
+    "SELECT f.call_id, f.tool, f.outcome, f.finished_at,"
+    " (SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
+    f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}' AND e.at > f.finished_at"
+    # In index order: a generic plan (a prepared statement on PostgreSQL) would
+    # otherwise scan the session's events for a first match that may not exist.
+    "   AND r.outcome = 'ok' AND r.started_at > f.finished_at ORDER BY e.at LIMIT 1)"
+    " FROM calls f"
+    " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
+    f" AND f.effect IN {_MAY_CHANGE_STATE}"
+    " ORDER BY f.finished_at DESC LIMIT 1"
+)
+"""The newest failure that may have changed state, and whether an inspection followed it."""
+
+
+def prefetch_inspection(store: Store, session_id: str) -> None:
+    """Let the inspection rule's query ride with the opening of the next step.
+
+    On a store where each read is a round trip (PostgreSQL), the step's opening
+    carries it and :func:`inspection_block` reads the answer without asking
+    again; elsewhere this does nothing.
+    """
+    store.prefetch(_INSPECTION_SQL, (session_id,))
+
+
 def inspection_block(store: Store, session_id: str) -> str | None:
     """Why a side-effecting or delegating call must wait for an inspection, or None.
 
     A failure counts as inspected once an inspection *started* after it ended:
     one that overlapped it may have seen the state from before. Only the
     latest failure matters (an inspection after it is after every earlier
-    one), so this is two index probes, whatever the length of the session:
-    the newest failure (``calls_failed_never``), then an inspection recorded
-    after it ended (``events_inspected``; an inspection's event is recorded
-    after the call started, on the same clock).
+    one), so this is one statement of two index probes, whatever the length of
+    the session: the newest failure (``calls_failed_never``), then an
+    inspection recorded after it ended (``events_inspected``; an inspection's
+    event is recorded after the call started, on the same clock).
     """
-    rows = store.query(
-        "SELECT f.call_id, f.tool, f.outcome, f.finished_at FROM calls f"
-        " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
-        f" AND f.effect IN {_MAY_CHANGE_STATE}"
-        " ORDER BY f.finished_at DESC LIMIT 1",
-        (session_id,),
-    )
+    rows = store.query(_INSPECTION_SQL, (session_id,))
     if not rows:
         return None
-    call_id, tool, outcome, finished_at = rows[0]
-    if finished_at is not None and store.query(
-        "SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
-        f" WHERE e.session_id = ? AND e.kind = '{INSPECTED}' AND e.at > ?"
-        # In index order: a generic plan (a prepared statement on PostgreSQL) would
-        # otherwise scan the session's events for a first match that may not exist.
-        " AND r.outcome = 'ok' AND r.started_at > ? ORDER BY e.at LIMIT 1",
-        (session_id, finished_at, finished_at),
-    ):
+    call_id, tool, outcome, _, inspected = rows[0]
+    if inspected is not None:
         return None
     what = "may or may not have taken effect" if outcome == "uncertain" else "failed"
     return (

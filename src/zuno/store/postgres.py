@@ -277,6 +277,10 @@ class PostgresStore(SQLiteStore):
         self.busy_timeout = 0.0
         self.single_host = False
         self._init_state()
+        self._wanted: list[tuple[str, tuple[Any, ...]]] = []
+        """Reads asked to ride with the next step's opening (:meth:`prefetch`)."""
+        self._prefetched: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        """Their rows, valid until the next transaction."""
         self._pg: _PgConnection | None = None
         self._lost_because: BaseException | None = None
         """Why the last connection was lost, until a new one opens (errors name it first)."""
@@ -658,7 +662,7 @@ class PostgresStore(SQLiteStore):
         if not isinstance(entry, tuple):
             return False
         sql, params = cast(tuple[str, tuple[Any, ...]], entry)
-        if sql == self._EVENT_SQL:
+        if sql in (self._EVENT_SQL, self._RESULT_EVENT_SQL):
             return True
         if sql == self._CALL_SQL:
             read_only = params[8] == "read_only" and params[9] == "safe"
@@ -725,6 +729,8 @@ class PostgresStore(SQLiteStore):
         mean "not now" are raised as :class:`StoreUnavailable`, naming the first cause.
         """
         with self._lock:
+            # Rows read with an earlier transaction may be stale after this one.
+            self._prefetched.clear()
             self._settle_unconfirmed()
             tx = self._open()
             tx.relaxed = relaxed
@@ -929,6 +935,19 @@ class PostgresStore(SQLiteStore):
                 None,
             ) from None
 
+    def prefetch(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Send this read with the next step's opening; :meth:`query` then answers from it."""
+        with self._lock:
+            self._wanted.append((sql, tuple(params)))
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read query: prefetched with this step's opening, else asked now."""
+        with self._lock:
+            rows = self._prefetched.pop((sql, tuple(params)), None)
+        if rows is not None:
+            return [tuple(r) for r in rows.fetchall()]
+        return super().query(sql, params)
+
     def begin_step(
         self, session_id: str, event: Event | None = None, *, worker: str | None = None
     ) -> int:
@@ -956,6 +975,10 @@ class PostgresStore(SQLiteStore):
                     " SELECT ?, ?, ?, ?, ? || MAX(step) || ? FROM steps WHERE session_id = ?",
                     (event.session_id, event.call_id, event.kind, event.at, head, tail, session_id),
                 )
+            wanted, self._wanted = self._wanted, []
+            for sql, params in wanted:
+                # Answered with the commit: no round trip of their own.
+                self._prefetched[(sql, params)] = db.execute(sql, params)
             return rows
 
         # Relaxed commit: the step's row and opening event are harmless to lose in

@@ -509,6 +509,15 @@ class SQLiteStore:
         """A committed write transaction, for modules that keep their own tables."""
         return self._tx()
 
+    def prefetch(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Ask for a read to ride with the opening of the next step.
+
+        A later :meth:`query` of the same statement and parameters, before any
+        other transaction, gets those rows without asking the database again.
+        Here a read is a local call and nothing is gained: it does nothing (the
+        PostgreSQL store saves a round trip with it).
+        """
+
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read query (deferred writes are committed first)."""
         self.flush()
@@ -984,6 +993,14 @@ class SQLiteStore:
         with self._tx() as db:
             return self._insert_event(db, event)
 
+    _RESULT_EVENT_SQL = (
+        "INSERT INTO events (session_id, call_id, kind, at, data) SELECT ?, ?, ?, ?, ?"
+        " WHERE NOT EXISTS (SELECT 1 FROM calls c WHERE c.call_id = ?"
+        " AND c.status = 'finished' AND COALESCE(c.outcome, '') <> ?"
+        " AND c.attempt = (SELECT MAX(attempt) FROM calls m WHERE m.call_id = c.call_id))"
+    )
+    """A ``call.result`` event, written unless the call's last row holds another outcome."""
+
     def append_events(
         self, events: list[Event], deliver: Callable[[Event], None] | None = None
     ) -> None:
@@ -995,7 +1012,19 @@ class SQLiteStore:
         """
         with self._lock:
             for event in events:
-                self._defer(self._EVENT_SQL, self._event_params(event))
+                if event.kind == "call.result" and event.call_id is not None:
+                    # The owner's claim of an outcome: kept out of the log when its
+                    # row was settled otherwise meanwhile (call.late_result holds it).
+                    self._defer(
+                        self._RESULT_EVENT_SQL,
+                        (
+                            *self._event_params(event),
+                            event.call_id,
+                            str(event.data.get("outcome") or ""),
+                        ),
+                    )
+                else:
+                    self._defer(self._EVENT_SQL, self._event_params(event))
         if deliver is not None:
             for event in events:
                 deliver(event)
