@@ -8,19 +8,21 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.config import ConfigError, config_schema, load_config
-from zuno.dispatch import CallRequest, CallResult
-from zuno.permissions import ApproveAll, default_approver
-from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 from zuno.store import SessionRecord, Store, StoreError, open_store
 from zuno.store.errors import SessionBusy
+
+# The runtime, the configuration and the dispatcher (pydantic models, every tool)
+# are imported by the commands that use them: `zuno --help` needs none of them.
+if TYPE_CHECKING:
+    from zuno.dispatch import CallRequest, CallResult
+    from zuno.runtime import Runtime, SessionState
 
 __all__ = ["app", "main"]
 
@@ -82,8 +84,10 @@ def fail(message: str, code: int = 2) -> NoReturn:
 @contextmanager
 def user_errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
+    from zuno.config import ConfigError
     from zuno.mcp.errors import McpServerError
     from zuno.ripgrep import RipgrepUnavailable
+    from zuno.runtime import UnknownAgent, UnknownSession
     from zuno.sandbox import SandboxError
 
     try:
@@ -116,6 +120,9 @@ def warn_untrusted(config: Any) -> None:
 
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
+    from zuno.permissions import ApproveAll, default_approver
+    from zuno.runtime import Runtime
+
     with user_errors():
         rt = Runtime(
             workspace,
@@ -240,6 +247,8 @@ def call(
     db: Db = None,
 ) -> None:
     """Run one call through the whole pipeline (exit status 1 unless its outcome is ok)."""
+    from zuno.dispatch import CallRequest
+
     request = CallRequest(tool, _parse_args_json(args_json))
     where = _Where(session, new_session, agent)
     _step(workspace, db, yes, where, json_, [request], one=True)
@@ -259,6 +268,8 @@ def batch(
     db: Db = None,
 ) -> None:
     """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
+    from zuno.dispatch import CallRequest
+
     data = b""
     try:
         data = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
@@ -414,6 +425,8 @@ def find_session(store: Store, prefix: str) -> SessionRecord:
     Raises:
         UnknownSession: No session matches, or several do (they are named).
     """
+    from zuno.runtime import UnknownSession
+
     record = store.get_session(prefix)
     if record is not None:
         return record
@@ -482,6 +495,7 @@ def show(
                     "messages": conversation,
                     "entries": [e.as_dict() for e in transcript.entries],
                     "steps": [s.as_dict() for s in transcript.steps if s.number is not None],
+                    "late_results": [late.as_dict() for late in transcript.late],
                     "final_answer": transcript.final_answer,
                     "ending": transcript.ending,
                     "recovery": notice.as_dict() if notice else None,
@@ -551,12 +565,16 @@ def _doctor_lines(report: dict[str, Any]) -> list[str]:
 @config_app.command("schema")
 def config_schema_command() -> None:
     """Print the JSON Schema of zuno.json."""
+    from zuno.config import config_schema
+
     _print_json(config_schema())
 
 
 @config_app.command("show")
 def config_show(workspace: Workspace = Path(".")) -> None:
     """Print the effective configuration (user file, then workspace file)."""
+    from zuno.config import load_config
+
     with user_errors():
         config = load_config(workspace.resolve())
     warn_untrusted(config)

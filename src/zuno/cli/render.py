@@ -16,7 +16,7 @@ from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.workers import runner_running
 
 if TYPE_CHECKING:
-    from zuno.cli.transcript import Step, Transcript
+    from zuno.cli.transcript import LateResult, Step, Transcript
 
 __all__ = [
     "NotRun",
@@ -289,7 +289,9 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
             console.print(Text(entry.text), highlight=False)
             prompted = True
             continue
-        _print_step(console, entry, final=entry is final, alone=not conversation)
+        _print_step(
+            console, entry, final=entry is final, alone=not conversation, late=transcript.late
+        )
     for notice in transcript.given:
         if notice.attempt not in shown_notices:
             heading = f"attempt {notice.attempt}, given to the model {iso(notice.created_at)}"
@@ -312,10 +314,18 @@ def _print_notice(console: Console, heading: str, text: str) -> None:
     console.print(Text(text, style="magenta"), highlight=False)
 
 
-def _print_step(console: Console, step: Step, *, final: bool, alone: bool) -> None:
+def _print_step(
+    console: Console,
+    step: Step,
+    *,
+    final: bool,
+    alone: bool,
+    late: Sequence[LateResult] = (),
+) -> None:
     """A model step (its text, then its calls), or a step of direct calls.
 
     ``alone``: the session has no conversation, so its direct steps are just steps.
+    ``late``: the session's late results; each is printed under its call.
     """
     if step.is_answer:
         console.print(Text("\nfinal answer:" if final else "\nanswer:", style="bold green"))
@@ -355,6 +365,40 @@ def _print_step(console: Console, step: Step, *, final: bool, alone: bool) -> No
             console.print(Text(f"     args: {c.arguments}", style="dim"), highlight=False)
             continue
         _print_call(console, c)
+        for result in late:
+            if result.belongs_to(c):
+                _print_late(console, result)
+
+
+def _print_late(console: Console, late: LateResult) -> None:
+    """What a call's owner reported after the row was settled otherwise; the row stands."""
+    data = late.data
+    when = iso(late.at) or "?"
+    if late.kind == "job.late_result":
+        code = data.get("exit_code")
+        exit_text = f", exit {code}" if code is not None else ""
+        detail = f" ({data['detail']})" if data.get("detail") else ""
+        line = (
+            f"     job {data.get('job_id', '?')} ended after it was marked lost: "
+            f"{data.get('state', '?')}{exit_text}{detail}  {when}"
+        )
+        console.print(Text(line, style="magenta"), highlight=False)
+        return
+    runner = _short_worker(str(data.get("runner") or "")) or "?"
+    console.print(
+        Text(
+            f"     late result after it was settled {data.get('settled_as', '?')}: "
+            f"{data.get('outcome', '?')} (worker {runner}, {when}; the settled outcome stands)",
+            style="magenta",
+        ),
+        highlight=False,
+    )
+    text = str(data.get("result") or "").strip().splitlines()
+    for line in text[:3]:
+        shown = line if len(line) <= 200 else line[:199] + "…"
+        console.print(Text(f"       {shown}", style="magenta"), highlight=False)
+    if len(text) > 3:
+        console.print(Text(f"       ... {len(text) - 3} more lines", style="dim"))
 
 
 def _cut(text: str, width: int = 200) -> str:

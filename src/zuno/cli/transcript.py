@@ -29,7 +29,15 @@ from zuno.recovery import RecoveryNotice
 from zuno.store import Store
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 
-__all__ = ["GivenNotice", "Said", "Step", "Transcript", "build_transcript", "moved_note"]
+__all__ = [
+    "GivenNotice",
+    "LateResult",
+    "Said",
+    "Step",
+    "Transcript",
+    "build_transcript",
+    "moved_note",
+]
 
 # The loop keeps its bookkeeping beside each stored message under this key.
 _META = "zuno"
@@ -109,6 +117,32 @@ class GivenNotice:
         }
 
 
+LATE_KINDS = ("call.late_result", "job.late_result")
+"""Events of a result that came after its row was settled otherwise (kept beside the row)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LateResult:
+    """A result that arrived after its call was settled (``call.late_result``), or a
+    background job's end after it was marked lost (``job.late_result``).
+
+    The settled row stays as it was; this is what its owner reported afterwards.
+    """
+
+    kind: str
+    call_id: str
+    at: float
+    data: dict[str, Any]
+
+    def belongs_to(self, call: CallRecord) -> bool:
+        """Whether it is shown beside ``call`` (its call and, when named, its attempt)."""
+        attempt = self.data.get("attempt")
+        return self.call_id == call.call_id and (attempt is None or attempt == call.attempt)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.data, "kind": self.kind, "call_id": self.call_id, "at": iso(self.at)}
+
+
 @dataclass(frozen=True, slots=True)
 class Transcript:
     """Everything ``zuno show`` prints about one session."""
@@ -124,6 +158,8 @@ class Transcript:
     pending: RecoveryNotice | None
     children: tuple[SessionRecord, ...] = ()
     not_run: tuple[NotRun, ...] = field(default=())
+    late: tuple[LateResult, ...] = ()
+    """Late results, in the order they arrived (``zuno show`` prints them beside their call)."""
 
     @property
     def prompt(self) -> str | None:
@@ -192,6 +228,11 @@ def build_transcript(
         pending,
         tuple(store.child_sessions(session.session_id)),
         tuple(not_run),
+        tuple(
+            LateResult(e.kind, e.call_id or "", e.at, dict(e.data))
+            for e in events
+            if e.kind in LATE_KINDS and e.call_id
+        ),
     )
 
 
