@@ -214,7 +214,7 @@ def test_web_search_is_offered_only_with_a_backend(workspace: Path) -> None:
     def names() -> list[str]:
         proc = zuno(workspace, "tools", "--json")
         assert proc.returncode == 0, proc.stderr
-        return [row["name"] for row in json.loads(proc.stdout)]
+        return [row["name"] for row in json.loads(proc.stdout)["tools"]]
 
     assert "web_search" not in names()
     called = zuno(workspace, "call", "web_search", '{"queries": ["zuno"]}')

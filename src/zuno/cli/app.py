@@ -211,12 +211,12 @@ def tools(
     db: Db = None,
 ) -> None:
     """List the active tools with their effect, replay and concurrency."""
-    from zuno.cli.render import print_surface, surface_rows
+    from zuno.cli.render import print_surface, surface_json
 
     with runtime(workspace, db) as rt:
         surface = rt.surface(agent)
         if json_:
-            _print_json(surface_rows(surface))
+            _print_json(surface_json(surface, agent))
         else:
             print_surface(out, surface, agent)
 
@@ -513,53 +513,18 @@ def show(
 
 @app.command()
 def doctor(workspace: Workspace = Path("."), db: Db = None, json_: Json = False) -> None:
-    """Check what Zuno needs: rg, the store, the configuration files."""
-    from zuno.doctor import diagnose
+    """Check what Zuno needs: rg, the store, the configuration files and folder trust, the
+    language servers, each MCP server, the web_search backend and the sandbox."""
+    from zuno.doctor import diagnose, report_lines
 
     report = diagnose(workspace, db)
     if json_:
         _print_json(report)
         return
-    for line in _doctor_lines(report):
+    for line in report_lines(report):
         out.print(line, markup=False, highlight=False)
     if not report.get("ok", False):
         raise typer.Exit(1)
-
-
-def _doctor_lines(report: dict[str, Any]) -> list[str]:
-    """The doctor's report as a person reads it (``--json`` has every field)."""
-    rg = report.get("rg", {})
-    found = f"{rg.get('version')} at {rg.get('path')}" if "path" in rg else None
-    lines = [
-        f"rg:          {found or 'MISSING: ' + str(rg.get('error'))}",
-        f"store:       {report.get('store')}",
-    ]
-    for path, state in report.get("config_files", {}).items():
-        lines.append(f"config:      {path} ({state})")
-    if "config_error" in report:
-        lines.append(f"config:      ERROR: {report['config_error']}")
-    trust = report.get("workspace_trust")
-    if trust and trust.get("state") != "no workspace file":
-        ignored: list[str] = trust.get("ignored") or []
-        detail = f"; ignored: {', '.join(ignored)} (zuno trust honours them)" if ignored else ""
-        lines.append(f"trust:       {trust['file']} {trust['state']}{detail}")
-    if "permission_mode" in report:
-        lines.append(f"permission:  {report['permission_mode']} mode")
-    sandbox = report.get("sandbox")
-    if sandbox:
-        chosen = sandbox.get("selected") or "none"
-        network = "on" if sandbox.get("network") else "off"
-        lines.append(
-            f"sandbox:     {chosen} (asked: {sandbox.get('kind')}), mode {sandbox.get('mode')}, "
-            f"network {network}"
-        )
-        if sandbox.get("error"):
-            lines.append(f"             ERROR: {sandbox['error']}")
-        for backend in sandbox.get("backends", []):
-            state = "available" if backend.get("available") else "unavailable"
-            lines.append(f"             {backend['name']}: {state} ({backend.get('detail')})")
-    lines.append("ok" if report.get("ok") else "NOT OK: see the lines above")
-    return lines
 
 
 @config_app.command("schema")

@@ -29,6 +29,7 @@ __all__ = [
     "print_transcript",
     "session_title",
     "styled_diff",
+    "surface_json",
 ]
 
 _STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "magenta"}
@@ -47,6 +48,15 @@ def styled_diff(lines: Sequence[str], indent: str = "") -> Text:
         text.append(("\n" if number else "") + indent)
         text.append(line, style=diff_style(line))
     return text
+
+
+def surface_json(surface: Surface, agent: str) -> dict[str, Any]:
+    """``zuno tools --json``: the active tools' rows, and the tools withheld with the reason."""
+    return {
+        "agent": agent,
+        "tools": surface_rows(surface),
+        "withheld": [{"name": name, "reason": reason} for name, reason in surface.withheld],
+    }
 
 
 def surface_rows(surface: Surface) -> list[dict[str, Any]]:
@@ -116,18 +126,20 @@ def print_surface(console: Console, surface: Surface, agent: str) -> None:
         ]
         for row in surface_rows(surface)
     ]
-    mixed = any(r[2].endswith("*") for r in rows)
+    notes: list[str] = []
+    if any(r[2].endswith("*") for r in rows):
+        notes.append(
+            "* mixed: the tool classifies each call from its arguments "
+            "(the declaration shown is its default)"
+        )
+    # A tool the agent would have but that needs setting up first: say what to set.
+    notes += [f"not offered: {name} ({reason})" for name, reason in surface.withheld]
     print_table(
         console,
         f"Active tools for agent {agent!r}",
         ["tool", "place", "effect", "replay", "concurrency", "summary"],
         rows,
-        note=(
-            "* mixed: the tool classifies each call from its arguments "
-            "(the declaration shown is its default)"
-            if mixed
-            else None
-        ),
+        note="\n".join(notes) or None,
     )
 
 
