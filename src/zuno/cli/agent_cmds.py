@@ -13,16 +13,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import anyio
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, load_history, resolve_model
-from zuno.agent.messages import AssistantMessage
-from zuno.agent.providers import Provider, ProviderError, make_provider
 from zuno.cli.app import (
     AgentOpt,
     Db,
@@ -33,24 +30,20 @@ from zuno.cli.app import (
     wait_for_own_jobs,
     warn_untrusted,
 )
-from zuno.cli.live import LiveView
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.cli.trust_cmds import offer_trust
-from zuno.config import ConfigError
 from zuno.events import Event
-from zuno.permissions import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ApproveAll,
-    Approver,
-    DenyAll,
-    TerminalApprover,
-)
-from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 from zuno.store import SessionRecord, StoreError
-from zuno.tools.question import Answer, Question, Questioner, TerminalQuestioner
 
-__all__ = ["LiveView", "resume", "run"]
+# The agent loop, the providers, the runtime and the live view are imported by the
+# commands that run them: registering `run` and `resume` (and `zuno --help`) needs none.
+if TYPE_CHECKING:
+    from zuno.agent.loop import TurnOutcome
+    from zuno.agent.providers import Provider
+    from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver
+    from zuno.runtime import Runtime, SessionState
+    from zuno.tools.question import Answer, Question, Questioner
+
+__all__ = ["resume", "run"]
 
 ModelOpt = Annotated[
     str | None,
@@ -98,6 +91,12 @@ def _interactive() -> bool:
 
 
 def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
+    from zuno.cli.trust_cmds import offer_trust
+    from zuno.config import ConfigError
+    from zuno.permissions import ApproveAll, DenyAll, TerminalApprover
+    from zuno.runtime import Runtime
+    from zuno.tools.question import TerminalQuestioner
+
     interactive = _interactive()
     questioner: Questioner | None = TerminalQuestioner() if interactive else None
     approver: Approver = ApproveAll() if yes else TerminalApprover() if interactive else DenyAll()
@@ -129,6 +128,8 @@ def _close_and_fail(rt: Runtime, message: str) -> NoReturn:
 
 
 def _provider(model: str, rt: Runtime) -> Provider:
+    from zuno.agent.providers import ProviderError, make_provider
+
     try:
         return make_provider(model, rt.config.providers)
     except ProviderError as exc:
@@ -138,6 +139,9 @@ def _provider(model: str, rt: Runtime) -> Provider:
 async def _drive(
     rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
 ) -> TurnOutcome:
+    from zuno.agent.loop import AgentLoop
+    from zuno.cli.live import LiveView
+
     view = LiveView(rt)
     stop = view.watch(state)
     try:
@@ -158,6 +162,8 @@ async def _drive(
 
 
 def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
+    from zuno.agent.loop import TurnStatus
+
     calls = rt.store.calls(outcome.session_id)
     counts: dict[str, int] = {}
     for call in calls:
@@ -184,6 +190,7 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
 def _finish(
     rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
 ) -> None:
+    from zuno.agent.loop import TurnStatus
     from zuno.mcp.errors import McpServerError
 
     try:
@@ -232,6 +239,10 @@ def run(
     Exit status: 0 answered, 1 no answer (model error, step limit), 2 usage or
     configuration error, 4 store unavailable, 130 interrupted.
     """
+    from zuno.agent.loop import resolve_model
+    from zuno.agent.providers import ProviderError
+    from zuno.runtime import UnknownAgent
+
     if json_:
         from zuno.cli.headless import run_headless
 
@@ -249,7 +260,7 @@ def run(
         settings = rt.agent_settings(agent)
         chosen = resolve_model(model, settings, rt.config)
     except (UnknownAgent, ProviderError) as exc:
-        _close_and_fail(rt, str(exc).strip("\"'"))
+        _close_and_fail(rt, str(exc))
     provider = _provider(chosen, rt)
     title = _first_line(prompt, 80)
     state = rt.open_session(agent=agent, model=chosen, title=title)
@@ -285,7 +296,11 @@ def resume(
     db: Db = None,
 ) -> None:
     """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT."""
+    from zuno.agent.loop import load_history, resolve_model
+    from zuno.agent.messages import AssistantMessage
+    from zuno.agent.providers import ProviderError
     from zuno.cli.transcript import moved_note
+    from zuno.runtime import UnknownAgent, UnknownSession
 
     record = _stored_session(session, db)
     home = Path(record.workspace)
@@ -295,7 +310,7 @@ def resume(
         state = rt.open_session(record.session_id)
         chosen = resolve_model(model or record.model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
-        _close_and_fail(rt, str(exc).strip("\"'"))
+        _close_and_fail(rt, str(exc))
     history = load_history(rt.store, state.session_id)
     if prompt is None:
         last = history[-1] if history else None
@@ -318,6 +333,7 @@ def resume(
 def _stored_session(prefix: str, db: Path | None) -> SessionRecord:
     """The stored session ``prefix`` names (read before the runtime: it decides the folder)."""
     from zuno.cli.app import find_session
+    from zuno.runtime import UnknownSession
     from zuno.store import open_store
 
     try:
@@ -327,7 +343,7 @@ def _stored_session(prefix: str, db: Path | None) -> SessionRecord:
         finally:
             store.close()
     except (UnknownSession, StoreError) as exc:
-        fail(str(exc).strip("\"'"))
+        fail(str(exc))
 
 
 def _resume_folder(

@@ -102,7 +102,18 @@ def user_errors() -> Generator[None]:
         McpServerError,
         StoreError,
     ) as exc:
-        fail(str(exc).strip("'\""))
+        fail(error_text(exc))
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception's message as the user reads it.
+
+    Only a KeyError's own quotes (``str`` shows its argument's repr) are left
+    out: a message that ends in a quoted value keeps its closing quote.
+    """
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)
 
 
 _warned: set[str] = set()

@@ -362,7 +362,7 @@ def _open(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     except StoreUnavailable as exc:
         raise _Ended("store_unavailable", ExitStatus.STORE_UNAVAILABLE, str(exc)) from None
     except (ConfigError, StoreError) as exc:
-        raise _Ended("usage_error", ExitStatus.USAGE, str(exc).strip("'\"")) from None
+        raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
     except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
         raise _Ended("usage_error", ExitStatus.USAGE, f"cannot start: {exc}") from None
     warning = rt.config.untrusted_warning()
@@ -407,7 +407,7 @@ def _turn(
         chosen = resolve_model(model, settings, rt.config)
         provider = make_provider(chosen, rt.config.providers)
     except (UnknownAgent, ProviderError) as exc:
-        raise _Ended("usage_error", ExitStatus.USAGE, str(exc).strip("\"'")) from None
+        raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
     first = next((x for x in prompt.strip().splitlines() if x.strip()), "")
     state = rt.open_session(agent=agent, model=chosen, title=first[:80])
     writer.session(rt, state, chosen)

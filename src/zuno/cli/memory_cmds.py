@@ -106,7 +106,7 @@ def _decide(memory_id: str, status: MemoryStatus, json_: bool, db: Path | None) 
     try:
         memory, before = decide_memory(store, number, status)
     except UnknownMemory as exc:
-        fail(str(exc).strip("'\""))
+        fail(str(exc))
     finally:
         store.close()
     if json_:
