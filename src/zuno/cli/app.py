@@ -361,6 +361,7 @@ def _step(
         state = where.open(rt)
         if not json_:
             _live_events(rt)
+        unasked = _denied_unasked(rt)
         results = _dispatch_now(rt, state, requests)
         if json_:
             _print_json(results[0].as_dict() if one else [r.as_dict() for r in results])
@@ -368,8 +369,59 @@ def _step(
             for result in results:
                 print_result(out, result)
             sys.stdout.flush()
+        for result in results:
+            if result.call_id in unasked:
+                _print_how_to_allow(rt, result.tool, requests[result.index].arguments)
+        if not json_:
             err.print(f"[dim]session {state.session_id}[/]")
         _exit_for(results)
+
+
+def _denied_unasked(rt: Runtime) -> set[str]:
+    """The ids of the calls that will be denied because no one can be asked (no terminal).
+
+    Filled as the approvals are decided. A call a deny rule refuses is never
+    put to the approver, so it is not among them: ``--yes`` would not help it.
+    """
+    from zuno.permissions import DenyAll
+
+    denied: set[str] = set()
+    if not isinstance(rt.approver, DenyAll):
+        return denied
+
+    def note(event: Any) -> None:
+        if event.kind == "approval.decided" and event.data.get("decision") == "deny":
+            denied.add(str(event.call_id))
+
+    rt.events.subscribe(note)
+    return denied
+
+
+def _print_how_to_allow(rt: Runtime, tool: str, arguments: Any) -> None:
+    """One line on stderr: how a call refused for want of an approver can be allowed.
+
+    (The call's result is what a model would read; this is for the person at the shell.)
+    """
+    pattern = "*"
+    found = rt.registry.get(tool)
+    argument = found.rule_argument if found is not None else None
+    if isinstance(arguments, str):  # `zuno call` hands the dispatcher the text as given
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = None
+    if argument is not None and isinstance(arguments, dict):
+        value = cast(dict[str, Any], arguments).get(argument)
+        pattern = value if isinstance(value, str) and value else "*"
+    rule = json.dumps({"tool": tool, "pattern": pattern, "action": "allow"}, ensure_ascii=False)
+    err.print(
+        f"zuno: {tool} needed approval and there is no terminal to ask: add --yes to allow "
+        f"it, or allow it with a permission rule in zuno.json: "
+        f'{{"permission": {{"rules": [{rule}]}}}}',
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 AllOpt = Annotated[bool, typer.Option("--all", help="Every workspace's sessions.")]
