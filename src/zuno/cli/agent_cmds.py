@@ -23,10 +23,12 @@ from rich.text import Text
 from zuno.cli.app import (
     AgentOpt,
     Db,
+    WaitOpt,
     Workspace,
     Yes,
     app,
     fail,
+    open_waiting,
     wait_for_own_jobs,
     warn_untrusted,
 )
@@ -294,6 +296,7 @@ def resume(
         ),
     ] = None,
     db: Db = None,
+    wait: WaitOpt = 0.0,
 ) -> None:
     """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT."""
     from zuno.agent.loop import load_history, resolve_model
@@ -307,7 +310,7 @@ def resume(
     target = _resume_folder(record.session_id, home, workspace, move_to)
     rt = _open_runtime(target, db, yes)
     try:
-        state = rt.open_session(record.session_id)
+        state = open_waiting(rt, record.session_id, wait)
         chosen = resolve_model(model or record.model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc))

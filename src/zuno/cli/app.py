@@ -66,6 +66,17 @@ NewSession = Annotated[
     typer.Option("--new-session", help="Start a new session of direct calls for this workspace."),
 ]
 
+WaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        min=0,
+        metavar="SECONDS",
+        help="If another live process holds the session, wait up to SECONDS for it "
+        "(default: refuse at once).",
+    ),
+]
+
 DIRECT_CALLS = "direct calls (zuno call, zuno batch)"
 """The title marking the session that a workspace's direct calls join."""
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
@@ -256,12 +267,13 @@ def call(
     json_: Json = False,
     workspace: Workspace = Path("."),
     db: Db = None,
+    wait: WaitOpt = 0.0,
 ) -> None:
     """Run one call through the whole pipeline (exit status 1 unless its outcome is ok)."""
     from zuno.dispatch import CallRequest
 
     request = CallRequest(tool, _parse_args_json(args_json))
-    where = _Where(session, new_session, agent)
+    where = _Where(session, new_session, agent, wait)
     _step(workspace, db, yes, where, json_, [request], one=True)
 
 
@@ -277,6 +289,7 @@ def batch(
     json_: Json = False,
     workspace: Workspace = Path("."),
     db: Db = None,
+    wait: WaitOpt = 0.0,
 ) -> None:
     """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
     from zuno.dispatch import CallRequest
@@ -307,7 +320,7 @@ def batch(
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
         for item in items  # type: ignore[union-attr]
     ]
-    _step(workspace, db, yes, _Where(session, new_session, agent), json_, requests, one=False)
+    _step(workspace, db, yes, _Where(session, new_session, agent, wait), json_, requests, one=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,12 +330,14 @@ class _Where:
     session: str | None
     new: bool
     agent: str
+    wait: float = 0.0
+    """Seconds to wait for a named session another live process holds."""
 
     def open(self, rt: Runtime) -> SessionState:
         if self.session is not None:
             if self.new:
                 raise _UsageError("give --session or --new-session, not both")
-            return rt.open_session(find_session(rt.store, self.session).session_id)
+            return open_waiting(rt, find_session(rt.store, self.session).session_id, self.wait)
         if not self.new:
             latest = _direct_session(rt.store, str(rt.workspace), self.agent)
             if latest is not None:
@@ -331,6 +346,32 @@ class _Where:
                 except SessionBusy:
                     pass  # a call still running holds it: this one gets a session of its own
         return rt.open_session(agent=self.agent, title=DIRECT_CALLS)
+
+
+def open_waiting(rt: Runtime, session_id: str, wait: float) -> SessionState:
+    """Open a stored session; while another live process holds it, wait up to ``wait``
+    seconds (saying so on stderr), then give up with :class:`SessionBusy`."""
+    try:
+        return rt.open_session(session_id)
+    except SessionBusy as exc:
+        if wait <= 0:
+            raise
+        held = str(exc).split(": use --wait", 1)[0]
+        err.print(
+            f"zuno: {held}; waiting up to {wait:g} s for it",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    try:
+        return rt.open_session(session_id, wait=wait)
+    except SessionBusy as exc:
+        raise SessionBusy(
+            f"{str(exc).split(': use --wait', 1)[0]}; gave up after waiting {wait:g} s",
+            exc.session_id,
+            exc.owner,
+            exc.expires_at,
+        ) from None
 
 
 def _direct_session(store: Store, workspace: str, agent: str) -> str | None:
