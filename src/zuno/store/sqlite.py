@@ -1105,5 +1105,5 @@ def _busy_message(
     )
     return (
         f"session {session_id} is in use by worker {name}{where}{process}{held}{until}: "
-        "use --wait, or try again after that"
+        "use --wait SECONDS, or try again after that"
     )
