@@ -363,12 +363,14 @@ class WorkerLease:
     def _run(self) -> None:
         interval = self.lease_seconds / 3
         while not self._stop.wait(interval):
-            if self._store_ref() is None:
-                return  # the store is gone: nobody needs this lease
+            store = self._store_ref()
+            if store is None or store.closed:
+                return  # the store is gone or closed: nobody needs this lease
+            del store
             try:
                 self.heartbeat()
             except Exception as exc:  # a busy or dropped store: try again next beat
-                if "closed" in str(exc).lower():
+                if (store := self._store_ref()) is None or store.closed:
                     return
                 _log.warning("zuno: the worker lease could not be renewed: %s", exc)
 

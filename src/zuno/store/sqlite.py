@@ -198,6 +198,8 @@ class SQLiteStore:
         self._deferred_calls: dict[tuple[str, int], int] = {}
         self._call_columns = _CALL_COLUMNS
         self._session_columns = _SESSION_COLUMNS
+        self.closed = False
+        """Whether :meth:`close` was called (nothing more is written)."""
         self.migration_needed: str | None = None
         """Why this store needs a schema upgrade that this (reading) open did not do."""
 
@@ -424,6 +426,7 @@ class SQLiteStore:
                     exc,
                 )
             finally:
+                self.closed = True
                 self._close_quietly()
 
     def _start(self) -> None:
