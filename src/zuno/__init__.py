@@ -17,32 +17,41 @@ Tools themselves signal :class:`ToolError`, :class:`TransientError` and
 never lets them escape.
 """
 
-from zuno.config import AgentSettings, Config, ConfigError, PermissionRule, load_config
-from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
-from zuno.dispatch import CallRequest, CallResult
-from zuno.events import Event
-from zuno.hooks import HookCall, HookDecision
-from zuno.output import OutputLimits
-from zuno.permissions import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ApproveAll,
-    Approver,
-    CallbackApprover,
-    DenyAll,
-    TerminalApprover,
-)
-from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
-from zuno.store import open_store
-from zuno.tool import (
-    Tool,
-    ToolArgs,
-    ToolContext,
-    ToolError,
-    ToolResult,
-    TransientError,
-    UncertainOutcome,
-)
+# The package's public names load on first use (PEP 562): ``import zuno.cli`` must
+# not pay for the runtime, the store and every pydantic model before typer even
+# parses the command line. Type checkers see ordinary imports.
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zuno.config import AgentSettings, Config, ConfigError, PermissionRule, load_config
+    from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
+    from zuno.dispatch import CallRequest, CallResult
+    from zuno.events import Event
+    from zuno.hooks import HookCall, HookDecision
+    from zuno.output import OutputLimits
+    from zuno.permissions import (
+        ApprovalDecision,
+        ApprovalRequest,
+        ApproveAll,
+        Approver,
+        CallbackApprover,
+        DenyAll,
+        TerminalApprover,
+    )
+    from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+    from zuno.store import open_store
+    from zuno.tool import (
+        Tool,
+        ToolArgs,
+        ToolContext,
+        ToolError,
+        ToolResult,
+        TransientError,
+        UncertainOutcome,
+    )
 
 __all__ = [
     "AgentSettings",
@@ -82,3 +91,56 @@ __all__ = [
     "load_config",
     "open_store",
 ]
+
+_HOMES: dict[str, str] = {
+    "AgentSettings": "zuno.config",
+    "ApprovalDecision": "zuno.permissions",
+    "ApprovalRequest": "zuno.permissions",
+    "ApproveAll": "zuno.permissions",
+    "Approver": "zuno.permissions",
+    "BlockKind": "zuno.declarations",
+    "CallRequest": "zuno.dispatch",
+    "CallResult": "zuno.dispatch",
+    "CallbackApprover": "zuno.permissions",
+    "Concurrency": "zuno.declarations",
+    "Config": "zuno.config",
+    "ConfigError": "zuno.config",
+    "Declaration": "zuno.declarations",
+    "DenyAll": "zuno.permissions",
+    "Effect": "zuno.declarations",
+    "Event": "zuno.events",
+    "HookCall": "zuno.hooks",
+    "HookDecision": "zuno.hooks",
+    "Outcome": "zuno.declarations",
+    "OutputLimits": "zuno.output",
+    "PermissionRule": "zuno.config",
+    "Replay": "zuno.declarations",
+    "Runtime": "zuno.runtime",
+    "SessionState": "zuno.runtime",
+    "TerminalApprover": "zuno.permissions",
+    "Tool": "zuno.tool",
+    "ToolArgs": "zuno.tool",
+    "ToolContext": "zuno.tool",
+    "ToolError": "zuno.tool",
+    "ToolResult": "zuno.tool",
+    "TransientError": "zuno.tool",
+    "UncertainOutcome": "zuno.tool",
+    "UnknownAgent": "zuno.runtime",
+    "UnknownSession": "zuno.runtime",
+    "load_config": "zuno.config",
+    "open_store": "zuno.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module the first time the name is used."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'zuno' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

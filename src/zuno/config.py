@@ -69,7 +69,8 @@ ToolName = Annotated[str, Field(json_schema_extra=_TOOL_NAMES_SCHEMA)]
 
 class _Section(BaseModel):
     # strict: "yes" is not a boolean and "8" not a number; a file says what it means.
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 class ConcurrencySettings(_Section):

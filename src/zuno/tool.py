@@ -58,7 +58,8 @@ __all__ = [
 class ToolArgs(BaseModel):
     """Base of every argument model: unknown fields are an error, not ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 A = TypeVar("A", bound=ToolArgs)

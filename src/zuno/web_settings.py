@@ -53,7 +53,8 @@ DEFAULT_API_KEY_ENV: dict[str, str] = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class SearchSettings(_Section):

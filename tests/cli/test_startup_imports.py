@@ -65,3 +65,50 @@ def test_importing_the_cli_loads_no_sdk(workspace: Path) -> None:
 def test_a_command_loads_no_sdk_it_does_not_use(workspace: Path, args: tuple[str, ...]) -> None:
     (workspace / "notes.txt").write_text("notes\n")
     assert loaded_after(workspace, *args) == []
+
+
+# What only running tools, loading a configuration or driving an agent needs: the
+# pydantic models of every tool and setting, the dispatcher, the agent loop.
+RUNTIME_MODULES = (
+    "pydantic",
+    "zuno.config",
+    "zuno.runtime",
+    "zuno.dispatch",
+    "zuno.tools",
+    "zuno.agent.loop",
+    "zuno.agent.providers",
+)
+
+
+def _modules_after(workspace: Path, code: str) -> list[str]:
+    probe = f"import sys\n{code}\nprint(sorted(m for m in {RUNTIME_MODULES!r} if m in sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=workspace, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_importing_zuno_loads_its_public_names_on_use(workspace: Path) -> None:
+    assert _modules_after(workspace, "import zuno") == []
+    # Every public name still resolves, to the object its own module defines.
+    code = (
+        "import importlib, zuno\n"
+        "for name in zuno.__all__:\n"
+        "    value = getattr(zuno, name)\n"
+        "    assert value is getattr(importlib.import_module(value.__module__), name), name\n"
+        "from zuno import Runtime, load_config\n"
+        "import zuno.runtime, zuno.config\n"
+        "assert Runtime is zuno.runtime.Runtime and load_config is zuno.config.load_config"
+    )
+    assert "zuno.runtime" in _modules_after(workspace, code)
+
+
+def test_importing_the_cli_and_its_help_load_no_runtime(workspace: Path) -> None:
+    assert _modules_after(workspace, "import zuno.cli") == []
+    help_ = (
+        "sys.argv = ['zuno', '--help']\n"
+        "from zuno.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    assert _modules_after(workspace, help_) == []

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from zuno.agent.messages import (
     AssistantMessage,
@@ -73,7 +73,8 @@ DEFAULT_MAX_STEPS = 50
 ProviderFactory = Callable[[str], Provider]
 """Makes the provider for a ``PROVIDER:MODEL`` string (``runtime.provider_factory``)."""
 
-_MESSAGE = TypeAdapter[Message](Message)
+# defer_build: the validator is built when a history is first loaded, not at import.
+_MESSAGE = TypeAdapter[Message](Message, config=ConfigDict(defer_build=True))
 # Loop bookkeeping stored beside each message; stripped before the model sees it.
 _META = "zuno"
 

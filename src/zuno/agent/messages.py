@@ -36,7 +36,8 @@ __all__ = [
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ToolCallRequest(_Frozen):

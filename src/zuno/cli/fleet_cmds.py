@@ -12,15 +12,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zuno.agent.loop import resolve_model
-from zuno.agent.providers import ProviderError
 from zuno.cli.app import AgentOpt, Db, Json, Workspace, Yes, app, fail, user_errors, warn_untrusted
-from zuno.config import AgentSettings, Config, load_config
 from zuno.store import open_store
+
+# The configuration and the agent loop are imported by the commands that use them.
+if TYPE_CHECKING:
+    from zuno.config import AgentSettings, Config
 
 __all__ = ["submit", "worker"]
 
@@ -61,6 +62,9 @@ def submit(
     asked anything while it runs: without --yes, calls that strict mode would
     ask about are denied.
     """
+    from zuno.agent.loop import resolve_model
+    from zuno.agent.providers import ProviderError
+    from zuno.config import load_config
     from zuno.fleet import submit as queue
 
     with user_errors():

@@ -32,13 +32,12 @@ from zuno.cli.app import (
     warn_untrusted,
 )
 from zuno.cli.signals import run_until_stopped
-from zuno.config import Config, load_config
 from zuno.mcp import APPROVAL_NOTE
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
 
 if TYPE_CHECKING:
-    # The MCP SDK takes about a second to import: only the commands that speak MCP load it.
+    # The MCP SDK takes about a second to import: only the commands that speak MCP load
+    # it; the configuration (pydantic models) is imported by the commands that read it.
+    from zuno.config import Config
     from zuno.mcp.client import McpConnection
 
 __all__ = ["mcp_app"]
@@ -86,6 +85,8 @@ def serve(
 ) -> None:
     """Serve Zuno over MCP."""
     from zuno.mcp.server import NoApprovalsOverMcp, ZunoMcpServer, bind_http
+    from zuno.permissions import ApproveAll
+    from zuno.runtime import Runtime
 
     chosen = _transport(transport, port)
     listener: socket.socket | None = None
@@ -193,6 +194,8 @@ def tools(
     workspace: Workspace = Path("."),
 ) -> None:
     """Connect the configured MCP servers and list their tools with Zuno's declarations."""
+    from zuno.config import load_config
+
     with user_errors():
         config = load_config(workspace.resolve())
         warn_untrusted(config)

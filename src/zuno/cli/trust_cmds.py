@@ -12,13 +12,12 @@ import json
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.markup import escape
 
 from zuno.cli.app import Json, app, err, fail, out, user_errors
-from zuno.config import CONFIG_NAME, Config, ConfigError, load_config
 from zuno.trust import (
     TrustError,
     TrustState,
@@ -28,6 +27,10 @@ from zuno.trust import (
     trust_file,
     trusted_folders,
 )
+
+# The configuration (pydantic models) is imported by the commands that read it.
+if TYPE_CHECKING:
+    from zuno.config import Config
 
 __all__ = ["offer_trust", "trust_command", "widening_lines"]
 
@@ -46,6 +49,8 @@ def trust_command(
     json_: Json = False,
 ) -> None:
     """Trust FOLDER's zuno.json: show what it widens, then honour it until it changes."""
+    from zuno.config import CONFIG_NAME, load_config
+
     with user_errors(), _trust_errors():
         if list_:
             _list(json_)
@@ -93,6 +98,8 @@ def trust_command(
 
 def widening_lines(workspace: Path, config: Config) -> list[str]:
     """One line per ignored key of an untrusted file: its name and the value it sets."""
+    from zuno.config import CONFIG_NAME
+
     data: Any
     try:
         data = json.loads((workspace / CONFIG_NAME).read_text(encoding="utf-8"))
@@ -122,6 +129,8 @@ def offer_trust(workspace: Path) -> None:
     The default answer is no. A yes records the digest of the content that was
     shown, so a file changed while the question was open stays untrusted.
     """
+    from zuno.config import CONFIG_NAME, ConfigError, load_config
+
     try:
         config = load_config(workspace.resolve())
     except ConfigError:

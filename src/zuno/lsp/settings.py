@@ -41,7 +41,8 @@ __all__ = [
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class LspServerSettings(_Section):

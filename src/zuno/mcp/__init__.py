@@ -6,10 +6,10 @@
 - :mod:`zuno.mcp.server`: Zuno's active surface served over MCP (stdio or
   streamable HTTP), every call through the dispatcher.
 
-Only the settings (and the one sentence the CLI's help quotes) are imported
-eagerly: :mod:`zuno.config` needs them, the client and server need
-:mod:`zuno.config`, and the MCP SDK behind the client and server takes about a
-second to import, which a command that speaks no MCP must not pay.
+Only the errors (and the one sentence the CLI's help quotes) are imported
+eagerly; the rest loads on first use. The MCP SDK behind the client and server
+takes about a second to import, which a command that speaks no MCP must not pay,
+and the settings (pydantic models) are not needed to register the commands.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from zuno.mcp.errors import McpServerError
-from zuno.mcp.settings import McpServerSettings, McpSettings, McpToolDeclaration
 
 if TYPE_CHECKING:
     from zuno.mcp.client import McpConnection, McpServers, connect_mcp_servers
     from zuno.mcp.remote import DeclarationChoice, McpResourceTool, McpTool, choose_declaration
+    from zuno.mcp.settings import McpServerSettings, McpSettings, McpToolDeclaration
 
 __all__ = [
     "APPROVAL_NOTE",
@@ -54,6 +54,9 @@ _LAZY = {
     "McpResourceTool": "zuno.mcp.remote",
     "McpTool": "zuno.mcp.remote",
     "choose_declaration": "zuno.mcp.remote",
+    "McpServerSettings": "zuno.mcp.settings",
+    "McpSettings": "zuno.mcp.settings",
+    "McpToolDeclaration": "zuno.mcp.settings",
 }
 
 

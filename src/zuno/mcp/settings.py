@@ -35,7 +35,8 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}\Z")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class McpToolDeclaration(_Section):

@@ -54,7 +54,8 @@ class SandboxSettings(BaseModel):
             pattern of ``env_remove`` matches them (a secret passed on purpose).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: SandboxKind = "auto"
     mode: SandboxMode = "workspace-write"

@@ -9,8 +9,6 @@ older Zuno reading or writing the store.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 __all__ = [
     "ADDED_COLUMNS",
     "CALL_FIELDS",
@@ -86,6 +84,10 @@ both stores read this one list.
 
 def newer_schema_message(where: str, found: int) -> str:
     """One line: the store's version, the one this Zuno supports, what to do."""
+    # importlib.metadata costs more than the rest of the store's import: only this
+    # rare message needs it.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         zuno = f"Zuno {version('zuno')}"
     except PackageNotFoundError:

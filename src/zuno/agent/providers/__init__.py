@@ -129,7 +129,8 @@ class Provider(Protocol):
 class ProviderSettings(BaseModel):
     """One named provider in ``zuno.json``'s ``providers`` map."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not when zuno starts.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Literal["openai", "anthropic"]
     """Which API it speaks: OpenAI-compatible Chat Completions, or Anthropic Messages."""
