@@ -47,6 +47,8 @@ _CONFIG = Config.model_validate(
         "memory": {"enabled": True},
         "council": {"members": ["explore", "build"]},
         "replay": {"require_inspection": False},
+        # web_search is offered only with a backend (never reached: the hook stops it).
+        "web": {"search": {"kind": "searxng", "base_url": "http://127.0.0.1:9"}},
     }
 )
 RUNTIME = Runtime(

@@ -1015,7 +1015,7 @@ class SQLiteStore:
         """
         with self._lock:
             for event in events:
-                if event.kind == "call.result" and event.call_id is not None:
+                if event.kind == "call.result" and event.call_id and "outcome" in event.data:
                     # The owner's claim of an outcome: kept out of the log when its
                     # row was settled otherwise meanwhile (call.late_result holds it).
                     self._defer(
