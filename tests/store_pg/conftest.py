@@ -1,52 +1,19 @@
-"""PostgreSQL fixtures: each test gets its own schema in the ``$ZUNO_TEST_POSTGRES`` database.
-
-The server is ``$ZUNO_TEST_POSTGRES`` (a ``postgresql://`` connection
-string), else the one ``scripts/setup.sh`` started and wrote to
-``.venv/zuno-test-postgres``. Without either, the tests that need a server are
-skipped; ``scripts/start_postgres.sh`` starts a local one and prints its string.
-"""
+"""PostgreSQL fixtures: each test gets its own schema (see tests/pg_schema.py)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-SKIP_REASON = (
-    "ZUNO_TEST_POSTGRES is not set (a postgresql:// connection string; "
-    "scripts/start_postgres.sh starts a server and prints one)"
-)
+from pg_schema import SKIP_REASON, scratch_schema
 
-
-def _from_setup() -> str | None:
-    saved = Path(__file__).resolve().parents[2] / ".venv" / "zuno-test-postgres"
-    try:
-        lines = saved.read_text().split()
-    except OSError:
-        return None
-    return lines[-1] if lines else None
+__all__ = ["SKIP_REASON", "pg_dsn"]
 
 
 @pytest.fixture
 def pg_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A connection string whose ``search_path`` is a new, empty schema."""
-    base = os.environ.get("ZUNO_TEST_POSTGRES") or _from_setup()
-    if not base:
-        pytest.skip(SKIP_REASON)
-    if not base.startswith(("postgresql://", "postgres://")):
-        pytest.fail(f"ZUNO_TEST_POSTGRES must be a postgresql:// URL, got {base!r}")
-    import psycopg
-
-    schema = f"zuno_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")  # pyright: ignore[reportArgumentType]
-    monkeypatch.setenv("ZUNO_ARTIFACTS", str(tmp_path / "artifacts"))
-    sep = "&" if "?" in base else "?"
-    try:
-        yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # pyright: ignore[reportArgumentType]
+    with scratch_schema(tmp_path, monkeypatch) as dsn:
+        yield dsn
