@@ -178,13 +178,30 @@ class Claim:
 # The owner's lease decides, read on the database's clock (zuno_now()): a worker
 # never compares its own clock with another machine's. Ties on created_at go by id,
 # so every worker sees the same order.
+_CLAIMABLE = (
+    "prompt IS NOT NULL AND (state = 'queued' OR (state = 'running' AND NOT EXISTS"
+    " (SELECT 1 FROM workers w WHERE w.worker_id = {t}owner AND w.expires_at >= zuno_now())))"
+)
+"""A submitted session nobody runs: queued, or running under a lease that expired.
+
+A subquery, not a join: PostgreSQL re-checks a locked row's condition against
+the row another worker just committed, and a joined row would be the stale one.
+"""
+
 _CLAIM_SQL = (
     "SELECT s.session_id, s.state, s.owner, s.workspace, s.agent, s.model, s.prompt, s.options"
-    " FROM sessions s LEFT JOIN workers w ON w.worker_id = s.owner"
-    " WHERE s.prompt IS NOT NULL AND (s.state = 'queued' OR (s.state = 'running'"
-    " AND (w.worker_id IS NULL OR w.expires_at < zuno_now())))"
+    f" FROM sessions s WHERE {_CLAIMABLE.format(t='s.')}"
     " ORDER BY s.created_at, s.session_id LIMIT 1 /*pg: FOR UPDATE OF s SKIP LOCKED*/"
 )
+
+_TAKE_SQL = (
+    "UPDATE sessions SET owner = ?, state = 'running', updated_at = zuno_now()"
+    f" WHERE session_id = ? AND {_CLAIMABLE.format(t='sessions.')} RETURNING session_id"
+)
+
+
+_CLAIM_TRIES = 8
+"""Claims in a row that may lose their race to another worker before giving up for now."""
 
 
 def claim_next(store: Store, worker_id: str) -> Claim | None:
@@ -194,26 +211,31 @@ def claim_next(store: Store, worker_id: str) -> Claim | None:
     choose it (a row lock skipped by the others on PostgreSQL, the database's
     write lock on SQLite).
     """
-    with store.transaction() as db:
-        row = db.execute(_CLAIM_SQL).fetchone()
-        if row is None:
-            return None
-        session_id, state, owner, workspace, agent, model, prompt, options = tuple(row)
-        db.execute(
-            "UPDATE sessions SET owner = ?, state = 'running', updated_at = zuno_now()"
-            " WHERE session_id = ?",
-            (worker_id, session_id),
-        )
-        taken_from = str(owner) if state == FleetState.RUNNING.value and owner else None
-        db.execute(
-            "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, NULL, ?, ?, ?)",
-            (
-                session_id,
-                "fleet.claimed",
-                time.time(),
-                json.dumps({"worker": worker_id, "taken_from": taken_from, "was": state}),
-            ),
-        )
+    for _ in range(_CLAIM_TRIES):
+        with store.transaction() as db:
+            row = db.execute(_CLAIM_SQL).fetchone()
+            if row is None:
+                return None
+            session_id, state, owner, workspace, agent, model, prompt, options = tuple(row)
+            # Taken only while still claimable: checked again by the UPDATE, on
+            # the latest committed row, so a session is never claimed twice.
+            taken = db.execute(_TAKE_SQL, (worker_id, session_id)).fetchone()
+            if taken is None:
+                continue  # taken meanwhile: choose again
+            taken_from = str(owner) if state == FleetState.RUNNING.value and owner else None
+            db.execute(
+                "INSERT INTO events (session_id, call_id, kind, at, data)"
+                " VALUES (?, NULL, ?, ?, ?)",
+                (
+                    session_id,
+                    "fleet.claimed",
+                    time.time(),
+                    json.dumps({"worker": worker_id, "taken_from": taken_from, "was": state}),
+                ),
+            )
+        break
+    else:
+        return None  # every try lost its race: the caller asks again later
     try:
         parsed: Any = json.loads(options or "{}")
     except ValueError:
