@@ -487,7 +487,14 @@ class PostgresStore(SQLiteStore):
                 # In pipeline mode the error may be an earlier statement's answer.
                 # _failed returns only once the transaction was written again
                 # without a refused queued row: then this statement goes again.
-                self._failed(tx, exc)
+                try:
+                    self._failed(tx, exc)
+                except _Lost as lost:
+                    # The connection went (seen as this statement's error): as above.
+                    if not tx.in_body:
+                        raise
+                    tx.lost = lost.__cause__ or lost
+                    return sent
 
     def _arrived(self, sent: _Sent) -> _Cursor:
         """The cursor of ``sent`` once its answer is in (syncing the pipeline if needed)."""
