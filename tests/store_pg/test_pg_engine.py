@@ -28,6 +28,7 @@ from urllib.parse import quote
 import anyio
 import psycopg
 import pytest
+from pg_test_tools import Append, Echo, TextArgs
 
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Outcome, Replay
@@ -36,7 +37,7 @@ from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
 from zuno.store.errors import StoreUnavailable
 from zuno.store.postgres import PostgresStore
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.tool import Tool, ToolContext, ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -137,38 +138,6 @@ def through(dsn: str, relay: Relay) -> str:
 
 
 # Tools -----------------------------------------------------------------------
-
-
-class TextArgs(ToolArgs):
-    text: str = ""
-
-
-class Echo(Tool[TextArgs]):
-    name: ClassVar[str] = "echo"
-    description: ClassVar[str] = "Echo."
-    args_model = TextArgs
-    declaration: ClassVar[Declaration] = Declaration(
-        Effect.READ_ONLY, Replay.SAFE, Concurrency.PARALLEL_SAFE
-    )
-
-    async def run(self, args: TextArgs, ctx: ToolContext) -> ToolResult:
-        return ToolResult(args.text)
-
-
-class Append(Tool[TextArgs]):
-    """Appends a line to ``effects.txt``: each run is counted on disk."""
-
-    name: ClassVar[str] = "append"
-    description: ClassVar[str] = "Append a line."
-    args_model = TextArgs
-    declaration: ClassVar[Declaration] = Declaration(
-        Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE
-    )
-
-    async def run(self, args: TextArgs, ctx: ToolContext) -> ToolResult:
-        with (ctx.workspace / "effects.txt").open("a") as f:
-            f.write(args.text + "\n")
-        return ToolResult("appended " + args.text)
 
 
 class Gate(Tool[TextArgs]):

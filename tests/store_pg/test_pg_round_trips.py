@@ -12,51 +12,18 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
+from pg_test_tools import Append, Echo
 from psycopg import pq
 
 from zuno.config import Config
-from zuno.declarations import Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.declarations import Outcome
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
 from zuno.store.postgres import PostgresStore
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
 
 pytestmark = pytest.mark.anyio
-
-
-class TextArgs(ToolArgs):
-    text: str = ""
-
-
-class Echo(Tool[TextArgs]):
-    name: ClassVar[str] = "echo"
-    description: ClassVar[str] = "Echo."
-    args_model = TextArgs
-    declaration: ClassVar[Declaration] = Declaration(
-        Effect.READ_ONLY, Replay.SAFE, Concurrency.PARALLEL_SAFE
-    )
-
-    async def run(self, args: TextArgs, ctx: ToolContext) -> ToolResult:
-        return ToolResult(args.text)
-
-
-class Append(Tool[TextArgs]):
-    """Appends a line to ``effects.txt`` in the workspace: a real side effect."""
-
-    name: ClassVar[str] = "append"
-    description: ClassVar[str] = "Append a line."
-    args_model = TextArgs
-    declaration: ClassVar[Declaration] = Declaration(
-        Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE
-    )
-
-    async def run(self, args: TextArgs, ctx: ToolContext) -> ToolResult:
-        with (ctx.workspace / "effects.txt").open("a") as f:
-            f.write(args.text + "\n")
-        return ToolResult("appended")
 
 
 @contextmanager

@@ -1033,15 +1033,7 @@ class PostgresStore(SQLiteStore):
         columns = ", ".join(CALL_FIELDS)
         values = ", ".join(["?"] * len(self._call_params(call)))
         params = (
-            call.outcome,
-            call.block_kind,
-            call.result,
-            int(call.is_error),
-            call.finished_at,
-            call.artifact,
-            call.reason,
-            call.call_id,
-            call.attempt,
+            *self._finish_params(call),
             *self._call_params(call),
             *self._event_params(event),
             call.session_id,

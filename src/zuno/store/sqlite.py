@@ -852,6 +852,21 @@ class SQLiteStore:
             call.reason,
         )
 
+    @staticmethod
+    def _finish_params(call: CallRecord) -> tuple[Any, ...]:
+        """The parameters of a guarded result: its columns, then the row's key."""
+        return (
+            call.outcome,
+            call.block_kind,
+            call.result,
+            int(call.is_error),
+            call.finished_at,
+            call.artifact,
+            call.reason,
+            call.call_id,
+            call.attempt,
+        )
+
     def _insert_call(self, db: sqlite3.Connection, call: CallRecord) -> None:
         db.execute(self._CALL_SQL, self._call_params(call))
 
@@ -916,17 +931,7 @@ class SQLiteStore:
         ``call.late_result`` event beside it.
         """
         finished = self._event_params(event)
-        update = (
-            call.outcome,
-            call.block_kind,
-            call.result,
-            int(call.is_error),
-            call.finished_at,
-            call.artifact,
-            call.reason,
-            call.call_id,
-            call.attempt,
-        )
+        update = self._finish_params(call)
 
         def finish(db: sqlite3.Connection) -> None:
             """UPDATE calls ... WHERE status = 'started' (a guarded result)"""
