@@ -205,11 +205,11 @@ def print_sessions(
 
 
 def _short_worker(worker: str) -> str:
-    """A worker id (``w1:machine:boot:pidns:pid:start``) as host-part:pid, to fit a column."""
-    parts = worker.split(":")
-    if len(parts) == 6 and parts[0] == "w1":
-        return f"{parts[1][:8]}:{parts[4]}"
-    return worker
+    """A worker id as people read it elsewhere (``pid@machine``), to fit a column."""
+    from zuno.workers import WorkerIdentity
+
+    who = WorkerIdentity.parse(worker)
+    return who.short if who is not None else worker
 
 
 @dataclass(frozen=True, slots=True)
