@@ -32,6 +32,7 @@ from zuno.preflight import Admitted, Blocked, Preflight
 from zuno.recovery import INSPECTED, prefetch_inspection
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
+from zuno.telemetry import call_span
 from zuno.tool import (
     ArgumentsRejected,
     ToolContext,
@@ -202,6 +203,7 @@ class Dispatcher:
             record.finished_at = now
             event = Event("call.cancelled", session.session_id, call.call_id, {"index": call.index})
             self._rt.store.record_blocked(record, event)
+            call_span(record)
             results[call.index] = CallResult(
                 call.call_id,
                 session.session_id,
@@ -405,6 +407,7 @@ class Dispatcher:
         )
         rt.store.call_finished(record, finished_event)
         rt.events.deliver(finished_event)
+        call_span(record)
         return CallResult(
             call.call_id,
             session.session_id,
@@ -470,6 +473,7 @@ class Dispatcher:
         )
         rt.store.call_finished(record, event)
         rt.events.deliver(event)
+        call_span(record)
 
     async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
         hooks = self._rt.hooks

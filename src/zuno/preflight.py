@@ -38,6 +38,7 @@ from zuno.recovery import inspection_block
 from zuno.sandbox.control_files import CONTROL_NAMES
 from zuno.store.records import CallRecord
 from zuno.store.storable import storable
+from zuno.telemetry import call_span
 from zuno.tool import Tool, read_only_refusal
 
 if TYPE_CHECKING:
@@ -364,6 +365,7 @@ class Preflight:
         )
         self._rt.store.record_blocked(record, event)
         self._rt.events.deliver(event)
+        call_span(record)
         return CallResult(
             call_id,
             session.session_id,
