@@ -27,6 +27,7 @@ from zuno.tool_names import (
     CONDITIONAL,
     DEFAULT_SURFACE,
     DURABLE_STATE,
+    OPT_IN,
     SLOTS,
     entry_matches,
     is_pattern,
@@ -70,6 +71,8 @@ class Place(StrEnum):
     DURABLE_STATE = "durable_state"
     CONDITIONAL = "conditional"
     SLOT = "slot"
+    OPT_IN = "opt_in"
+    """Zuno's own tools beyond the specification (``undo``): on only when switched on."""
     EXTENSION = "extension"
 
 
@@ -83,6 +86,8 @@ def place_of(name: str) -> Place:
         return Place.CONDITIONAL
     if name in SLOTS:
         return Place.SLOT
+    if name in OPT_IN:
+        return Place.OPT_IN
     return Place.EXTENSION
 
 

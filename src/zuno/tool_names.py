@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_SURFACE",
     "DURABLE_STATE",
     "MCP_NAME_PATTERN",
+    "OPT_IN",
     "SLOTS",
     "entry_matches",
     "is_pattern",
@@ -49,7 +50,10 @@ DEFAULT_SURFACE = (
 DURABLE_STATE = ("plan_get", "plan_update", "todo_get", "todo_update", "goal_get", "goal_update")
 CONDITIONAL = ("memory_propose", "council_run")
 SLOTS = ("edit", "execute", "lsp")
-ALL_NAMES = frozenset((*DEFAULT_SURFACE, *DURABLE_STATE, *CONDITIONAL, *SLOTS))
+OPT_IN = ("undo",)
+"""Tools beyond the specification's surface: active only when an agent names them or the
+``tools`` map switches them on (``undo`` is reached through ``zuno undo``)."""
+ALL_NAMES = frozenset((*DEFAULT_SURFACE, *DURABLE_STATE, *CONDITIONAL, *SLOTS, *OPT_IN))
 
 MCP_NAME_PATTERN = r"^mcp__[A-Za-z0-9_-]{1,40}__.+$"
 """What an entry naming MCP tools looks like (the server part is checked on loading)."""

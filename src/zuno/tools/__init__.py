@@ -25,6 +25,7 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     from zuno.tools.skill import SkillTool
     from zuno.tools.state import state_tools
     from zuno.tools.task import TaskTool
+    from zuno.tools.undo import UndoTool
     from zuno.tools.web import WebFetchTool
     from zuno.tools.web_search import WebSearchTool
     from zuno.tools.write import WriteTool
@@ -50,4 +51,5 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         SkillTool(),
         *state_tools(),
         MemoryProposeTool(),
+        UndoTool(),
     ]
