@@ -44,6 +44,7 @@ __all__ = [
     "HookCommand",
     "HookSettings",
     "MemorySettings",
+    "PermissionMode",
     "PermissionRule",
     "PermissionSettings",
     "ReplaySettings",
@@ -109,10 +110,20 @@ class PermissionRule(_Section):
     action: Literal["allow", "ask", "deny"]
 
 
-class PermissionSettings(_Section):
-    """Strict mode asks for a fresh approval of every side-effecting or delegating call."""
+PermissionMode = Literal["plan", "accept-edits", "strict", "permissive"]
+"""How much a session may do without asking (see :mod:`zuno.permissions`), strictest first."""
 
-    mode: Literal["strict", "permissive"] = "strict"
+
+class PermissionSettings(_Section):
+    """The permission mode and rules.
+
+    ``plan`` runs only reads, questions and plan/todo/goal updates; ``accept-edits``
+    lets file edits inside the workspace through without asking; ``strict`` (the
+    default) asks for a fresh approval of every side-effecting or delegating call;
+    ``permissive`` asks nothing. Deny rules deny in every mode.
+    """
+
+    mode: PermissionMode = "strict"
     rules: list[PermissionRule] = Field(default_factory=lambda: [])
     read_roots: list[str] = Field(default_factory=lambda: [])
     """Folders outside the workspace that read-only file tools (read, grep, glob,

@@ -238,6 +238,7 @@ class Dispatcher:
             started_at=now,
             model_call_id=call.request.model_call_id,
             runner=self._rt.identity,
+            mode=call.mode,
         )
 
     async def _execute(

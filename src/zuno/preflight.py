@@ -32,6 +32,7 @@ from zuno.permissions import (
     canonical_json,
     evaluate,
     fingerprint_of,
+    plan_refusal,
 )
 from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
@@ -60,6 +61,8 @@ class Admitted:
     arguments_json: str
     args_hash: str
     normalized: dict[str, Any] = field(default_factory=lambda: {})
+    mode: str | None = None
+    """The session's permission mode when the call was authorized (written on its row)."""
 
 
 class Blocked(Exception):
@@ -116,6 +119,7 @@ class Preflight:
             if refusal is not None:
                 raise Blocked(BlockKind.DENIED, refusal, declaration)
         await self._check_session_rules(session, admitted)
+        self._check_mode(session, admitted)
         await self._before_hooks(session, admitted)
         await self._authorize(session, admitted)
         return admitted
@@ -175,9 +179,21 @@ class Preflight:
                 call.declaration,
             )
 
+    def _check_mode(self, session: SessionState, call: Admitted) -> None:
+        """Plan mode refuses what it does not run before hooks or approvers see it.
+
+        (:meth:`_authorize` checks again, for arguments a hook rewrote.)
+        """
+        if session.permissions.mode != "plan":
+            return
+        refusal = plan_refusal(call.tool.name, call.declaration)
+        if refusal is not None:
+            raise Blocked(BlockKind.DENIED, refusal, call.declaration)
+
     async def _authorize(self, session: SessionState, call: Admitted) -> None:
         rt = self._rt
         tool = call.tool
+        call.mode = session.permissions.mode
         # Path tools are resolved whatever the rules: the guards below hold without any.
         touched = self._touched(call)
         for path in touched:
@@ -195,7 +211,7 @@ class Preflight:
         else:
             subjects = []  # no rules: nothing to match, no subject work
         strict_reason = None
-        if permissions.mode == "strict":
+        if permissions.mode != "permissive":
             strict_reason = self._outside_reads(permissions, call, touched) or tool.strict_reason(
                 call.args, rt.config
             )
@@ -206,11 +222,15 @@ class Preflight:
             subjects,
             tool.rule_match,
             strict_reason=strict_reason,
+            edit_inside=self._edit_inside(call, touched),
         )
         if verdict.action == "deny":
             raise Blocked(
                 BlockKind.DENIED,
-                f"denied by {verdict.reason}; this call is not allowed in this workspace",
+                # No rule: the mode refused it (plan mode), and its reason says so.
+                f"denied by {verdict.reason}; this call is not allowed in this workspace"
+                if verdict.rule is not None
+                else verdict.reason,
                 call.declaration,
             )
         control = next((p for p in touched if p.writes and is_control_file(p)), None)
@@ -225,6 +245,20 @@ class Preflight:
         if verdict.action == "allow":
             return
         await self._ask(session, call, verdict)
+
+    @staticmethod
+    def _edit_inside(call: Admitted, touched: list[TouchedPath]) -> bool:
+        """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
+
+        A file tool that names its paths, all inside the workspace by their real
+        location, none a control file (those are asked about in every mode).
+        """
+        return (
+            call.tool.writes_files
+            and call.declaration.effect is Effect.SIDE_EFFECTING
+            and bool(touched)
+            and all(p.inside and not is_control_file(p) for p in touched)
+        )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
         """The real locations of every path the call can reach."""
@@ -278,6 +312,7 @@ class Preflight:
             verdict.reason,
             key,
             covers,
+            session.permissions.mode,
         )
         rt.events.emit(
             Event(
@@ -304,6 +339,8 @@ class Preflight:
         )
         if decision is ApprovalDecision.APPROVE_SESSION:
             rt.store.add_session_approval(session.session_id, key, call.tool.name)
+        if decision is ApprovalDecision.ACCEPT_EDITS:
+            rt.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
         if decision is ApprovalDecision.DENY:
             who = verdict_note or (
                 "no one was available to approve it (non-interactive run)"
@@ -346,6 +383,7 @@ class Preflight:
             outcome=Outcome.BLOCKED.value,
             block_kind=blocked.kind.value,
             result=text,
+            mode=session.permissions.mode,
             is_error=True,
             started_at=now,
             finished_at=now,

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from zuno.config import AgentSettings, Config, ConfigError, load_config
+from zuno.config import AgentSettings, Config, ConfigError, PermissionMode, load_config
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
-from zuno.events import EventBus
+from zuno.events import Event, EventBus
 from zuno.hooks import Hooks, PythonHook
 from zuno.jobs import JobLane
+from zuno.modes import check_mode, remember_mode, stored_mode
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
 from zuno.recovery import settle_interrupted
@@ -210,8 +211,14 @@ class Runtime:
         tools: Sequence[str] | None = None,
         depth: int = 0,
         wait: float = 0.0,
+        mode: PermissionMode | None = None,
     ) -> SessionState:
         """Resume a stored session, or create a new one when no id is given.
+
+        ``mode`` chooses the session's permission mode (``plan``, ``accept-edits``,
+        ``strict``, ``permissive``) and stores it with the session; without it a
+        resumed session keeps the mode stored with it, else the configuration's
+        (see :mod:`zuno.modes`).
 
         ``tools`` narrows the agent's surface (a delegation can only shrink it).
         The session is leased to this worker until :meth:`close` (other runtimes
@@ -259,18 +266,48 @@ class Runtime:
                 owner=self.identity,
             )
             self._held.add(record.session_id)
+        permissions = effective_permissions(self.config.permission, settings)
+        chosen = check_mode(mode) if mode is not None else None
+        if chosen is not None:
+            remember_mode(self.store, record.session_id, chosen)
+        elif session_id is not None:
+            chosen = stored_mode(self.store, record.session_id)
+        if chosen is not None and chosen != permissions.mode:
+            permissions = permissions.model_copy(update={"mode": chosen})
         state = SessionState(
             record.session_id,
             agent,
             settings,
             surface,
-            effective_permissions(self.config.permission, settings),
+            permissions,
             depth,
             narrowed,
             self._barriers.setdefault(record.session_id, SessionBarrier()),
         )
         self._sessions.add(state)
         return state
+
+    def set_mode(
+        self, session: SessionState, mode: PermissionMode, *, remember: bool = True
+    ) -> None:
+        """Switch the session's permission mode from its next call on.
+
+        ``remember``: store it with the session, so that a resume keeps it (False:
+        for this runtime's state only, as ``zuno call --mode`` does). Each call's
+        row records the mode it was admitted in.
+
+        Raises:
+            ValueError: ``mode`` is not a permission mode.
+        """
+        chosen = check_mode(mode)
+        was = session.permissions.mode
+        if remember:
+            remember_mode(self.store, session.session_id, chosen)
+        session.permissions = session.permissions.model_copy(update={"mode": chosen})
+        if chosen != was:
+            self.events.emit(
+                Event("session.mode", session.session_id, data={"mode": chosen, "was": was})
+            )
 
     def _acquire(self, session_id: str, wait: float) -> SessionRecord:
         deadline = time.monotonic() + wait

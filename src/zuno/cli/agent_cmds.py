@@ -13,16 +13,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import anyio
+import click
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from zuno.cli.app import (
+    MODE_NAMES,
     AgentOpt,
     Db,
+    ModeOpt,
     WaitOpt,
     Workspace,
     Yes,
@@ -41,6 +44,7 @@ from zuno.store import SessionRecord, StoreError
 if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
+    from zuno.config import PermissionMode
     from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver
     from zuno.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
@@ -231,6 +235,7 @@ def run(
     agent: AgentOpt = "build",
     model: ModelOpt = None,
     yes: Yes = False,
+    mode: ModeOpt = None,
     max_steps: MaxStepsOpt = None,
     json_: HeadlessOpt = False,
     workspace: Workspace = Path("."),
@@ -256,6 +261,7 @@ def run(
             max_steps=max_steps,
             workspace=workspace,
             db=db,
+            mode=mode,
         )
     rt = _open_runtime(workspace, db, yes)
     try:
@@ -265,7 +271,7 @@ def run(
         _close_and_fail(rt, str(exc))
     provider = _provider(chosen, rt)
     title = _first_line(prompt, 80)
-    state = rt.open_session(agent=agent, model=chosen, title=title)
+    state = rt.open_session(agent=agent, model=chosen, title=title, mode=_mode(mode))
     _finish(rt, state, provider, prompt, max_steps)
 
 
@@ -277,6 +283,15 @@ def resume(
     ] = None,
     model: ModelOpt = None,
     yes: Yes = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            click_type=click.Choice(MODE_NAMES),
+            help="Switch the session to this permission mode (stored: later resumes keep it). "
+            "Default: the mode it ran in.",
+        ),
+    ] = None,
     max_steps: MaxStepsOpt = None,
     workspace: Annotated[
         Path | None,
@@ -311,6 +326,8 @@ def resume(
     rt = _open_runtime(target, db, yes)
     try:
         state = open_waiting(rt, record.session_id, wait)
+        if mode is not None:
+            rt.set_mode(state, _mode(mode))
         chosen = resolve_model(model or record.model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc))
@@ -331,6 +348,11 @@ def resume(
         note = moved_note(str(home), str(target))
         prompt = note if prompt is None else f"{note}\n\n{prompt}"
     _finish(rt, state, provider, prompt, max_steps)
+
+
+def _mode(name: str | None) -> PermissionMode | None:
+    """A ``--mode`` value (click checked it is one of the modes)."""
+    return cast("PermissionMode | None", name)
 
 
 def _stored_session(prefix: str, db: Path | None) -> SessionRecord:

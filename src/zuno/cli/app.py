@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +22,7 @@ from zuno.store.errors import SessionBusy
 # The runtime, the configuration and the dispatcher (pydantic models, every tool)
 # are imported by the commands that use them: `zuno --help` needs none of them.
 if TYPE_CHECKING:
+    from zuno.config import PermissionMode
     from zuno.dispatch import CallRequest, CallResult
     from zuno.runtime import Runtime, SessionState
 
@@ -80,6 +82,19 @@ WaitOpt = Annotated[
 DIRECT_CALLS = "direct calls (zuno call, zuno batch)"
 """The title marking the session that a workspace's direct calls join."""
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
+
+MODE_NAMES = ("plan", "accept-edits", "strict", "permissive")
+"""The permission modes (zuno.permissions.MODES, named here so that --help imports no models)."""
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        click_type=click.Choice(MODE_NAMES),
+        help="The permission mode: plan (reads, questions and plan updates only), "
+        "accept-edits (file edits in the workspace unasked), strict, permissive. "
+        "Default: the session's stored mode, else permission.mode of zuno.json.",
+    ),
+]
 
 
 class _UsageError(Exception):
@@ -264,6 +279,14 @@ def call(
     new_session: NewSession = False,
     agent: AgentOpt = "build",
     yes: Yes = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            click_type=click.Choice(MODE_NAMES),
+            help="The permission mode for this command's calls (not stored with the session).",
+        ),
+    ] = None,
     json_: Json = False,
     workspace: Workspace = Path("."),
     db: Db = None,
@@ -273,7 +296,7 @@ def call(
     from zuno.dispatch import CallRequest
 
     request = CallRequest(tool, _parse_args_json(args_json))
-    where = _Where(session, new_session, agent, wait)
+    where = _Where(session, new_session, agent, wait, mode)
     _step(workspace, db, yes, where, json_, [request], one=True)
 
 
@@ -286,6 +309,14 @@ def batch(
     new_session: NewSession = False,
     agent: AgentOpt = "build",
     yes: Yes = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            click_type=click.Choice(MODE_NAMES),
+            help="The permission mode for this step's calls (not stored with the session).",
+        ),
+    ] = None,
     json_: Json = False,
     workspace: Workspace = Path("."),
     db: Db = None,
@@ -320,7 +351,8 @@ def batch(
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
         for item in items  # type: ignore[union-attr]
     ]
-    _step(workspace, db, yes, _Where(session, new_session, agent, wait), json_, requests, one=False)
+    where = _Where(session, new_session, agent, wait, mode)
+    _step(workspace, db, yes, where, json_, requests, one=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,8 +364,18 @@ class _Where:
     agent: str
     wait: float = 0.0
     """Seconds to wait for a named session another live process holds."""
+    mode: str | None = None
+    """The permission mode of this command's calls (None: the session's)."""
 
     def open(self, rt: Runtime) -> SessionState:
+        state = self._open(rt)
+        if self.mode is not None:
+            # A direct call's mode is this command's: the next `zuno call` to the same
+            # session is not silently in it.
+            rt.set_mode(state, cast("PermissionMode", self.mode), remember=False)
+        return state
+
+    def _open(self, rt: Runtime) -> SessionState:
         if self.session is not None:
             if self.new:
                 raise _UsageError("give --session or --new-session, not both")

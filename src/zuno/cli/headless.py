@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from enum import IntEnum
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, cast
 
 import anyio
 import typer
@@ -29,7 +29,7 @@ import typer
 from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, resolve_model
 from zuno.agent.providers import Provider, ProviderError, make_provider
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.config import ConfigError
+from zuno.config import ConfigError, PermissionMode
 from zuno.events import Event
 from zuno.permissions import ApproveAll, DenyAll
 from zuno.runtime import Runtime, SessionState, UnknownAgent
@@ -401,6 +401,7 @@ def _turn(
     agent: str,
     model: str | None,
     max_steps: int | None,
+    mode: PermissionMode | None = None,
 ) -> ExitStatus:
     try:
         settings = rt.agent_settings(agent)
@@ -409,7 +410,7 @@ def _turn(
     except (UnknownAgent, ProviderError) as exc:
         raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
     first = next((x for x in prompt.strip().splitlines() if x.strip()), "")
-    state = rt.open_session(agent=agent, model=chosen, title=first[:80])
+    state = rt.open_session(agent=agent, model=chosen, title=first[:80], mode=mode)
     writer.session(rt, state, chosen)
     stop = writer.watch(rt)
     try:
@@ -430,6 +431,7 @@ def run_headless(
     max_steps: int | None,
     workspace: Path,
     db: Path | None,
+    mode: str | None = None,
 ) -> NoReturn:
     """``zuno run --json``: run one turn, writing its events; exits with its status."""
     from zuno.mcp.errors import McpServerError
@@ -442,7 +444,9 @@ def run_headless(
     with contextlib.redirect_stdout(sys.stderr):
         try:
             rt = _open(workspace, db, yes)
-            code = _turn(rt, writer, prompt, agent, model, max_steps)
+            code = _turn(
+                rt, writer, prompt, agent, model, max_steps, cast("PermissionMode | None", mode)
+            )
         except _Ended as ended:
             code = ended.code
             _say(str(ended))
