@@ -236,20 +236,26 @@ class Checkpoints:
             f"before {tool} ({call_id})\n\n"
             f"Zuno-Call: {call_id}\nZuno-Tool: {tool}\nZuno-Session: {session_id}\n"
         )
-        with self._locked():
-            tree, unreadable = self._write_tree()
-            parent = self._head()
-            args = ["commit-tree", tree, "-m", message]
-            if parent:
-                args += ["-p", parent]
-            commit = self._git(*args).strip()
-            self._git("update-ref", _HEAD, commit, parent or "")
+        try:
+            with self._locked():
+                tree, unreadable = self._write_tree()
+                parent = self._head()
+                args = ["commit-tree", tree, "-m", message]
+                if parent:
+                    args += ["-p", parent]
+                commit = self._git(*args).strip()
+                self._git("update-ref", _HEAD, commit, parent or "")
+        except OSError as exc:
+            raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
         return Snapshot(commit, unreadable)
 
     def current_tree(self) -> str:
         """The tree of the workspace as it is now (written to the store, not committed)."""
-        with self._locked():
-            tree, _ = self._write_tree()
+        try:
+            with self._locked():
+                tree, _ = self._write_tree()
+        except OSError as exc:
+            raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
         return tree
 
     def _write_tree(self) -> tuple[str, tuple[str, ...]]:
