@@ -7,7 +7,10 @@ Every tool the specification names has a fixed name and a place:
 - the conditional tools (``memory_propose`` when memory is enabled,
   ``council_run`` when the agent can reach a council),
 - the registered slots (``edit``, ``execute``, ``lsp``): available only to an
-  agent that names them or when the ``tools`` map switches them on.
+  agent that names them or when the ``tools`` map switches them on,
+- the opt-in tools beyond the specification (``undo``; the interactive-process
+  tools ``exec_command``, ``write_stdin``, ``exec_poll``, ``exec_kill``): on
+  only like the slots.
 
 A name without an implementation in this build is simply absent: a call to it
 is ``blocked: unavailable``. Availability (the ``tools`` map, allowlists) is

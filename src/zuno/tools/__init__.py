@@ -15,6 +15,7 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
     from zuno.tools.background import BgTool, JobTool
     from zuno.tools.council import CouncilTool
     from zuno.tools.edit import EditTool
+    from zuno.tools.exec import exec_tools
     from zuno.tools.lsp import LspTool
     from zuno.tools.memory import MemoryProposeTool
     from zuno.tools.patch import ApplyPatchTool
@@ -52,4 +53,5 @@ def builtin_tools(config: Config | None = None) -> list[Tool[Any]]:
         *state_tools(),
         MemoryProposeTool(),
         UndoTool(),
+        *exec_tools(),
     ]
