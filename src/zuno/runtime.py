@@ -362,6 +362,10 @@ class Runtime:
                         name,
                     )
             await stack.enter_async_context(self.jobs)
+            from zuno.pty_exec import processes_for
+
+            # Interactive processes live while the runtime runs; leaving kills them.
+            stack.enter_context(processes_for(self))
         except BaseException as exc:
             try:
                 await stack.__aexit__(*sys.exc_info())
