@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from zuno.agent.providers import ProviderSettings
 from zuno.lsp.settings import LspSettings
@@ -93,6 +100,9 @@ class ToolOutputSettings(_Section):
     artifact_max_bytes: int | None = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
     """Largest full-output artifact kept per stream; past it the middle is dropped
     (with a marker) and the first and last halves kept. null keeps everything."""
+    image_max_bytes: int = Field(default=3_932_160, ge=0, le=20 * 1024 * 1024)
+    """Largest image ``read`` sends to the model (default 3.75 MiB, whose base64 fits
+    Anthropic's 5 MiB); bigger ones are described in words. 0 sends none."""
 
 
 class PermissionRule(_Section):
@@ -131,23 +141,57 @@ class PermissionSettings(_Section):
 
 
 class HookCommand(_Section):
-    """A command run before or after calls; it gets the call as JSON on stdin.
+    """A command run by a hook; it gets its payload as JSON on stdin.
 
-    It answers on stdout with ``{"decision": "allow"}`` or
-    ``{"decision": "deny", "reason": "..."}`` (empty output allows). A non-zero
-    exit, bad output or a timeout denies.
+    Before and after hooks answer on stdout with a JSON object such as
+    ``{"decision": "allow" | "deny" | "ask", "arguments": {...}, "reason": "..."}``
+    (after hooks: ``allow`` or ``deny``, and ``context``); empty output allows.
+    Approval and session hooks only observe: their output is ignored.
     """
 
     command: str = Field(min_length=1)
     timeout: float = Field(default=10.0, gt=0, le=600)
     tools: list[str] | None = None
-    """Only calls to these tools (all when omitted)."""
+    """Only calls to these tools (all when omitted); not for session hooks."""
+    fail: Literal["closed", "open"] = "closed"
+    """What a before or after hook that errs, answers nonsense or times out does:
+    ``closed`` denies (before: the call is blocked; after: its result is withheld),
+    ``open`` is ignored. Either way a ``hook.failed`` event records it."""
+
+
+_OBSERVERS = ("approval_asked", "approval_answered", "session_start", "session_end")
 
 
 class HookSettings(_Section):
     before: list[HookCommand] = Field(default_factory=lambda: [])
-    after: list[HookCommand] = Field(default_factory=lambda: [])
+    """Hooks by the moment they run at (see :mod:`zuno.hooks`)."""
 
+    after: list[HookCommand] = Field(default_factory=lambda: [])
+    """Before each call: may allow, deny, ask, or rewrite its arguments."""
+
+    """After each call: may withhold its result or add context for the model."""
+    approval_asked: list[HookCommand] = Field(default_factory=lambda: [])
+    """When a call is put to the approver (tool, arguments, reason)."""
+    approval_answered: list[HookCommand] = Field(default_factory=lambda: [])
+    """When the approver answered (the same, and the decision)."""
+    session_start: list[HookCommand] = Field(default_factory=lambda: [])
+    """When this process starts holding a session (created or resumed)."""
+    session_end: list[HookCommand] = Field(default_factory=lambda: [])
+    """When this process lets a session go."""
+
+    @model_validator(mode="after")
+    def _observers_only_observe(self) -> HookSettings:
+        for phase in _OBSERVERS:
+            for number, hook in enumerate(getattr(self, phase)):
+                where = f"hooks.{phase}[{number}]"
+                if "fail" in hook.model_fields_set:
+                    raise ValueError(
+                        f"{where}: `fail` applies to before and after hooks only; "
+                        f"{phase} hooks observe, and their failures never stop anything"
+                    )
+                if hook.tools is not None and phase.startswith("session"):
+                    raise ValueError(f"{where}: `tools` does not apply to session hooks")
+        return self
 
 class ReplaySettings(_Section):
     """Retries of Safe calls after transient failures (Never calls are never retried)."""

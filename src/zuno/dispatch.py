@@ -26,7 +26,7 @@ from zuno.arguments import planned_calls
 from zuno.calls import CallRequest, CallResult, new_id
 from zuno.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.events import Event
-from zuno.hooks import HookCall
+from zuno.hooks import HookCall, context_note, failure_event, rewrite_note
 from zuno.output import bound_text
 from zuno.preflight import Admitted, Blocked, Preflight
 from zuno.recovery import INSPECTED, prefetch_inspection
@@ -425,6 +425,7 @@ class Dispatcher:
             started_at=started,
             finished_at=finished,
             artifact=artifact,
+            images=result.images,
         ), transient
 
     def _finish_cancelled(self, call: Admitted, record: CallRecord, ctx: ToolContext) -> None:
@@ -480,32 +481,47 @@ class Dispatcher:
         hooks = self._rt.hooks
         if not hooks:
             return
-        decision = await hooks.after(
-            HookCall(
-                "after",
-                session.session_id,
-                call.call_id,
-                call.tool.name,
-                call.normalized,
-                call.declaration.as_dict(),
-                result.outcome.value,
-                result.output,
-            )
-        )
-        if not decision.allow:
-            self._rt.events.emit(
-                Event(
-                    "hook.denied",
+        events = self._rt.events
+        for hook in hooks.chain("after", call.tool.name):
+            decision = await hook.consult(
+                HookCall(
+                    "after",
                     session.session_id,
                     call.call_id,
-                    {"phase": "after", "reason": decision.reason},
+                    call.tool.name,
+                    call.normalized,
+                    call.declaration.as_dict(),
+                    result.outcome.value,
+                    result.output,
                 )
             )
-            result.output = (
-                f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
-                f"its result: {decision.reason}"
-            )
-            result.is_error = True
+            if decision.failed:
+                events.emit(failure_event(session.session_id, call.call_id, "after", decision))
+            if decision.context:
+                events.emit(
+                    Event(
+                        "hook.context",
+                        session.session_id,
+                        call.call_id,
+                        {"hook": hook.label, "context": decision.context},
+                    )
+                )
+                contexts.append(context_note(hook.label, decision.context))
+            if not decision.allow:
+                events.emit(
+                    Event(
+                        "hook.denied",
+                        session.session_id,
+                        call.call_id,
+                        {"phase": "after", "hook": hook.label, "reason": decision.reason},
+                    )
+                )
+                result.output = (
+                    f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
+                    f"its result: {decision.reason}"
+                )
+                result.is_error = True
+                return
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -518,3 +534,16 @@ def _inspected(result: CallResult) -> bool:
     """Whether a result is a completed inspection of the real state."""
     declaration = result.declaration
     return result.outcome is Outcome.OK and declaration is not None and declaration.inspects
+        """What the model sees of a result: a rewrite's note, the after hooks' say and context.
+
+        The hooks see the tool's own result; the note and their context are added after.
+        """
+        contexts: list[str] = []
+        await self._consult_after(session, call, result, contexts)
+        # The model must know when what ran is not what it asked for.
+        note = rewrite_note(call.rewrites, ran=True) if call.rewrites else ""
+        result.output = note + result.output + "".join(contexts)
+
+    async def _consult_after(
+        self, session: SessionState, call: Admitted, result: CallResult, contexts: list[str]
+    ) -> None:

@@ -47,6 +47,7 @@ from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, m
 from zuno.config import AgentSettings, Config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
+from zuno.images import ImageAttachment
 from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
@@ -361,15 +362,20 @@ class AgentLoop:
         by_index = {r.index: r for r in results}
         for index, call in enumerate(reply.tool_calls):
             result = by_index.get(index)
+            images: tuple[ImageAttachment, ...] = ()
             if result is None:  # the dispatcher answers every call; be safe anyway
                 content, is_error, meta = "No result was recorded for this call.", True, {}
             else:
-                content, is_error = result.output, result.is_error
+                content, is_error, images = result.output, result.is_error, result.images
                 meta = {"call_id": result.call_id, "outcome": result.outcome.value}
             self._append(
                 history,
                 ToolResultMessage(
-                    call_id=call.id, name=call.name, content=content, is_error=is_error
+                    call_id=call.id,
+                    name=call.name,
+                    content=content,
+                    is_error=is_error,
+                    images=images,
                 ),
                 dispatch_step=step,
                 **meta,
