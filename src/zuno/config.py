@@ -163,12 +163,11 @@ _OBSERVERS = ("approval_asked", "approval_answered", "session_start", "session_e
 
 
 class HookSettings(_Section):
-    before: list[HookCommand] = Field(default_factory=lambda: [])
     """Hooks by the moment they run at (see :mod:`zuno.hooks`)."""
 
-    after: list[HookCommand] = Field(default_factory=lambda: [])
+    before: list[HookCommand] = Field(default_factory=lambda: [])
     """Before each call: may allow, deny, ask, or rewrite its arguments."""
-
+    after: list[HookCommand] = Field(default_factory=lambda: [])
     """After each call: may withhold its result or add context for the model."""
     approval_asked: list[HookCommand] = Field(default_factory=lambda: [])
     """When a call is put to the approver (tool, arguments, reason)."""
@@ -192,6 +191,7 @@ class HookSettings(_Section):
                 if hook.tools is not None and phase.startswith("session"):
                     raise ValueError(f"{where}: `tools` does not apply to session hooks")
         return self
+
 
 class ReplaySettings(_Section):
     """Retries of Safe calls after transient failures (Never calls are never retried)."""

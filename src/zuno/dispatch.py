@@ -478,6 +478,19 @@ class Dispatcher:
         call_span(record)
 
     async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
+        """What the model sees of a result: a rewrite's note, the after hooks' say and context.
+
+        The hooks see the tool's own result; the note and their context are added after.
+        """
+        contexts: list[str] = []
+        await self._consult_after(session, call, result, contexts)
+        # The model must know when what ran is not what it asked for.
+        note = rewrite_note(call.rewrites, ran=True) if call.rewrites else ""
+        result.output = note + result.output + "".join(contexts)
+
+    async def _consult_after(
+        self, session: SessionState, call: Admitted, result: CallResult, contexts: list[str]
+    ) -> None:
         hooks = self._rt.hooks
         if not hooks:
             return
@@ -534,16 +547,3 @@ def _inspected(result: CallResult) -> bool:
     """Whether a result is a completed inspection of the real state."""
     declaration = result.declaration
     return result.outcome is Outcome.OK and declaration is not None and declaration.inspects
-        """What the model sees of a result: a rewrite's note, the after hooks' say and context.
-
-        The hooks see the tool's own result; the note and their context are added after.
-        """
-        contexts: list[str] = []
-        await self._consult_after(session, call, result, contexts)
-        # The model must know when what ran is not what it asked for.
-        note = rewrite_note(call.rewrites, ran=True) if call.rewrites else ""
-        result.output = note + result.output + "".join(contexts)
-
-    async def _consult_after(
-        self, session: SessionState, call: Admitted, result: CallResult, contexts: list[str]
-    ) -> None:

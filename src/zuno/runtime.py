@@ -26,7 +26,7 @@ import anyio
 from zuno.config import AgentSettings, Config, ConfigError, PermissionMode, load_config
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
 from zuno.events import Event, EventBus
-from zuno.hooks import Hooks, PythonHook
+from zuno.hooks import HookNotice, Hooks, PythonHook, failure_event
 from zuno.jobs import JobLane
 from zuno.modes import check_mode, remember_mode, stored_mode
 from zuno.output import ArtifactStore, OutputLimits
@@ -246,12 +246,14 @@ class Runtime:
             agent = record.agent
             # Ours before anything is settled: a live owner keeps its calls.
             record = self._acquire(record.session_id, wait)
+            starts = record.session_id not in self._held
             self._held.add(record.session_id)
             # Calls and jobs a gone worker left running get their outcome now (never a re-run).
             settle_interrupted(self.store, record.session_id)
             self.jobs.mark_lost(record.session_id)
         else:
             record = None
+            starts = True
         settings = self.agent_settings(agent)
         narrowed = frozenset(tools) if tools is not None else None
         surface = self._surface_for(agent, narrowed)
@@ -285,7 +287,24 @@ class Runtime:
             self._barriers.setdefault(record.session_id, SessionBarrier()),
         )
         self._sessions.add(state)
+        if starts:
+            facts = {
+                "agent": agent,
+                "workspace": str(self.workspace),
+                "resumed": session_id is not None,
+                "parent_call_id": record.parent_call_id,
+                "depth": depth,
+            }
+            self._session_notice(HookNotice("session_start", record.session_id, facts))
         return state
+
+    def _session_notice(self, notice: HookNotice) -> None:
+        """Tell the session hooks; one that fails is recorded and stops nothing.
+
+        Synchronous, as opening and releasing are: each hook is bounded by its timeout.
+        """
+        for failed in self.hooks.notify_now(notice):
+            self.events.emit(failure_event(notice.session_id, None, notice.phase, failed))
 
     def set_mode(
         self, session: SessionState, mode: PermissionMode, *, remember: bool = True
@@ -395,6 +414,7 @@ class Runtime:
         try:
             for session_id in sorted(held):
                 try:
+                    self._session_notice(HookNotice("session_end", session_id, {"state": state}))
                     self.store.release_session(session_id, self.identity, state)
                 except StoreError as exc:
                     # Not released now: the lease ends below, and then it is free anyway.
