@@ -17,6 +17,7 @@ from zuno.calls import CallResult
 from zuno.config import Config
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime, SessionState
+from zuno.store import CallRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +28,7 @@ def make_runtime(workspace: Path, db: Path) -> Runtime:
     )
 
 
-def row_of(rt: Runtime, session: SessionState, call_id: str):  # noqa: ANN201 (a CallRecord)
+def row_of(rt: Runtime, session: SessionState, call_id: str) -> CallRecord:
     (row,) = [r for r in rt.store.calls(session.session_id) if r.call_id == call_id]
     return row
 
