@@ -41,6 +41,7 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.declarations import INSPECTION
+from zuno.file_versions import remember_read
 from zuno.images import (
     DEFAULT_IMAGE_MAX_BYTES,
     MAX_SIDE,
@@ -209,6 +210,7 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
                 return _empty(f"{shown} is an empty folder.", path, kind)
         else:
             kind = "file"
+            remember_read(ctx, fd)  # the whole file's hash, whatever page is shown
             if st.st_size == 0 and _is_really_empty(opened):
                 return _empty(f"{shown} is empty (0 bytes).", path, kind)
             image = _read_image(opened, path, shown, st.st_size, ctx)
