@@ -287,6 +287,24 @@ class Checkpoints:
         first = out.split("\n", 1)[0].strip()
         return first or None
 
+    def history(self, limit: int) -> list[tuple[str, str, str | None]]:
+        """The newest ``limit`` snapshots, newest first: ``(commit, tree, call id)`` each."""
+        if not (self.git_dir / "HEAD").is_file() or self.head() is None:
+            return []
+        out = self._git(
+            "log",
+            f"-n{limit}",
+            "--format=%H %T %(trailers:key=Zuno-Call,valueonly,separator=%x2C)",
+            _HEAD,
+        )
+        found: list[tuple[str, str, str | None]] = []
+        for line in out.splitlines():
+            parts = line.split(" ")
+            if len(parts) >= 2:
+                call = parts[2].strip() if len(parts) > 2 and parts[2].strip() else None
+                found.append((parts[0], parts[1], call))
+        return found
+
     def trailers(self, commit: str) -> dict[str, str]:
         """What a snapshot says of its call: ``Call``, ``Tool`` and ``Session``."""
         self._require(commit)

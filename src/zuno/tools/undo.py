@@ -47,7 +47,9 @@ __all__ = [
     "UndoArgs",
     "UndoPlan",
     "UndoTool",
+    "checkpoint_problem",
     "find_call",
+    "last_changing_call",
     "plan_undo",
 ]
 
@@ -118,6 +120,31 @@ def find_call(store: Any, ref: str) -> CheckpointedCall:
         row[4],
         str(row[5]),
     )
+
+
+def last_changing_call(store: Any, checkpoints: Checkpoints, limit: int = 200) -> str | None:
+    """The newest call of the workspace whose checkpoint differs from the next one.
+
+    Calls that changed nothing are passed over: a refused (``blocked``) call,
+    a command that only looked. The last call is compared with the current
+    state. None when none of the newest ``limit`` checkpoints changed anything.
+    """
+    history = checkpoints.history(limit)
+    if not history:
+        return None
+    following = checkpoints.current_tree()
+    for _commit, tree, call_id in history:
+        changed = tree != following
+        following = tree
+        if not changed or call_id is None:
+            continue
+        rows = store.query(
+            "SELECT outcome FROM calls WHERE call_id = ? ORDER BY attempt", (call_id,)
+        )
+        if rows and all(r[0] == "blocked" for r in rows):
+            continue  # refused before it ran: what changed since was done by hand
+        return call_id
+    return None
 
 
 def checkpoint_problem(store: Any, call: CheckpointedCall, workspace: Path) -> str | None:
