@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from zuno.agent.providers import ProviderSettings
+from zuno.budget import ModelSettings
 from zuno.lsp.settings import LspSettings
 from zuno.mcp.settings import McpSettings
 from zuno.narrowing import narrow
@@ -252,6 +253,8 @@ class Config(_Section):
     council: CouncilSettings | None = None
     sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
     providers: dict[str, ProviderSettings] = Field(default_factory=lambda: {})
+    models: dict[str, ModelSettings] = Field(default_factory=lambda: {})
+    """Per-model settings by ``PROVIDER:MODEL``: the price (see :mod:`zuno.budget`)."""
     web: WebSettings = Field(default_factory=lambda: WebSettings())
     mcp: McpSettings = Field(default_factory=lambda: McpSettings())
     """MCP servers whose tools join the registry (see :mod:`zuno.mcp.settings`)."""

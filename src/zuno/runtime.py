@@ -40,6 +40,7 @@ from zuno.workers import WorkerLease, shared_lease, this_worker
 
 if TYPE_CHECKING:
     from zuno.agent.loop import ProviderFactory
+    from zuno.budget import Budget
     from zuno.tools.question import Questioner
 
 __all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
@@ -143,6 +144,8 @@ class Runtime:
         """Who answers the question tool (a terminal, a program); None: no one."""
         self.provider_factory: ProviderFactory | None = None
         """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
+        self.budget: Budget | None = None
+        """The spending cap of the agents run on this runtime (``--max-budget``); None: none."""
         self.identity = this_worker().id
         """This worker (``w1:...``, see :mod:`zuno.workers`), written on every call row it runs."""
         self._lease: WorkerLease | None = None

@@ -28,6 +28,7 @@ from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.permissions import CallbackApprover
 from zuno.runtime import Runtime
+from zuno.store import open_store
 from zuno.store.records import CallRecord
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult, TransientError, UncertainOutcome
 from zuno.tools import builtin_tools
@@ -242,11 +243,9 @@ finally:
 """
 
 
-def _zuno(workspace: Path, *args: str, boot: str | None = BOOT, spans: Path | None = None) -> str:
-    argv = [sys.executable, "-m", "zuno", *args]
-    if boot is not None:
-        assert spans is not None
-        argv = [sys.executable, "-c", boot, str(spans), *args]
+def _zuno(workspace: Path, *args: str, spans: Path) -> str:
+    """Run the CLI with the SDK configured; its spans go to ``spans``."""
+    argv = [sys.executable, "-c", BOOT, str(spans), *args]
     proc = subprocess.run(
         argv,
         cwd=workspace,
@@ -275,13 +274,11 @@ def test_zuno_call_and_batch_make_one_span_per_call(workspace: Path, tmp_path: P
     _zuno(workspace, "batch", str(tmp_path / "steps.json"), spans=second)
     # Nothing was asked (no terminal) and nothing denied ran.
     assert not (workspace / "out.txt").exists() and not (workspace / "shell.txt").exists()
-    listed = json.loads(_zuno(workspace, "sessions", "--json", "--all", boot=None))
-    rows: list[dict[str, Any]] = []
-    for session in listed:
-        shown = json.loads(_zuno(workspace, "show", session["session_id"], "--json", boot=None))
-        rows += shown["calls"]
-    for row in rows:  # `zuno show --json` gives times as ISO text: take the store's
-        row["started_at"], row["finished_at"] = _times(workspace, row["call_id"], row["attempt"])
+    store = open_store(None)  # the store the commands used ($ZUNO_DB)
+    try:
+        rows = [_row(c) for ses in store.list_sessions() for c in store.calls(ses.session_id)]
+    finally:
+        store.close()
     captured = json.loads(first.read_text()) + json.loads(second.read_text())
     _check_against_rows(captured, rows)
     outcomes = sorted((r["tool"], r["outcome"], r["block_kind"]) for r in rows)
@@ -293,21 +290,6 @@ def test_zuno_call_and_batch_make_one_span_per_call(workspace: Path, tmp_path: P
         ("shell", "blocked", "denied"),
         ("write", "blocked", "denied"),
     ]
-
-
-def _times(workspace: Path, call_id: str, attempt: int) -> tuple[float, float]:
-    import os
-    import sqlite3
-
-    db = sqlite3.connect(os.environ["ZUNO_DB"])
-    try:
-        row = db.execute(
-            "SELECT started_at, finished_at FROM calls WHERE call_id = ? AND attempt = ?",
-            (call_id, attempt),
-        ).fetchone()
-    finally:
-        db.close()
-    return float(row[0]), float(row[1])
 
 
 PROBE = """

@@ -64,6 +64,24 @@ MaxStepsOpt = Annotated[
     int | None,
     typer.Option("--max-steps", min=1, max=1000, help="Model steps before stopping (default 50)."),
 ]
+MaxBudgetOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-budget",
+        metavar="USD",
+        help="Stop before the next model request once the session has cost this many US "
+        "dollars (earlier turns and child agents included). Needs the model's price.",
+    ),
+]
+MaxTokensBudgetOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens-budget",
+        metavar="N",
+        help="Stop before the next model request once the session has used N tokens "
+        "(input and output, earlier turns and child agents included).",
+    ),
+]
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -180,6 +198,8 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
     children = rt.store.child_sessions(outcome.session_id)
     kids = f"; {len(children)} child session(s)" if children else ""
     sid = outcome.session_id
+    spent = _spent(rt, sid)
+    kids += f"; {spent}" if spent else ""
     if outcome.status is TurnStatus.ANSWERED:
         err.print(
             f"[green]done[/] in {outcome.steps} step(s): {tally}{kids}. "
@@ -191,6 +211,14 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
     err.print(
         f"{tally}{kids}. Session [bold cyan]{sid}[/] is saved; `zuno resume {sid}` continues it."
     )
+
+
+def _spent(rt: Runtime, session_id: str) -> str:
+    """The session's tokens and cost, child agents included ("" before any model reply)."""
+    from zuno.budget import price_for, session_usage
+
+    usage = session_usage(rt.store, session_id, price_of=lambda m: price_for(m, rt.config))
+    return usage.describe() if usage.requests else ""
 
 
 def _finish(
@@ -216,7 +244,25 @@ def _finish(
     finally:
         rt.close()
     if outcome.status is not TurnStatus.ANSWERED:
-        raise typer.Exit(1)
+        from zuno.cli.headless import ExitStatus
+
+        raise typer.Exit(
+            ExitStatus.BUDGET if outcome.status is TurnStatus.BUDGET else ExitStatus.NOT_ANSWERED
+        )
+
+
+def _set_budget(rt: Runtime, model: str, max_usd: float | None, max_tokens: int | None) -> None:
+    """Give the runtime its spending cap; a cap that cannot be kept is a usage error."""
+    if max_usd is None and max_tokens is None:
+        return
+    from zuno.budget import Budget, BudgetError
+
+    try:
+        budget = Budget(max_usd, max_tokens)
+        budget.check_model(model, rt.config)
+    except BudgetError as exc:
+        _close_and_fail(rt, str(exc))
+    rt.budget = budget
 
 
 HeadlessOpt = Annotated[
@@ -237,6 +283,8 @@ def run(
     yes: Yes = False,
     mode: ModeOpt = None,
     max_steps: MaxStepsOpt = None,
+    max_budget: MaxBudgetOpt = None,
+    max_tokens_budget: MaxTokensBudgetOpt = None,
     json_: HeadlessOpt = False,
     workspace: Workspace = Path("."),
     db: Db = None,
@@ -244,7 +292,7 @@ def run(
     """Run an agent on PROMPT until it answers.
 
     Exit status: 0 answered, 1 no answer (model error, step limit), 2 usage or
-    configuration error, 4 store unavailable, 130 interrupted.
+    configuration error, 3 budget reached, 4 store unavailable, 130 interrupted.
     """
     from zuno.agent.loop import resolve_model
     from zuno.agent.providers import ProviderError
@@ -262,6 +310,8 @@ def run(
             workspace=workspace,
             db=db,
             mode=mode,
+            max_budget=max_budget,
+            max_tokens_budget=max_tokens_budget,
         )
     rt = _open_runtime(workspace, db, yes)
     try:
@@ -269,6 +319,7 @@ def run(
         chosen = resolve_model(model, settings, rt.config)
     except (UnknownAgent, ProviderError) as exc:
         _close_and_fail(rt, str(exc))
+    _set_budget(rt, chosen, max_budget, max_tokens_budget)
     provider = _provider(chosen, rt)
     title = _first_line(prompt, 80)
     state = rt.open_session(agent=agent, model=chosen, title=title, mode=_mode(mode))
@@ -293,6 +344,8 @@ def resume(
         ),
     ] = None,
     max_steps: MaxStepsOpt = None,
+    max_budget: MaxBudgetOpt = None,
+    max_tokens_budget: MaxTokensBudgetOpt = None,
     workspace: Annotated[
         Path | None,
         typer.Option(
@@ -341,6 +394,7 @@ def resume(
                 f"session {state.session_id} {why}; say what to do next: "
                 f'zuno resume {state.session_id} "PROMPT"',
             )
+    _set_budget(rt, chosen, max_budget, max_tokens_budget)
     provider = _provider(chosen, rt)
     if target != home:
         _move_session(rt, state.session_id, home, target)

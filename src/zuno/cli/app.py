@@ -642,6 +642,8 @@ def show(
                     "entries": [e.as_dict() for e in transcript.entries],
                     "steps": [s.as_dict() for s in transcript.steps if s.number is not None],
                     "late_results": [late.as_dict() for late in transcript.late],
+                    "usage": transcript.usage.as_dict(),
+                    "children_usage": transcript.children_usage.as_dict(),
                     "final_answer": transcript.final_answer,
                     "ending": transcript.ending,
                     "recovery": notice.as_dict() if notice else None,

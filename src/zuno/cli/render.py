@@ -319,6 +319,13 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
         _print_notice(console, "for the next turn, not given yet", transcript.pending.text)
     if transcript.final_answer is None and transcript.ending:
         console.print(Text("\n" + transcript.ending, style="yellow"), highlight=False)
+    if transcript.usage.requests:
+        console.print(Text(f"\nusage: {transcript.usage.describe()}"), highlight=False)
+    if transcript.children_usage.requests:
+        console.print(
+            Text(f"usage of child sessions: {transcript.children_usage.describe()}"),
+            highlight=False,
+        )
 
 
 def _print_notice(console: Console, heading: str, text: str) -> None:
