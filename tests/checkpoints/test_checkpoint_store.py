@@ -80,7 +80,7 @@ def build(root: Path, spec: dict[str, tuple[object, ...]], *, clear: bool = Fals
                 p.chmod(0o755 if item[2] else 0o644)
             else:
                 p.symlink_to(str(item[1]))
-        except (FileExistsError, NotADirectoryError):
+        except OSError:  # a folder in the way, a symlink loop on the path
             continue
 
 
