@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import base64
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from zuno.output import format_size
 
 __all__ = [
     "CANNOT_SEE",
@@ -30,10 +34,17 @@ __all__ = [
     "GONE",
     "IMAGE_FORMATS",
     "MAX_SIDE",
+    "REQUEST_MAX_BYTES",
+    "REQUEST_MAX_IMAGES",
+    "TOO_MANY",
     "ImageAttachment",
     "ImageFormat",
+    "attachment_for",
     "image_format",
+    "image_max_bytes",
+    "image_refusal",
     "image_size",
+    "newest_images",
     "unseen_image_text",
 ]
 
@@ -41,6 +52,12 @@ DEFAULT_IMAGE_MAX_BYTES = 3 * 1024 * 1024 + 768 * 1024
 """3.75 MiB: its base64 form stays within the 5 MiB Anthropic accepts per image."""
 MAX_SIDE = 8000
 """The longest side, in pixels, an attached image may have (Anthropic's limit)."""
+REQUEST_MAX_IMAGES = 20
+"""Images one model request carries at most, the newest first: past 20, Anthropic
+accepts only sides up to 2000 pixels, and it refuses more than 100 at all."""
+REQUEST_MAX_BYTES = 15 * 1024 * 1024
+"""Image bytes one request carries at most; as base64 (20 MiB) they leave room
+within Anthropic's 32 MB request limit for the conversation's text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +166,30 @@ def _webp_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
+def image_max_bytes(config: Any) -> int:
+    """``tool_output.image_max_bytes`` of ``config`` (the default when there is none)."""
+    # Tools' own tests build contexts without a configuration.
+    settings = getattr(config, "tool_output", None)
+    return int(getattr(settings, "image_max_bytes", DEFAULT_IMAGE_MAX_BYTES))
+
+
+def image_refusal(dims: tuple[int, int], size: int, max_bytes: int) -> str | None:
+    """Why an image of ``dims`` pixels and ``size`` bytes is described, not sent; None sends it.
+
+    Args:
+        dims: Width and height from its header.
+        size: Its size in bytes.
+        max_bytes: ``tool_output.image_max_bytes``.
+    """
+    if max_bytes == 0:
+        return "tool_output.image_max_bytes is 0, so images are only described"
+    if size > max_bytes:
+        return f"it is over tool_output.image_max_bytes ({format_size(max_bytes)})"
+    if max(dims) > MAX_SIDE:
+        return f"a side is over {MAX_SIDE} pixels, more than models accept"
+    return None
+
+
 class ImageAttachment(BaseModel):
     """An image a tool result carries: where its bytes are kept and what its header says.
 
@@ -196,6 +237,28 @@ CANNOT_SEE = "this model cannot see images"
 """Why a provider configured with ``images: false`` sends words instead of an image."""
 GONE = "its saved copy is gone, so it cannot be shown again"
 """Why an image whose artifact was deleted is sent as words."""
+TOO_MANY = (
+    f"only the newest {REQUEST_MAX_IMAGES} images (at most "
+    f"{REQUEST_MAX_BYTES // (1024 * 1024)} MiB) go with each request; read it again to see it"
+)
+"""Why an older image of a long conversation is sent as words."""
+
+
+def newest_images(images: Iterable[ImageAttachment]) -> frozenset[str]:
+    """The artifact paths of the images a request carries, ``images`` in conversation order.
+
+    The newest are taken until :data:`REQUEST_MAX_IMAGES` or
+    :data:`REQUEST_MAX_BYTES` would be passed: a conversation that grows never
+    makes a request the provider refuses (which would fail every later one).
+    """
+    chosen: set[str] = set()
+    total = 0
+    for image in reversed(list(images)):
+        if len(chosen) >= REQUEST_MAX_IMAGES or total + image.size > REQUEST_MAX_BYTES:
+            break
+        chosen.add(image.path)
+        total += image.size
+    return frozenset(chosen)
 
 
 def unseen_image_text(image: ImageAttachment, reason: str) -> str:
@@ -207,3 +270,23 @@ def unseen_image_text(image: ImageAttachment, reason: str) -> str:
     """
     what = f"{image.source} is" if image.source else "the file is"
     return f"[{what} {image.describe()}; {reason}.]"
+
+
+def attachment_for(data: bytes, saved: Path, source: str, max_bytes: int) -> ImageAttachment | None:
+    """The attachment for image bytes already saved at ``saved``; None when not to send them.
+
+    The bytes decide, not a declared MIME type: a PNG, JPEG, GIF or WebP with a
+    readable header that :func:`image_refusal` lets through.
+    """
+    fmt = image_format(data[:16])
+    dims = image_size(data, fmt) if fmt is not None else None
+    if fmt is None or dims is None or image_refusal(dims, len(data), max_bytes) is not None:
+        return None
+    return ImageAttachment(
+        path=str(saved),
+        media_type=fmt.media_type,
+        width=dims[0],
+        height=dims[1],
+        size=len(data),
+        source=source,
+    )

@@ -321,3 +321,84 @@ def test_cli_run_on_anthropic_sends_an_image_block(
     (block,) = image_blocks(anthropic_results(server.requests[1])["c1"])
     assert block["source"]["media_type"] == "image/jpeg"
     assert base64.b64decode(block["source"]["data"]) == picture
+
+
+# --- long conversations, lost artifacts, MCP images -------------------------------
+
+
+@pytest.mark.anyio
+async def test_only_the_newest_twenty_images_go_with_a_request(
+    workspace: Path, server: FakeModelServer
+) -> None:
+    names = [f"frame{i:02}.png" for i in range(21)]
+    for i, name in enumerate(names):
+        (workspace / name).write_bytes(png(i + 1, 1))
+    calls = [read_call(f"c{i}", name) for i, name in enumerate(names)]
+    server.enqueue(Reply(tool_calls=calls), Reply(text="Seen."))
+    outcome = await turn(runtime(workspace, server, "anthropic"), "Look at them.")
+    assert outcome.answered, outcome.message
+    results = anthropic_results(server.requests[1])
+    assert image_blocks(results["c0"]) == []
+    assert "newest 20 images" in text_of(results["c0"]) and "read it again" in text_of(
+        results["c0"]
+    )
+    for i in range(1, 21):
+        (block,) = image_blocks(results[f"c{i}"])
+        assert base64.b64decode(block["source"]["data"]) == png(i + 1, 1)
+
+
+def take_file(path: str) -> bytes:
+    """The file's bytes; the file is deleted."""
+    gone = Path(path)
+    data = gone.read_bytes()
+    gone.unlink()
+    return data
+
+
+@pytest.mark.anyio
+async def test_an_image_whose_artifact_is_gone_is_named_in_words_on_resume(
+    workspace: Path, server: FakeModelServer
+) -> None:
+    (workspace / "shot.png").write_bytes(png(6, 6))
+    server.enqueue(Reply(tool_calls=[read_call("c1", "shot.png")]), Reply(text="Seen."))
+    rt = runtime(workspace, server, "openai")
+    first = await turn(rt, "Look at it.")
+    assert first.answered, first.message
+    (row,) = rt.store.calls(first.session_id)
+    assert row.artifact is not None and take_file(row.artifact) == png(6, 6)
+    server.enqueue(Reply(text="Gone."))
+    second = await turn(runtime(workspace, server, "openai"), "Again?", first.session_id)
+    assert second.answered, second.message
+    request = server.requests[2]
+    assert openai_image_urls(request) == []
+    tool = next(m for m in request.body["messages"] if m["role"] == "tool")
+    assert "PNG image, 6x6" in tool["content"] and "saved copy is gone" in tool["content"]
+
+
+@pytest.mark.anyio
+async def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image(
+    workspace: Path, tmp_path: Path, server: FakeModelServer
+) -> None:
+    fault = Path(__file__).parents[1] / "mcp" / "mcp_fault_server.py"
+    sys.path.insert(0, str(fault.parent))
+    from mcp_fault_server import PNG  # pyright: ignore[reportMissingImports]
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    mcp = {
+        "servers": {
+            "f": {
+                "command": sys.executable,
+                "args": [str(fault)],
+                "env": {"FAULT_MARKS": str(marks)},
+            }
+        }
+    }
+    server.enqueue(Reply(tool_calls=[("c1", "mcp__f__rich", '{"tag": "t"}')]), Reply(text="Seen."))
+    outcome = await turn(runtime(workspace, server, "anthropic", mcp=mcp), "Use it.")
+    assert outcome.answered, outcome.message
+    result = anthropic_results(server.requests[1])["c1"]
+    (block,) = image_blocks(result)  # the audio clip stays a line of text
+    assert block["source"]["media_type"] == "image/png"
+    assert base64.b64decode(block["source"]["data"]) == PNG
+    assert "[audio: audio/wav" in text_of(result)

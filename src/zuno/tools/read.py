@@ -43,10 +43,11 @@ from pydantic import Field
 from zuno.declarations import INSPECTION
 from zuno.file_versions import remember_read
 from zuno.images import (
-    DEFAULT_IMAGE_MAX_BYTES,
     MAX_SIDE,
     ImageAttachment,
     image_format,
+    image_max_bytes,
+    image_refusal,
     image_size,
 )
 from zuno.output import bound_text, format_size
@@ -308,7 +309,7 @@ def _read_image(
         if fmt is None:
             return None
         f.seek(0)
-        cap = _image_max_bytes(ctx)
+        cap = image_max_bytes(ctx.config)
         # One read serves both needs: the whole image when it may be sent,
         # enough for its header when it may not.
         data = f.read(max(cap, _IMAGE_HEADER_BYTES) + 1)
@@ -319,7 +320,7 @@ def _read_image(
         return None
     total = max(size, len(data))
     facts = f"{shown}: {fmt.name} image, {dims[0]}x{dims[1]} pixels, {format_size(total)}"
-    refusal = _image_refusal(dims, total, cap)
+    refusal = image_refusal(dims, total, cap)
     image_data: dict[str, object] = {
         "path": str(path),
         "kind": "image",
@@ -344,23 +345,6 @@ def _read_image(
         source=shown,
     )
     return ToolResult(output=f"{facts}.", data=image_data, artifact=saved, images=(attachment,))
-
-
-def _image_max_bytes(ctx: ToolContext) -> int:
-    # Tools' own tests build contexts without a configuration.
-    settings = getattr(ctx.config, "tool_output", None)
-    return int(getattr(settings, "image_max_bytes", DEFAULT_IMAGE_MAX_BYTES))
-
-
-def _image_refusal(dims: tuple[int, int], total: int, cap: int) -> str | None:
-    """Why an image is described instead of sent, or None to send it."""
-    if cap == 0:
-        return "tool_output.image_max_bytes is 0, so images are only described"
-    if total > cap:
-        return f"it is over tool_output.image_max_bytes ({format_size(cap)})"
-    if max(dims) > MAX_SIDE:
-        return f"a side is over {MAX_SIDE} pixels, more than models accept"
-    return None
 
 
 # --- files -------------------------------------------------------------------

@@ -30,10 +30,10 @@ from zuno.agent.messages import (
     Usage,
     UserMessage,
 )
+from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import anthropic_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
-from zuno.images import CANNOT_SEE, GONE, unseen_image_text
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages", "whole_reply"]
 
@@ -86,6 +86,7 @@ def anthropic_messages(messages: Sequence[Message], *, images: bool = True) -> l
     """
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
+    plan = ImagePlan.of(messages, images)
 
     def flush() -> None:
         if pending:
@@ -118,7 +119,7 @@ def anthropic_messages(messages: Sequence[Message], *, images: bool = True) -> l
                 {
                     "type": "tool_result",
                     "tool_use_id": message.call_id,
-                    "content": _result_content(message, images),
+                    "content": _result_content(message, plan),
                     "is_error": message.is_error,
                 }
             )
@@ -126,19 +127,18 @@ def anthropic_messages(messages: Sequence[Message], *, images: bool = True) -> l
     return out
 
 
-def _result_content(message: ToolResultMessage, images: bool) -> str | list[dict[str, Any]]:
+def _result_content(message: ToolResultMessage, plan: ImagePlan) -> str | list[dict[str, Any]]:
     """A tool result's content: its text, then its images as blocks (or sentences)."""
     if not message.images:
         return message.content
-    blocks: list[dict[str, Any]] = []
-    words: list[str] = []
-    for image in message.images:
-        data = image.base64_data() if images else None
-        if data is None:
-            words.append(unseen_image_text(image, GONE if images else CANNOT_SEE))
-            continue
-        source = {"type": "base64", "media_type": image.media_type, "data": data}
-        blocks.append({"type": "image", "source": source})
+    sent, words = plan.split(message)
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+        }
+        for image in sent
+    ]
     text = "\n".join(part for part in (message.content, *words) if part)
     if not blocks:
         return text

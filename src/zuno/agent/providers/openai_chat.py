@@ -29,10 +29,10 @@ from zuno.agent.messages import (
     Usage,
     UserMessage,
 )
+from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import openai_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
-from zuno.images import CANNOT_SEE, GONE, unseen_image_text
 
 __all__ = ["OpenAIChatProvider", "openai_messages", "whole_reply"]
 
@@ -69,6 +69,7 @@ def openai_messages(
     if system:
         out.append({"role": "system", "content": system})
     seen: list[dict[str, Any]] = []  # image parts waiting for the batch's tool messages to end
+    plan = ImagePlan.of(messages, images)
     for message in messages:
         if seen and not isinstance(message, ToolResultMessage):
             out.append({"role": "user", "content": list(seen)})
@@ -90,25 +91,21 @@ def openai_messages(
                 ]
             out.append(item)
         else:
-            out.append(_tool_message(message, images, seen))
+            out.append(_tool_message(message, plan, seen))
     if seen:
         out.append({"role": "user", "content": seen})
     return out
 
 
 def _tool_message(
-    message: ToolResultMessage, images: bool, seen: list[dict[str, Any]]
+    message: ToolResultMessage, plan: ImagePlan, seen: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The ``tool`` message of a result; its images are added to ``seen``."""
-    words: list[str] = []
-    for image in message.images:
-        data = image.base64_data() if images else None
-        if data is None:
-            words.append(unseen_image_text(image, GONE if images else CANNOT_SEE))
-            continue
+    sent, words = plan.split(message)
+    for image in sent:
         what = f" ({image.source})" if image.source else ""
         seen.append({"type": "text", "text": f"The image from call {message.call_id}{what}:"})
-        url = f"data:{image.media_type};base64,{data}"
+        url = f"data:{image.media_type};base64,{image.data}"
         seen.append({"type": "image_url", "image_url": {"url": url}})
     content = "\n".join(part for part in (message.content, *words) if part)
     return {"role": "tool", "tool_call_id": message.call_id, "content": content}
