@@ -29,6 +29,11 @@ Span names and attributes:
   reported, and ``zuno.cost_usd`` when the model's price is known.
 
 A failure inside telemetry is logged once and never reaches the call.
+
+The ``zuno`` command installs a provider itself only when asked to, through
+the standard variables: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set and ``zuno[otel]`` installed, its
+spans go to that collector over OTLP/HTTP (:func:`export_from_environment`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +50,14 @@ if TYPE_CHECKING:
 
     from zuno.store.records import CallRecord
 
-__all__ = ["SpanHandle", "call_span", "model_span", "tracing_enabled", "turn_span"]
+__all__ = [
+    "SpanHandle",
+    "call_span",
+    "export_from_environment",
+    "model_span",
+    "tracing_enabled",
+    "turn_span",
+]
 
 _SCOPE = "zuno"
 _log = logging.getLogger("zuno.telemetry")
@@ -195,6 +207,51 @@ def model_span(session_id: str, model: str, step: int) -> Any:
         f"zuno.model {model}",
         {"zuno.session_id": session_id, "zuno.step": step, "gen_ai.request.model": model},
     )
+
+
+_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def export_from_environment() -> Callable[[], None] | None:
+    """Export spans over OTLP/HTTP when the standard variables ask for it (the CLI's setup).
+
+    Nothing happens unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (then not with
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``, nor when a
+    provider is installed already, as ``opentelemetry-instrument`` does). The
+    exporter reads its other settings (headers, timeout) from the environment.
+
+    Returns:
+        A function that sends the spans still queued and stops the exporter
+        (call it before exiting), or None when nothing was set up.
+    """
+    env = os.environ
+    if not any(env.get(name) for name in _ENDPOINTS):
+        return None
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
+        return None
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        _log.warning(
+            "zuno: OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OpenTelemetry SDK and its "
+            "OTLP exporter are not installed, so no spans are sent; install them with "
+            "pip install 'zuno[otel]'"
+        )
+        return None
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None  # the program was started with a provider of its own
+    named = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "zuno"}
+    provider = TracerProvider(resource=Resource.create(named))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider.shutdown
 
 
 _VERSION: list[str] = []

@@ -700,4 +700,12 @@ def main() -> None:
     # must not end the command.
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")  # pyright: ignore[reportAttributeAccessIssue]
-    app()
+    from zuno.telemetry import export_from_environment
+
+    # Spans to a collector only when OTEL_EXPORTER_OTLP_ENDPOINT asks (docs/headless.md).
+    stop_exporting = export_from_environment()
+    try:
+        app()
+    finally:
+        if stop_exporting is not None:
+            stop_exporting()  # sends what is still queued
