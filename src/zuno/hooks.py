@@ -325,7 +325,7 @@ def _callable_runner(hook: PythonHook, name: str) -> Callable[[HookCall], Awaita
 
 def _named(decision: HookDecision, name: str) -> HookDecision:
     """A callable's own decision, checked as a command's answer would be, with its name."""
-    if decision.arguments is not None and not isinstance(decision.arguments, Mapping):
+    if decision.arguments is not None and not isinstance(cast(object, decision.arguments), Mapping):
         return _broken(name, "gave arguments that are not a mapping")
     return HookDecision(
         decision.allow,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,7 @@ class Preflight:
         call_id: str,
         request: CallRequest,
         tool: Tool[Any],
-        arguments: str | dict[str, Any] | None,
+        arguments: str | Mapping[str, Any] | None,
     ) -> Admitted:
         """Parse, validate and classify arguments; apply the read-only refusal and inspection rule.
 

@@ -1,4 +1,4 @@
-"""Hook commands for the hook tests: small Python scripts written to a folder and run as commands."""
+"""Hook commands for the hook tests: small Python scripts run as commands."""
 
 from __future__ import annotations
 

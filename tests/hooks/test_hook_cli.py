@@ -15,7 +15,7 @@ from zuno.trust import trust
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 
-from fake_api import FakeModelServer, Reply  # noqa: E402
+from fake_api import FakeModelServer, Reply
 
 ZUNO = [sys.executable, "-m", "zuno"]
 
@@ -117,9 +117,7 @@ def test_run_after_hook_context_reaches_the_model_and_hooks_see_the_session(
         env = {"OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "sk-test"}
         proc = zuno(workspace, db, "run", "What is the answer?", "--model", "openai:m", env=env)
         assert proc.returncode == 0, proc.stderr
-        tool_messages = [
-            m for m in server.requests[1].body["messages"] if m["role"] == "tool"
-        ]
+        tool_messages = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
     read_result = next(m["content"] for m in tool_messages if m["tool_call_id"] == "c1")
     assert "the answer is 42" in read_result
     assert "reminder: notes.txt is generated" in read_result and "hook" in read_result

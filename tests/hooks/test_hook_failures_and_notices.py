@@ -16,7 +16,7 @@ from zuno.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 
-from probe_tools import Recorder, probe_tools  # noqa: E402
+from probe_tools import Recorder, probe_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,9 @@ def runtime(
     workspace: Path, tmp_path: Path, hooks: dict[str, Any], rec: Recorder, **kw: Any
 ) -> Runtime:
     config = Config.model_validate({"hooks": hooks, **kw.pop("config", {})})
-    return Runtime(workspace, config=config, db_path=tmp_path / "z.db", tools=probe_tools(rec), **kw)
+    return Runtime(
+        workspace, config=config, db_path=tmp_path / "z.db", tools=probe_tools(rec), **kw
+    )
 
 
 def failed_events(rt: Runtime, session_id: str) -> list[dict[str, Any]]:
@@ -42,7 +44,9 @@ async def test_a_broken_before_hook_denies_by_default_and_when_closed(
 ) -> None:
     settings: dict[str, Any] = {"timeout": 0.5} | ({"fail": fail} if fail else {})
     rec = Recorder()
-    rt = runtime(workspace, tmp_path, {"before": [hook_command(tmp_path, "b", body, **settings)]}, rec)
+    rt = runtime(
+        workspace, tmp_path, {"before": [hook_command(tmp_path, "b", body, **settings)]}, rec
+    )
     s = rt.open_session()
     result = await rt.call(s, "probe", {"tag": "t"})
     assert result.block_kind is BlockKind.DENIED and why in result.output
@@ -137,13 +141,14 @@ async def test_session_hooks_fire_on_open_and_close(workspace: Path, tmp_path: P
         "session_end": [logging_hook(tmp_path, log)],
     }
     rt = runtime(workspace, tmp_path, hooks, rec)
+    home = rt.workspace
     s = rt.open_session(agent="explore")
     (start,) = read_log(log)
     assert start == {
         "phase": "session_start",
         "session_id": s.session_id,
         "agent": "explore",
-        "workspace": str(workspace.resolve()),
+        "workspace": str(home),
         "resumed": False,
         "parent_call_id": None,
         "depth": 0,

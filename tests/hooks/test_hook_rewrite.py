@@ -23,7 +23,7 @@ from zuno.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 
-from probe_tools import Recorder, probe_tools  # noqa: E402
+from probe_tools import Recorder, probe_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -35,9 +35,7 @@ WRITE_RULES = [
 
 def runtime(workspace: Path, tmp_path: Path, config: dict[str, Any], **kw: Any) -> Runtime:
     kw.setdefault("approver", ApproveAll())
-    return Runtime(
-        workspace, config=Config.model_validate(config), db_path=tmp_path / "z.db", **kw
-    )
+    return Runtime(workspace, config=Config.model_validate(config), db_path=tmp_path / "z.db", **kw)
 
 
 def kinds(rt: Runtime, session_id: str, kind: str) -> list[dict[str, Any]]:
@@ -77,7 +75,9 @@ async def test_an_allowed_rewrite_runs_as_rewritten_and_the_model_is_told(
     def redirect(call: HookCall) -> HookDecision:
         return HookDecision(arguments={**call.arguments, "path": "notes/b.txt"}, reason="b, not a")
 
-    rt = runtime(workspace, tmp_path, {"permission": {"rules": WRITE_RULES}}, before_hooks=[redirect])
+    rt = runtime(
+        workspace, tmp_path, {"permission": {"rules": WRITE_RULES}}, before_hooks=[redirect]
+    )
     s = rt.open_session()
     result = await rt.call(s, "write", {"path": "notes/a.txt", "content": "hello"})
     assert result.outcome is Outcome.OK, result.output
@@ -99,7 +99,9 @@ async def test_a_rewrite_that_fails_validation_is_invalid_arguments(
     def break_it(call: HookCall) -> HookDecision:
         return HookDecision(arguments={"path": 5, "content": "x"})
 
-    rt = runtime(workspace, tmp_path, {"permission": {"rules": WRITE_RULES}}, before_hooks=[break_it])
+    rt = runtime(
+        workspace, tmp_path, {"permission": {"rules": WRITE_RULES}}, before_hooks=[break_it]
+    )
     s = rt.open_session()
     result = await rt.call(s, "write", {"path": "notes/a.txt", "content": "hello"})
     assert result.outcome is Outcome.BLOCKED
@@ -139,8 +141,18 @@ async def test_a_rewrite_is_classified_again(workspace: Path, tmp_path: Path) ->
     s = rt.open_session()
     result = await rt.call(s, "probe", {"tag": "t"})
     # The next hook saw the rewritten call, classified again; each hook ran once.
-    assert seen == [({"tag": "t", "mode": "parallel", "effect": "side_effecting",
-                      "delay": 0.0, "fail": "none"}, "side_effecting")]
+    assert seen == [
+        (
+            {
+                "tag": "t",
+                "mode": "parallel",
+                "effect": "side_effecting",
+                "delay": 0.0,
+                "fail": "none",
+            },
+            "side_effecting",
+        )
+    ]
     assert [r.declaration.effect.value for r in denied] == ["side_effecting"]
     assert result.block_kind is BlockKind.DENIED
     assert rec.events == [] and rec.effects == []
@@ -156,18 +168,26 @@ async def test_hooks_after_a_rewrite_see_it_and_can_rewrite_again(
         "first",
         """
         call = json.load(sys.stdin)
-        print(json.dumps({"arguments": {**call["arguments"], "tag": call["arguments"]["tag"] + "-1"}}))
+        tag = call["arguments"]["tag"] + "-1"
+        print(json.dumps({"arguments": {**call["arguments"], "tag": tag}}))
         """,
     )
     seen: list[str] = []
 
     def second(call: HookCall) -> dict[str, Any]:
         seen.append(call.arguments["tag"])
-        return {"decision": "allow", "arguments": {**call.arguments, "tag": call.arguments["tag"] + "-2"}}
+        return {
+            "decision": "allow",
+            "arguments": {**call.arguments, "tag": call.arguments["tag"] + "-2"},
+        }
 
     rec = Recorder()
     rt = runtime(
-        workspace, tmp_path, {"hooks": {"before": [first]}}, tools=probe_tools(rec), before_hooks=[second]
+        workspace,
+        tmp_path,
+        {"hooks": {"before": [first]}},
+        tools=probe_tools(rec),
+        before_hooks=[second],
     )
     s = rt.open_session()
     result = await rt.call(s, "probe", {"tag": "t"})
