@@ -18,8 +18,12 @@ Deadline and reaping. Every process has a hard deadline (the call's
 nobody polls. A process that ends, is killed (``exec_kill``), passes its
 deadline, or is still running when the runtime ends (``async with runtime``
 closes the table) is killed with everything it started
-(:func:`zuno.process.kill_process_tree`) and reaped. Each Zuno session may
-have at most :data:`MAX_LIVE` processes running at once.
+(:func:`zuno.process.kill_process_tree`) and reaped. A Zuno process that dies
+without cleaning up (SIGKILL) takes its processes along: bubblewrap's
+``--die-with-parent``, and for Landlock (and no sandbox) a parent-death signal
+set by a small guard in front of the launch; under a real sandbox the
+kernel then kills everything left in the command's PID namespace. Each Zuno
+session may have at most :data:`MAX_LIVE` processes running at once.
 
 Waiting for input. A process blocked reading its terminal (or its stdin
 pipe), with nothing typed left unread and no new output, is reported at once
@@ -127,6 +131,16 @@ _LAUNCHER = (
     "try:\n os.execvp(sys.argv[1],sys.argv[1:])\n"
     "except OSError as e:\n print(f'zuno: cannot execute {sys.argv[1]}: {e}',file=sys.stderr)\n"
     " sys.exit(127)\n"
+)
+
+# Outside the sandbox: die with the thread that started us, then become the sandbox's
+# launch. bwrap has --die-with-parent; the Landlock helper's outer process and an
+# unsandboxed command have nothing like it, and would outlive a Zuno killed by SIGKILL.
+_GUARD = (
+    "import ctypes,os,sys\n"
+    "ctypes.CDLL(None,use_errno=True).prctl(1,9)\n"  # PR_SET_PDEATHSIG, SIGKILL
+    "os.getppid()==int(sys.argv[1]) or os._exit(137)\n"  # the parent died before the prctl
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
 
 _SCHEMA = [
@@ -319,11 +333,14 @@ def reading_input(root: int, input_id: tuple[int, int], foreground: int | None) 
     Args:
         root: The process started for the command (the sandbox wrapper).
         input_id: ``(st_dev, st_ino)`` of the terminal's slave side or the stdin pipe.
-        foreground: The terminal's foreground process group, when known: only
-            its members can read the terminal without being stopped.
+        foreground: The terminal's foreground process group, or None for a
+            command on pipes. On a terminal only its members count: the
+            sandbox's own processes outside it wait in ``poll`` with the
+            terminal as their stdin too. On pipes only a plain read counts,
+            for the same reason.
     """
     for pid, (_, group, state) in _tree(root).items():
-        if state != "S" or (foreground and group != foreground):
+        if state != "S" or (foreground is not None and group != foreground):
             continue
         call = _blocked_syscall(pid)
         if call is None:
@@ -331,7 +348,7 @@ def reading_input(root: int, input_id: tuple[int, int], foreground: int | None) 
         number, first = call
         if number in _SYSCALLS["reads"] and _fd_is(pid, first, input_id):
             return True
-        if number in _SYSCALLS["polls"] and _fd_is(pid, 0, input_id):
+        if foreground is not None and number in _SYSCALLS["polls"] and _fd_is(pid, 0, input_id):
             return True
     return False
 
@@ -390,6 +407,7 @@ class InteractiveProcess:
         self.state = ProcessState.RUNNING
         self.exit_code: int | None = None
         self.signal: int | None = None
+        self.kill_reason: str | None = None
         self.recorded_end = False
         """Whether the end row was written (by the table, on the event loop's thread)."""
         self._wrote_at: float | None = None
@@ -434,9 +452,12 @@ class InteractiveProcess:
         st = os.fstat(ends[0])
         self.input_id = (st.st_dev, st.st_ino)
         self._slave_path = os.ttyname(ends[0]) if spec.tty else None
+        argv = launch.argv
+        if spec.sandbox.name != "bubblewrap":
+            argv = [sys.executable, "-I", "-S", "-c", _GUARD, str(os.getpid()), *argv]
         try:
             self.popen = subprocess.Popen(
-                launch.argv,
+                argv,
                 stdin=ends[0],
                 stdout=ends[1],
                 stderr=ends[2],
@@ -473,6 +494,8 @@ class InteractiveProcess:
                     # End of output: the process closed it; wait for its exit.
                     self._wait_exit()
                     break
+            if ending is None and self._stop.is_set():
+                ending = ProcessState.KILLED  # set before the kill: the end seen is the kill's
             kill_process_tree(self.pid)
             self._reap()
             self._drain()
@@ -592,7 +615,9 @@ class InteractiveProcess:
         foreground: int | None = None
         if self.tty:
             with contextlib.suppress(OSError):
-                foreground = os.tcgetpgrp(self._output_fd) or None
+                foreground = os.tcgetpgrp(self._output_fd)
+            if not foreground:
+                return False  # the command has not taken its terminal yet
         return reading_input(self.pid, self.input_id, foreground)
 
     def _input_pending(self) -> bool:
@@ -634,8 +659,13 @@ class InteractiveProcess:
             return True
         return time.monotonic() - self._wrote_at >= _SETTLE_AFTER_WRITE
 
-    def kill(self) -> None:
-        """Kill the whole tree now (the reader thread reaps it and finishes)."""
+    def kill(self, why: str = "killed by exec_kill") -> None:
+        """Kill the whole tree now (the reader thread reaps it and finishes).
+
+        ``why`` is what the process's row says of its end, if this kill ends it.
+        """
+        if self.kill_reason is None:
+            self.kill_reason = why
         self._stop.set()
         if not self.ended:
             kill_process_tree(self.pid)
@@ -720,12 +750,12 @@ class ProcessTable:
         """Kill every process, record how each ended, and stop taking new ones."""
         self._open = False
         for proc in list(self._live.values()):
-            proc.kill()
+            proc.kill("killed when the runtime ended")
         for key, proc in list(self._live.items()):
             proc.close()
             if proc.state is ProcessState.RUNNING:
                 proc.state = ProcessState.KILLED
-            self.record_end(proc, "killed when the runtime ended")
+            self.record_end(proc)
             del self._live[key]
 
     def _ensure_schema(self) -> None:
@@ -800,19 +830,24 @@ class ProcessTable:
             return proc
         raise ProcessGone(self._gone_reason(session_id, number))
 
-    def forget(self, proc: InteractiveProcess, detail: str | None = None) -> None:
+    def forget(self, proc: InteractiveProcess) -> None:
         """Drop an ended process whose output was all delivered, recording its end."""
         proc.close()
-        self.record_end(proc, detail)
+        self.record_end(proc)
         self._live.pop((proc.session_id, proc.number), None)
 
-    def record_end(self, proc: InteractiveProcess, detail: str | None = None) -> None:
+    def record_end(self, proc: InteractiveProcess) -> None:
         """Write how the process ended to its row (once)."""
         if proc.recorded_end:
             return
         proc.recorded_end = True
         code = proc.exit_code
-        if detail is None and proc.signal is not None:
+        detail: str | None = None
+        if proc.state is ProcessState.KILLED:
+            detail = proc.kill_reason
+        elif proc.state is ProcessState.TIMED_OUT:
+            detail = f"killed at its deadline of {proc.time_limit:g} s"
+        elif proc.signal is not None:
             detail = f"ended by {proc.signal_name}"
         with self.store.transaction() as db:
             db.execute(
@@ -850,7 +885,7 @@ class ProcessTable:
                 "another one), and interactive processes end with it; they are never "
                 "reattached. Start the command again with exec_command if it is still needed"
             )
-        how = found.state + (f" ({found.detail})" if found.detail else "")
+        how = found.detail or found.state
         code = f", exit code {found.exit_code}" if found.exit_code is not None else ""
         return (
             f"process {number} has ended ({how}{code}) and all its output was returned; "

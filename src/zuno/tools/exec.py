@@ -124,7 +124,11 @@ def _status(proc: InteractiveProcess, settled: Settled | None) -> str:
             return f"[process {n} was killed]"
         if proc.signal is not None:
             return f"[process {n} ended: killed by {proc.signal_name}]"
-        return f"[process {n} exited with code {proc.exit_code}]"
+        code = proc.exit_code
+        if code is not None and 128 < code <= 128 + 64:
+            # Shells and bwrap report a child killed by signal n as 128+n.
+            return f"[process {n} exited with code {code} (128+{code - 128}: killed by a signal)]"
+        return f"[process {n} exited with code {code}]"
     if settled is Settled.WAITING:
         return f"[process {n} is waiting for input: type with write_stdin session={n}]"
     return (
@@ -274,7 +278,7 @@ class ExecCommandTool(Tool[ExecCommandArgs]):
         try:
             settled = await proc.settle(args.yield_ms / 1000)
         except anyio.get_cancelled_exc_class():
-            proc.kill()
+            proc.kill("killed when its exec_command call was cancelled")
             with anyio.CancelScope(shield=True):
                 await proc.wait_ended()
             cancelled = _report(table, proc, Settled.ENDED, ctx, note=_CANCELLED)
