@@ -402,3 +402,34 @@ async def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image(
     assert block["source"]["media_type"] == "image/png"
     assert base64.b64decode(block["source"]["data"]) == PNG
     assert "[audio: audio/wav" in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_an_image_read_before_a_crash_is_sent_when_its_result_is_settled_from_sql(
+    workspace: Path, server: FakeModelServer
+) -> None:
+    """The reply and the read's row were stored, the result message was not: resume."""
+    from zuno.agent.messages import AssistantMessage, ToolCallRequest
+    from zuno.dispatch import CallRequest
+
+    (workspace / "shot.png").write_bytes(png(9, 4))
+    rt = runtime(workspace, server, "anthropic")
+    state = rt.open_session(agent="build", model=MODEL)
+    sid = state.session_id
+    rt.store.append_message(sid, "user", {"role": "user", "text": "look"})
+    call = ToolCallRequest(id="m1", name="read", arguments='{"path": "shot.png"}')
+    reply = AssistantMessage(tool_calls=(call,))
+    rt.store.append_message(
+        sid, "assistant", {**reply.model_dump(mode="json"), "zuno": {"step": 1}}
+    )
+    async with rt:
+        await rt.dispatch(state, [CallRequest("read", call.arguments, "m1")])
+    rt.release()
+    rt.close()
+    server.enqueue(Reply(text="A small grey box."))
+    outcome = await turn(runtime(workspace, server, "anthropic"), None, sid)
+    assert outcome.answered, outcome.message
+    result = anthropic_results(server.requests[0])["m1"]
+    assert "PNG image, 9x4" in text_of(result)
+    (block,) = image_blocks(result)
+    assert base64.b64decode(block["source"]["data"]) == png(9, 4)

@@ -27,10 +27,12 @@ session can be resumed. The loop itself never repeats a tool call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ConfigDict, TypeAdapter
 
@@ -48,7 +50,7 @@ from zuno.budget import price_for, step_cost
 from zuno.config import AgentSettings, Config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
-from zuno.images import ImageAttachment
+from zuno.images import ImageAttachment, attachment_for, image_max_bytes
 from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
@@ -57,6 +59,7 @@ from zuno.telemetry import model_span, turn_span
 if TYPE_CHECKING:
     from zuno.budget import Budget
     from zuno.runtime import Runtime, SessionState
+    from zuno.store.records import CallRecord
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -187,6 +190,35 @@ def _settle_text(row_outcome: str | None, row_result: str | None, status: str | 
     return row_result or f"(outcome {row_outcome}, no output)"
 
 
+def _row_images(row: CallRecord | None, config: Config) -> tuple[ImageAttachment, ...]:
+    """The image of a finished ``read`` whose result message was lost, from its artifact.
+
+    Only ``read`` keeps an image as its row's artifact; another tool's artifact
+    is its full text output, whatever its bytes look like.
+    """
+    if row is None or row.status != "finished" or row.tool != "read" or not row.artifact:
+        return ()
+    saved = Path(row.artifact)
+    try:
+        data = saved.read_bytes()
+    except OSError:
+        return ()
+    attached = attachment_for(data, saved, _read_path(row.arguments), image_max_bytes(config))
+    return () if attached is None else (attached,)
+
+
+def _read_path(arguments: str) -> str:
+    """The ``path`` argument of a stored ``read`` call ("" when it cannot be told)."""
+    try:
+        value: Any = json.loads(arguments)
+    except ValueError:
+        return ""
+    if not isinstance(value, dict):
+        return ""
+    path: Any = cast(dict[str, Any], value).get("path")
+    return path if isinstance(path, str) else ""
+
+
 class AgentLoop:
     """Runs turns of one agent in one session.
 
@@ -274,7 +306,11 @@ class AgentLoop:
                 row.status if row else None,
             )
             result = ToolResultMessage(
-                call_id=call.id, name=call.name, content=text, is_error=row is None or row.is_error
+                call_id=call.id,
+                name=call.name,
+                content=text,
+                is_error=row is None or row.is_error,
+                images=_row_images(row, self.runtime.config),
             )
             self._append(history, result, settled_from_store=True)
         return history
