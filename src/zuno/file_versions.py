@@ -60,7 +60,7 @@ import os
 import stat
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,7 +203,7 @@ class FileVersions:
         return Head(rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     @contextmanager
-    def claim(self, session_id: str, call_id: str, paths: Iterable[str]) -> Iterator[WriteClaim]:
+    def claim(self, session_id: str, call_id: str, paths: Iterable[str]) -> Generator[WriteClaim]:
         """Hold the heads of ``paths`` for one write; commit what it recorded on leaving.
 
         Leaving by an exception rolls back: nothing is recorded. Paths found
@@ -229,6 +229,8 @@ class WriteClaim:
     session_id: str
     call_id: str
     heads: dict[str, Head] = field(default_factory=lambda: {})
+    seen: dict[str, Seen | None] = field(default_factory=lambda: {})
+    """This session's records of the files held, read with their heads."""
     landed: bool = False
     """Whether a file was written (from then on, the call changed something)."""
 
@@ -242,21 +244,28 @@ class WriteClaim:
                 " ON CONFLICT (path) DO NOTHING",
                 (key, _ABSENT, now),
             )
-        # One statement per row keeps the lock order; PostgreSQL sends them together.
-        pending = [
-            (
-                key,
-                self.db.execute(
-                    "SELECT hash, session_id, call_id FROM file_heads WHERE path = ?"
-                    " /*pg: FOR UPDATE*/",
-                    (key,),
-                ),
+        # One statement per row keeps the lock order; PostgreSQL sends them all,
+        # with the session's records, before waiting for the first answer.
+        heads = [
+            self.db.execute(
+                "SELECT hash, session_id, call_id FROM file_heads WHERE path = ?"
+                " /*pg: FOR UPDATE*/",
+                (key,),
             )
             for key in keys
         ]
-        for key, rows in pending:
-            row = rows.fetchone()
+        seen = [
+            self.db.execute(
+                "SELECT hash, how, call_id FROM file_seen WHERE session_id = ? AND path = ?",
+                (self.session_id, key),
+            )
+            for key in keys
+        ]
+        for key, head_rows, seen_rows in zip(keys, heads, seen, strict=True):
+            row = head_rows.fetchone()
             self.heads[key] = Head(row[0], row[1], row[2])
+            row = seen_rows.fetchone()
+            self.seen[key] = None if row is None else Seen(row[0], row[1], row[2])
 
     def verify(
         self,
@@ -281,17 +290,13 @@ class WriteClaim:
         self.take([key])
         if info is None:
             return
-        row = self.db.execute(
-            "SELECT hash, how, call_id FROM file_seen WHERE session_id = ? AND path = ?",
-            (self.session_id, key),
-        ).fetchone()
-        if row is None:
+        seen = self.seen[key]
+        if seen is None:
             raise FileChanged(
                 f"{shown} already exists and this session has not read it; nothing was "
                 "written. Read it first (the read tool), then make the change against its "
                 "current content. Only a new file may be written without reading."
             )
-        seen = Seen(row[0], row[1], row[2])
         if _matches(seen.fingerprint, info, content):
             return
         head = self.heads[key]
@@ -322,12 +327,13 @@ class WriteClaim:
         mark = _ABSENT if data is None else fingerprint(data)
         swapped = self.db.execute(
             "UPDATE file_heads SET hash = ?, session_id = ?, call_id = ?, at = ?"
-            " WHERE path = ? AND hash = ?",
+            " WHERE path = ? AND hash = ? RETURNING path",
             (mark, self.session_id, self.call_id, time.time(), key, self.heads[key].fingerprint),
         )
-        if swapped.rowcount != 1:
+        if swapped.fetchone() is None:
             raise StoreError(f"the version record of {key} changed under its lock")
         self.heads[key] = Head(mark, self.session_id, self.call_id)
+        self.seen[key] = None if data is None else Seen(mark, "wrote", self.call_id)
         if data is None:
             self.db.execute(
                 "DELETE FROM file_seen WHERE session_id = ? AND path = ?", (self.session_id, key)
@@ -354,8 +360,19 @@ def _remember(
 
 
 def _key(path: str | Path) -> str:
-    """The name a file is recorded under: its real absolute path."""
-    return os.path.realpath(path)
+    """The name a file is recorded under: its real absolute path.
+
+    :func:`os.path.realpath` fails (EINVAL) when a symlink on the path is
+    replaced between its two looks at it. A path that keeps changing is named
+    as it is written: at worst the file is not found under that name and the
+    write is refused, never let through.
+    """
+    for _ in range(3):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    return os.path.abspath(path)
 
 
 # --- what the tools call -----------------------------------------------------------
@@ -396,7 +413,7 @@ def remember_read(ctx: ToolContext, fd: int) -> None:
 
 
 @contextmanager
-def claim_writes(ctx: ToolContext, paths: Iterable[str | Path]) -> Iterator[WriteClaim | None]:
+def claim_writes(ctx: ToolContext, paths: Iterable[str | Path]) -> Generator[WriteClaim | None]:
     """Hold the heads of ``paths`` around one call's writes (None: the call is not tracked).
 
     The writes go between :meth:`WriteClaim.verify` and :meth:`WriteClaim.wrote`.

@@ -182,11 +182,12 @@ def _stage(
 ) -> _Step:
     writing = change.data is not None
     spot = root.locate(change.path.rel, follow_links=writing, create_folders=writing)
+    lands = root.real_path(spot)
     if check is not None:
-        check(change.path, root.real_path(spot))
+        check(change.path, lands)
     step = _Step(change, spot)
     if guard is not None:
-        step.lands = _guarded(root, spot, change, guard)
+        step.lands = _guarded(spot, lands, change, guard)
     st = spot.stat
     if change.data is None:
         if st is None:
@@ -235,7 +236,7 @@ def _apply(steps: list[_Step]) -> None:
                 step.spot.folder.remove(step.aside)
 
 
-def _guarded(root: Beneath, spot: Spot, change: FileChange, guard: WriteGuard) -> Path | None:
+def _guarded(spot: Spot, lands: Path, change: FileChange, guard: WriteGuard) -> Path | None:
     """Show the guard the file the change replaces; return where it lands (None: not tracked)."""
     st = spot.stat
     if change.data is None and st is not None and stat.S_ISLNK(st.st_mode):
@@ -244,7 +245,6 @@ def _guarded(root: Beneath, spot: Spot, change: FileChange, guard: WriteGuard) -
     current: bytes | None = None
     if st is not None and stat.S_ISREG(st.st_mode):
         current = spot.folder.read(spot.name)
-    lands = root.real_path(spot)
     guard.verify(lands, st if current is not None else None, lambda: current or b"", shown)
     if current != change.original:
         raise ChangedMeanwhile(

@@ -204,13 +204,13 @@ def _write(
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise ToolError(f"cannot write {shown}: it is {kind}")
         try:
-            guard(target, root.real_path(spot))
+            lands = root.real_path(spot)
+            guard(target, lands)
         except EscapesRoot:
             raise PathOutsideWorkspace(
                 f"{shown}: its folder was moved out of {target.root}; nothing was written"
             ) from None
         if claim is not None:
-            lands = root.real_path(spot)
             try:
                 claim.verify(lands, st, lambda: spot.folder.read(spot.name), shown)
             except OSError as exc:
@@ -220,7 +220,7 @@ def _write(
         except OSError as exc:
             raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
         if claim is not None:
-            claim.wrote(root.real_path(spot), data)
+            claim.wrote(lands, data)
         try:
             written = root.real_path(spot) if spot.followed else target.path
         except EscapesRoot:  # the folder was moved away after the write: name it as asked
