@@ -41,8 +41,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class SpanHandle:
 
 
 @contextmanager
-def _current(name: str, attributes: Mapping[str, Any]) -> Iterator[SpanHandle]:
+def _current(name: str, attributes: Mapping[str, Any]) -> Generator[SpanHandle]:
     """A span current for the block (its children nest under it); inert without a tracer."""
     try:
         tracer = _tracer()
@@ -188,7 +188,9 @@ def _current(name: str, attributes: Mapping[str, Any]) -> Iterator[SpanHandle]:
         yield SpanHandle(span)
 
 
-def turn_span(session_id: str, agent: str, model: str, depth: int) -> Any:
+def turn_span(
+    session_id: str, agent: str, model: str, depth: int
+) -> AbstractContextManager[SpanHandle]:
     """The span of one agent turn (a context manager yielding a :class:`SpanHandle`)."""
     return _current(
         f"zuno.turn {agent}",
@@ -201,7 +203,7 @@ def turn_span(session_id: str, agent: str, model: str, depth: int) -> Any:
     )
 
 
-def model_span(session_id: str, model: str, step: int) -> Any:
+def model_span(session_id: str, model: str, step: int) -> AbstractContextManager[SpanHandle]:
     """The span of one model request (a context manager yielding a :class:`SpanHandle`)."""
     return _current(
         f"zuno.model {model}",

@@ -18,11 +18,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
+
+from fake_api import FakeModelServer, Reply
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from zuno.agent.loop import AgentLoop, TurnStatus, provider_for
 from zuno.calls import CallRequest
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
@@ -206,6 +211,56 @@ async def test_every_attempt_of_a_step_has_one_span_under_the_programs_span(
     }
     assert kinds["levitate"] == "unavailable"
     assert kinds["write"] == "denied"
+
+
+@pytest.mark.anyio
+async def test_an_agent_turn_holds_its_model_requests_and_calls(
+    spans: InMemorySpanExporter, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("notes\n")
+    with FakeModelServer() as server:
+        config = Config.model_validate(
+            {
+                "providers": {
+                    "fake": {"kind": "openai", "base_url": server.openai_base_url, "attempts": 1}
+                },
+                "models": {"fake:m": {"price": {"input": 1000.0, "output": 2000.0}}},
+            }
+        )
+        rt = Runtime(workspace, config=config, db_path=workspace.parent / "zuno.db")
+        server.enqueue(
+            Reply(tool_calls=[("c1", "read", '{"path": "notes.txt"}')], input_tokens=1000),
+            Reply(text="It says notes.", input_tokens=2000, output_tokens=500),
+        )
+        try:
+            state = rt.open_session(model="fake:m")
+            provider = provider_for(rt, "fake:m")
+            try:
+                async with rt:
+                    outcome = await AgentLoop(rt, state, provider).run("What is in notes.txt?")
+            finally:
+                await provider.aclose()
+            rows = [_row(c) for c in rt.store.calls(state.session_id)]
+        finally:
+            rt.close()
+    assert outcome.status is TurnStatus.ANSWERED
+    captured = [_plain(s) for s in spans.get_finished_spans()]
+    _check_against_rows(captured, rows)
+    (turn,) = [s for s in captured if s["name"] == "zuno.turn build"]
+    assert turn["attributes"]["zuno.turn.status"] == "answered"
+    assert turn["attributes"]["zuno.session_id"] == state.session_id
+    models = [s for s in captured if s["name"] == "zuno.model fake:m"]
+    assert [m["attributes"]["gen_ai.usage.input_tokens"] for m in models] == [1000, 2000]
+    assert [m["attributes"]["zuno.cost_usd"] for m in models] == [
+        pytest.approx(1.0 + 7 * 2000 / 1e6),  # the server's default 7 output tokens
+        pytest.approx(2.0 + 1.0),
+    ]
+    (call,) = [s for s in captured if s["name"] == "zuno.call read"]
+    turn_id = next(
+        s.context.span_id for s in spans.get_finished_spans() if s.name == "zuno.turn build"
+    )
+    assert call["parent"] == turn_id
+    assert all(m["parent"] == turn_id for m in models)
 
 
 # A fresh interpreter: the SDK is configured, then the real CLI runs; its spans
