@@ -433,3 +433,31 @@ async def test_an_image_read_before_a_crash_is_sent_when_its_result_is_settled_f
     assert "PNG image, 9x4" in text_of(result)
     (block,) = image_blocks(result)
     assert base64.b64decode(block["source"]["data"]) == png(9, 4)
+
+
+@pytest.mark.anyio
+async def test_zuno_mcp_serve_answers_a_read_of_an_image_with_image_content(
+    workspace: Path, tmp_path: Path
+) -> None:
+    import mcp_types as types
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    picture = webp(30, 20)
+    (workspace / "icon.webp").write_bytes(picture)
+    params = StdioServerParameters(
+        command=str(ZUNO),
+        args=["mcp", "serve", "-w", str(workspace)],
+        env={
+            "ZUNO_CONFIG_HOME": os.environ["ZUNO_CONFIG_HOME"],
+            "ZUNO_DB": str(tmp_path / "serve.db"),
+        },
+    )
+    async with Client(params) as client:
+        result = await client.call_tool("read", {"path": "icon.webp"})
+    assert not result.is_error
+    texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+    images = [b for b in result.content if isinstance(b, types.ImageContent)]
+    assert "WebP image, 30x20" in texts[0]
+    (image,) = images
+    assert image.mime_type == "image/webp" and base64.b64decode(image.data) == picture
