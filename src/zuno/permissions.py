@@ -291,9 +291,9 @@ class ApprovalRequest:
     covers: str = "this exact call"
     """What approving for the session covers, in words ("this exact call", "fetches from
     docs.python.org")."""
-    mode: PermissionMode = "strict"
-    """The session's mode when asked (the prompt offers a switch to ``accept-edits``
-    from ``strict``)."""
+    offers_accept_edits: bool = False
+    """Whether the person is offered to answer "yes, and accept file edits from now on"
+    (:attr:`ApprovalDecision.ACCEPT_EDITS`): a file edit asked about in strict mode."""
 
 
 class Approver(Protocol):
@@ -380,13 +380,9 @@ class TerminalApprover:
                     return ApprovalDecision.APPROVE_SESSION
                 if choice in ("n", "no", "d", "deny", ""):
                     return ApprovalDecision.DENY
-                if choice in ("e", "edits", "accept-edits") and request.mode == "strict":
+                if choice in ("e", "edits") and request.offers_accept_edits:
                     return ApprovalDecision.ACCEPT_EDITS
-                edits = (
-                    ", e (yes, and accept file edits for the rest of the session)"
-                    if request.mode == "strict"
-                    else ""
-                )
+                edits = f", e ({_ACCEPT_EDITS})" if request.offers_accept_edits else ""
                 prompt = [
                     (
                         f"Please answer y (yes, this once), n (no), a (always allow "
@@ -402,6 +398,7 @@ Segments = list[tuple[str, str]]
 _PREVIEW_LINES = 40
 _NEW_FILE_LINES = 10
 _LINE_WIDTH = 240
+_ACCEPT_EDITS = "yes, and accept file edits in the workspace for the rest of the session"
 _STRICT_DEFAULT = re.compile(r"strict mode: \w+ calls need approval")
 
 
@@ -474,9 +471,10 @@ def _prompt_segments(request: ApprovalRequest) -> Segments:
     always = "always this session"
     if request.covers != "this exact call":
         always = f"always for {request.covers} this session"
+    if request.offers_accept_edits:
+        parts.append((f"  [e] {_ACCEPT_EDITS}\n", "dim"))
     parts.append((summary, "bold"))
-    edits = " / [e]dits: yes, and accept-edits mode from now on" if request.mode == "strict" else ""
-    parts.append((f": allow? [y]es / [n]o / [a]{always[1:]}{edits} ", ""))
+    parts.append((f": allow? [y]es / [n]o / [a]{always[1:]} ", ""))
     return parts
 
 

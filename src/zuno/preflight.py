@@ -430,7 +430,8 @@ class Preflight:
             verdict.reason,
             key,
             covers,
-            session.permissions.mode,
+            # The prompt offers to stop asking about edits, where that would have.
+            offers_accept_edits=call.tool.writes_files and session.permissions.mode == "strict",
         )
         rt.events.emit(
             Event(

@@ -153,6 +153,8 @@ async def test_accept_edits_writes_inside_unasked_but_asks_for_commands_and_cont
     rt = _runtime(workspace, tmp_path, approver)
     try:
         s = rt.open_session(mode="accept-edits")
+        # Read first: an edit of a file this session never read is refused (file_versions).
+        assert (await rt.call(s, "read", {"path": "old.txt"})).outcome is Outcome.OK
         patch = "*** Begin Patch\n*** Update File: old.txt\n@@\n-one\n+two\n*** End Patch\n"
         write, patched, shell, control, gitfile = await rt.dispatch(
             s,
@@ -323,7 +325,7 @@ async def test_approving_with_accept_edits_switches_the_session(
         first = await rt.call(s, "write", {"path": "a.txt", "content": "a"})
         second = await rt.call(s, "write", {"path": "b.txt", "content": "b"})
         assert first.outcome is Outcome.OK and second.outcome is Outcome.OK
-        assert approver.tools == ["write"] and approver.asked[0].mode == "strict"
+        assert approver.tools == ["write"] and approver.asked[0].offers_accept_edits
         assert [_row(rt, s, r.call_id)["mode"] for r in (first, second)] == [
             "strict",
             "accept-edits",

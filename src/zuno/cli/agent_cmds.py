@@ -16,13 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import anyio
-import click
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from zuno.cli.app import (
-    MODE_NAMES,
     AgentOpt,
     Db,
     ModeOpt,
@@ -30,6 +28,7 @@ from zuno.cli.app import (
     Workspace,
     Yes,
     app,
+    check_mode_name,
     fail,
     open_waiting,
     wait_for_own_jobs,
@@ -338,7 +337,8 @@ def resume(
         str | None,
         typer.Option(
             "--mode",
-            click_type=click.Choice(MODE_NAMES),
+            callback=check_mode_name,
+            metavar="MODE",
             help="Switch the session to this permission mode (stored: later resumes keep it). "
             "Default: the mode it ran in.",
         ),

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -85,11 +84,21 @@ AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose to
 
 MODE_NAMES = ("plan", "accept-edits", "strict", "permissive")
 """The permission modes (zuno.permissions.MODES, named here so that --help imports no models)."""
+
+
+def check_mode_name(value: str | None) -> str | None:
+    """A ``--mode`` value, refused with the list of modes when it is none of them."""
+    if value is not None and value not in MODE_NAMES:
+        raise typer.BadParameter(f"{value!r} is not a mode; choose {', '.join(MODE_NAMES)}")
+    return value
+
+
 ModeOpt = Annotated[
     str | None,
     typer.Option(
         "--mode",
-        click_type=click.Choice(MODE_NAMES),
+        callback=check_mode_name,
+        metavar="MODE",
         help="The permission mode: plan (reads, questions and plan updates only), "
         "accept-edits (file edits in the workspace unasked), strict, permissive. "
         "Default: the session's stored mode, else permission.mode of zuno.json.",
@@ -283,7 +292,8 @@ def call(
         str | None,
         typer.Option(
             "--mode",
-            click_type=click.Choice(MODE_NAMES),
+            callback=check_mode_name,
+            metavar="MODE",
             help="The permission mode for this command's calls (not stored with the session).",
         ),
     ] = None,
@@ -313,7 +323,8 @@ def batch(
         str | None,
         typer.Option(
             "--mode",
-            click_type=click.Choice(MODE_NAMES),
+            callback=check_mode_name,
+            metavar="MODE",
             help="The permission mode for this step's calls (not stored with the session).",
         ),
     ] = None,
