@@ -224,3 +224,20 @@ async def test_child_agents_count_against_the_runtimes_budget(workspace: Path) -
     assert len(server.requests) == 2  # the parent's, then the child's first
     assert own.cost_usd == pytest.approx(2.0)
     assert total.cost_usd == pytest.approx(4.0) and total.requests == 2
+
+
+def test_spending_that_cannot_be_counted_stops_the_next_request() -> None:
+    """A reply without token counts: a cap can no longer be kept, so it fails closed."""
+    from zuno.agent.messages import Usage
+    from zuno.budget import ModelPrice, step_cost
+
+    price = ModelPrice(input=1.0, output=1.0)
+    for budget in (Budget(max_usd=10.0), Budget(max_tokens=100_000)):
+        assert budget.stop_reason("x:y", price) is None
+        unreported = Usage()
+        budget.add(unreported, step_cost(price, unreported), "x:y")
+        reason = budget.stop_reason("x:y", price)
+        assert reason is not None and "cannot be kept" in reason
+    # No price and a cap on dollars: nothing may be sent.
+    reason = Budget(max_usd=10.0).stop_reason("x:y", None)
+    assert reason is not None and "no price is known for x:y" in reason
