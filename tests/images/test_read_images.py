@@ -304,25 +304,6 @@ def test_cli_run_sends_the_image_and_resume_sends_it_again(
     assert openai_image_urls(server.requests[2]) == [expected]
 
 
-def test_cli_run_on_anthropic_sends_an_image_block(
-    workspace: Path, tmp_path: Path, server: FakeModelServer
-) -> None:
-    picture = jpeg(40, 30)
-    (workspace / "photo.jpg").write_bytes(picture)
-    env = {
-        **os.environ,
-        "ZUNO_DB": str(tmp_path / "run.db"),
-        "ANTHROPIC_BASE_URL": server.anthropic_base_url,
-        "ANTHROPIC_API_KEY": "sk-test",
-    }
-    server.enqueue(Reply(tool_calls=[read_call("c1", "photo.jpg")]), Reply(text="A photo."))
-    proc = zuno(workspace, env, "run", "What is in photo.jpg?", "--model", "anthropic:fake")
-    assert proc.returncode == 0, proc.stderr
-    (block,) = image_blocks(anthropic_results(server.requests[1])["c1"])
-    assert block["source"]["media_type"] == "image/jpeg"
-    assert base64.b64decode(block["source"]["data"]) == picture
-
-
 # --- long conversations, lost artifacts, MCP images -------------------------------
 
 
