@@ -13,6 +13,9 @@ side over 8000 pixels), and a refused image stays in the history and fails
 every later request of the session. So an image is attached only when its
 header could be read and it is within :data:`MAX_SIDE` and the byte limit
 (``tool_output.image_max_bytes``); any other image is described in words.
+For the same reason one request carries only the newest images of the
+conversation (:data:`REQUEST_MAX_IMAGES`, :data:`REQUEST_MAX_BYTES`); older
+ones are named in words, and the model can read a file again to see it.
 """
 
 from __future__ import annotations
