@@ -32,7 +32,7 @@ from zuno.preflight import Admitted, Blocked, Preflight
 from zuno.recovery import INSPECTED, prefetch_inspection
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
-from zuno.telemetry import call_span
+from zuno.telemetry import RunningCall, call_running, call_span
 from zuno.tool import (
     ArgumentsRejected,
     ToolContext,
@@ -305,6 +305,7 @@ class Dispatcher:
             fence=True,
         )
         rt.events.deliver(started_event)
+        running = call_running(record)  # current while the tool runs: its work nests under it
         limits = rt.output_limits
         ctx = ToolContext(
             workspace=rt.workspace,
@@ -320,7 +321,8 @@ class Dispatcher:
         transient = False
         block_kind: BlockKind | None = None
         try:
-            result = await call.tool.run(call.args, ctx)
+            with running.current():
+                result = await call.tool.run(call.args, ctx)
             outcome = (
                 Outcome.UNCERTAIN
                 if result.uncertain
@@ -348,7 +350,7 @@ class Dispatcher:
             result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc))
             outcome = Outcome.ERROR
         except anyio.get_cancelled_exc_class():
-            self._finish_cancelled(call, record, ctx)  # synchronous: cannot be interrupted
+            self._finish_cancelled(call, record, ctx, running)  # synchronous: not interrupted
             raise
         except Exception as exc:
             result = ToolResult(
@@ -408,7 +410,7 @@ class Dispatcher:
         )
         rt.store.call_finished(record, finished_event)
         rt.events.deliver(finished_event)
-        call_span(record)
+        call_span(record, running)
         return CallResult(
             call.call_id,
             session.session_id,
@@ -428,7 +430,9 @@ class Dispatcher:
             images=result.images,
         ), transient
 
-    def _finish_cancelled(self, call: Admitted, record: CallRecord, ctx: ToolContext) -> None:
+    def _finish_cancelled(
+        self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall
+    ) -> None:
         """Store a call cancelled while running: what the tool left for this, else a default.
 
         A read-only call changed nothing (``error``); otherwise the effect may
@@ -475,7 +479,7 @@ class Dispatcher:
         )
         rt.store.call_finished(record, event)
         rt.events.deliver(event)
-        call_span(record)
+        call_span(record, running)
 
     async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
         """What the model sees of a result: a rewrite's note, the after hooks' say and context.

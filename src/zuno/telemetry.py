@@ -7,12 +7,14 @@ implementation): without one every function here returns at once, and
 first (a provider cannot have been installed otherwise) or
 ``OTEL_PYTHON_TRACER_PROVIDER`` names one to load.
 
-A call's span is built when its row is settled, with the row's own times
-(``started_at``, ``finished_at``), so a span and ``zuno show`` never
-disagree; blocked calls (refused before running) have a span of no length.
-Its parent is the span current in the caller's context: the agent's turn
-span (:func:`turn_span`) in ``zuno run``, or whatever span the embedding
-program has open around ``Runtime.dispatch``.
+A call's span starts when its ``started`` row is written, is current while
+the tool runs (a child agent's turn under ``task`` nests under it), and ends
+when its row is settled, with the row's own times (``started_at``,
+``finished_at``): a span and ``zuno show`` never disagree. A call blocked
+before it ran has a span of no length, made from its row. The parent is the
+span current in the caller's context: the agent's turn span
+(:func:`turn_span`) in ``zuno run``, or whatever span the embedding program
+has open around ``Runtime.dispatch``.
 
 Span names and attributes:
 
@@ -51,7 +53,9 @@ if TYPE_CHECKING:
     from zuno.store.records import CallRecord
 
 __all__ = [
+    "RunningCall",
     "SpanHandle",
+    "call_running",
     "call_span",
     "export_from_environment",
     "model_span",
@@ -103,20 +107,83 @@ def _ns(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1_000_000_000)
 
 
-def call_span(record: CallRecord) -> None:
-    """Record the span of one settled call attempt (its row: outcome and times set)."""
+class RunningCall:
+    """The span of a call attempt while its tool runs (inert when tracing is off).
+
+    Current during the run (:meth:`current`), so what the tool does (a child
+    agent's turn) nests under it; ended by :func:`call_span` with the row.
+    """
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+
+    @contextmanager
+    def current(self) -> Generator[None]:
+        """Make the span current for the block (the tool's run)."""
+        if self.span is None:
+            yield
+            return
+        from opentelemetry import trace
+
+        # The row, not an exception, says how the call ended: the status is set from it.
+        with trace.use_span(
+            self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
+            yield
+
+
+_INERT = RunningCall(None)
+
+
+def call_running(record: CallRecord) -> RunningCall:
+    """Start the span of a call attempt whose ``started`` row was just written."""
     try:
         tracer = _tracer()
         if tracer is None:
-            return
-        _record_call(tracer, record)
+            return _INERT
+        span = tracer.start_span(
+            f"zuno.call {record.tool}",
+            attributes=_call_attributes(record),
+            start_time=_ns(record.started_at),
+        )
+        return RunningCall(span)
+    except Exception as exc:
+        _failed("starting a call span", exc)
+        return _INERT
+
+
+def call_span(record: CallRecord, running: RunningCall | None = None) -> None:
+    """End the span of one settled call attempt (its row: outcome and times set).
+
+    ``running``: the span started by :func:`call_running`; without one (a call
+    blocked before it ran) a span is made from the row's own times.
+    """
+    try:
+        span = running.span if running is not None else None
+        if span is None:
+            tracer = _tracer()
+            if tracer is None:
+                return
+            span = tracer.start_span(
+                f"zuno.call {record.tool}",
+                attributes=_call_attributes(record),
+                start_time=_ns(record.started_at),
+            )
+        _end_call(span, record)
     except Exception as exc:
         _failed("recording a call span", exc)
 
 
-def _record_call(tracer: Tracer, record: CallRecord) -> None:
+def _end_call(span: Span, record: CallRecord) -> None:
     from opentelemetry.trace import Status, StatusCode
 
+    span.set_attributes(_call_attributes(record))
+    if record.outcome in _ERROR_OUTCOMES:
+        span.set_status(Status(StatusCode.ERROR, record.reason or record.outcome))
+    span.end(end_time=_ns(record.finished_at))
+
+
+def _call_attributes(record: CallRecord) -> dict[str, str | int]:
     attributes: dict[str, str | int] = {
         "zuno.tool": record.tool,
         "zuno.session_id": record.session_id,
@@ -124,8 +191,9 @@ def _record_call(tracer: Tracer, record: CallRecord) -> None:
         "zuno.attempt": record.attempt,
         "zuno.step": record.step,
         "zuno.index": record.index,
-        "zuno.outcome": record.outcome or "uncertain",
     }
+    if record.status == "finished":
+        attributes["zuno.outcome"] = record.outcome or "uncertain"
     optional = {
         "zuno.effect": record.effect,
         "zuno.replay": record.replay,
@@ -134,12 +202,7 @@ def _record_call(tracer: Tracer, record: CallRecord) -> None:
         "zuno.mode": getattr(record, "mode", None),
     }
     attributes.update({k: str(v) for k, v in optional.items() if v is not None})
-    span = tracer.start_span(
-        f"zuno.call {record.tool}", attributes=attributes, start_time=_ns(record.started_at)
-    )
-    if record.outcome in _ERROR_OUTCOMES:
-        span.set_status(Status(StatusCode.ERROR, record.reason or record.outcome))
-    span.end(end_time=_ns(record.finished_at))
+    return attributes
 
 
 class SpanHandle:

@@ -263,6 +263,56 @@ async def test_an_agent_turn_holds_its_model_requests_and_calls(
     assert all(m["parent"] == turn_id for m in models)
 
 
+@pytest.mark.anyio
+async def test_a_child_agents_turn_nests_under_its_task_call(
+    spans: InMemorySpanExporter, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("notes\n")
+    with FakeModelServer() as server:
+        config = Config.model_validate(
+            {
+                "providers": {
+                    "fake": {"kind": "openai", "base_url": server.openai_base_url, "attempts": 1}
+                },
+                "permission": {"rules": [{"tool": "task", "action": "allow"}]},
+            }
+        )
+        rt = Runtime(workspace, config=config, db_path=workspace.parent / "zuno.db")
+        server.enqueue(
+            Reply(tool_calls=[("t1", "task", '{"agent": "explore", "prompt": "Look."}')]),
+            Reply(tool_calls=[("k1", "read", '{"path": "notes.txt"}')]),  # the child
+            Reply(text="It says notes."),  # the child's answer
+            Reply(text="Done."),
+        )
+        try:
+            state = rt.open_session(model="fake:m")
+            provider = provider_for(rt, "fake:m")
+            try:
+                async with rt:
+                    outcome = await AgentLoop(rt, state, provider).run("Delegate.")
+            finally:
+                await provider.aclose()
+            (child,) = rt.store.child_sessions(state.session_id)
+            rows = [
+                _row(c) for sid in (state.session_id, child.session_id) for c in rt.store.calls(sid)
+            ]
+        finally:
+            rt.close()
+    assert outcome.status is TurnStatus.ANSWERED
+    finished = spans.get_finished_spans()
+    _check_against_rows([_plain(s) for s in finished], rows)
+    by_name = {s.name: s for s in finished}
+    task, child_turn, read = (
+        by_name["zuno.call task"],
+        by_name["zuno.turn explore"],
+        by_name["zuno.call read"],
+    )
+    assert task.context is not None and child_turn.context is not None
+    assert child_turn.parent is not None and child_turn.parent.span_id == task.context.span_id
+    assert read.parent is not None and read.parent.span_id == child_turn.context.span_id
+    assert read.attributes is not None and read.attributes["zuno.session_id"] == child.session_id
+
+
 # A fresh interpreter: the SDK is configured, then the real CLI runs; its spans
 # are written to a file as JSON when the command ends (whatever its status).
 BOOT = """
