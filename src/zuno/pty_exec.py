@@ -404,6 +404,10 @@ class InteractiveProcess:
         self._text = TerminalText()
         self._ended = threading.Event()
         self._stop = threading.Event()
+        self._reaping = threading.Lock()
+        """Held while the tree is killed and the root reaped: a kill from a call never
+        signals a process id that was reaped, and so could be another's by now."""
+        self._reaped = False
         self.state = ProcessState.RUNNING
         self.exit_code: int | None = None
         self.signal: int | None = None
@@ -425,9 +429,9 @@ class InteractiveProcess:
     # Starting ---------------------------------------------------------------------
 
     def _spawn(self, spec: Launched) -> None:
+        spec.transcript.parent.mkdir(parents=True, exist_ok=True)
         self._sink = CappedFile(spec.transcript, spec.transcript_cap, live=True)
         self._stack.callback(self._sink.close, "transcript")
-        spec.transcript.parent.mkdir(parents=True, exist_ok=True)
         argv = list(spec.argv)
         if spec.tty:
             argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
@@ -436,7 +440,8 @@ class InteractiveProcess:
         )
         env = dict(launch.env)
         if spec.tty:
-            env["TERM"] = env.get("TERM") if env.get("TERM") not in (None, "", "dumb") else "xterm"
+            if env.get("TERM", "dumb") in ("", "dumb"):
+                env["TERM"] = "xterm"  # what a terminal program expects; sequences are stripped
             env.update(COLUMNS=str(_COLS), LINES=str(_ROWS))
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", _ROWS, _COLS, 0, 0))
@@ -496,8 +501,10 @@ class InteractiveProcess:
                     break
             if ending is None and self._stop.is_set():
                 ending = ProcessState.KILLED  # set before the kill: the end seen is the kill's
-            kill_process_tree(self.pid)
-            self._reap()
+            with self._reaping:
+                kill_process_tree(self.pid)
+                self._reap()
+                self._reaped = True
             self._drain()
             if ending is not None and self.state is ProcessState.RUNNING:
                 self.state = ending
@@ -586,8 +593,9 @@ class InteractiveProcess:
         with self._lock:
             return bool(self._pending)
 
-    async def write(self, data: bytes, until: float) -> int:
-        """Type data; returns how many bytes the process took before ``until`` (monotonic)."""
+    async def write(self, data: bytes, limit_s: float) -> int:
+        """Type data; returns how many bytes the process took within ``limit_s`` seconds."""
+        until = time.monotonic() + limit_s
         self._wrote_at = time.monotonic()
         self._bytes_at_write = self.total_bytes
         sent = 0
@@ -667,8 +675,9 @@ class InteractiveProcess:
         if self.kill_reason is None:
             self.kill_reason = why
         self._stop.set()
-        if not self.ended:
-            kill_process_tree(self.pid)
+        with self._reaping:
+            if not self._reaped:
+                kill_process_tree(self.pid)
 
     async def wait_ended(self, limit: float = 5.0) -> None:
         """Wait (bounded) for the reader thread to reap the process."""

@@ -9,7 +9,11 @@ process ends or waits for input (see :mod:`zuno.pty_exec`).
 Declarations: starting and typing change the world (SideEffecting / Never /
 Exclusive); polling only observes processes Zuno started (ReadOnly / Safe /
 ParallelSafe, an inspection) and may run beside other calls; killing is
-SideEffecting / Never / Exclusive: it is as final as ``bg cancel``.
+SideEffecting / Never / Exclusive: it is as final as ``bg cancel``, and a
+retry would not be a plain repeat (the number may be gone by then). A poll
+does move the process's read position (each call returns what is new), which
+is Zuno's bookkeeping, not an effect: the transcript file keeps every byte,
+so output a failed poll took is never lost.
 
 These names form the opt-in ``INTERACTIVE`` group of :mod:`zuno.tool_names`:
 they are not on the default surface, and an agent's ``tools`` list or the
@@ -184,9 +188,7 @@ def _report(
         "transcript": str(proc.transcript),
         "dropped_bytes": dropped,
     }
-    return ToolResult(
-        "\n".join(parts), data=data, artifact=body.artifact, reason=status.strip("[]")
-    )
+    return ToolResult("\n".join(parts), data=data, artifact=body.artifact)
 
 
 # exec_command ----------------------------------------------------------------------
@@ -287,9 +289,9 @@ class ExecCommandTool(Tool[ExecCommandArgs]):
             raise
         result = _report(table, proc, settled, ctx)
         if result.data and result.data["state"] == ProcessState.TIMED_OUT.value:
+            # Its own wait saw the deadline, as for shell: it may have partly run.
             result.is_error = result.uncertain = True
-        else:
-            result.reason = None
+            result.reason = result.output.partition("\n")[0].strip("[]")
         return result
 
 
@@ -338,17 +340,14 @@ class WriteStdinTool(Tool[WriteStdinArgs]):
         if proc.ended:
             note = "[nothing was typed: the process had already ended]"
         else:
-            until = anyio.current_time() + max(1.0, args.yield_ms / 1000)
-            sent = await proc.write(data, until)
+            sent = await proc.write(data, max(1.0, args.yield_ms / 1000))
             if sent < len(data):
                 note = (
                     f"[only {sent} of {len(data)} bytes were typed: the process is not "
                     "reading its input]"
                 )
         settled = await proc.settle(args.yield_ms / 1000)
-        result = _report(table, proc, settled, ctx, note=note)
-        result.reason = None
-        return result
+        return _report(table, proc, settled, ctx, note=note)
 
 
 # exec_poll ----------------------------------------------------------------------------
@@ -377,9 +376,7 @@ class ExecPollTool(Tool[ExecPollArgs]):
         """Wait for output up to yield_ms, then report."""
         table, proc = _process(ctx, args.session)
         settled = await proc.settle(args.yield_ms / 1000)
-        result = _report(table, proc, settled, ctx)
-        result.reason = None
-        return result
+        return _report(table, proc, settled, ctx)
 
 
 # exec_kill ----------------------------------------------------------------------------
@@ -408,9 +405,7 @@ class ExecKillTool(Tool[ExecKillArgs]):
         note = "[it had already ended]" if proc.ended else None
         proc.kill()
         await proc.wait_ended()
-        result = _report(table, proc, Settled.ENDED, ctx, note=note)
-        result.reason = None
-        return result
+        return _report(table, proc, Settled.ENDED, ctx, note=note)
 
 
 def exec_tools() -> list[Tool[Any]]:
