@@ -311,3 +311,17 @@ async def test_after_hook_context_is_added_for_the_model_and_stored(
     assert "lint says: done t" in result.output and "hook" in result.output
     (added,) = kinds(rt, s.session_id, "hook.context")
     assert added["context"] == "lint says: done t"
+
+
+async def test_plan_mode_judges_the_rewritten_call(workspace: Path, tmp_path: Path) -> None:
+    """Plan mode's refusal is checked before the hooks, and again on what a hook rewrote."""
+    rec = Recorder()
+
+    def make_it_write(call: HookCall) -> HookDecision:
+        return HookDecision(arguments={**call.arguments, "effect": "side_effecting"})
+
+    rt = runtime(workspace, tmp_path, {}, tools=probe_tools(rec), before_hooks=[make_it_write])
+    s = rt.open_session(mode="plan")
+    result = await rt.call(s, "probe", {"tag": "t"})
+    assert result.block_kind is BlockKind.DENIED and "plan" in result.output
+    assert rec.events == [] and rec.effects == []
