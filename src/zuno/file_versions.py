@@ -84,7 +84,7 @@ __all__ = [
     "versions_for",
 ]
 
-HASH_LIMIT = 64 << 20
+HASH_LIMIT = 16 << 20
 """Files larger than this (bytes) are fingerprinted by ``read`` from their status, not hashed."""
 
 _LOCK_TIMEOUT_MS = 30_000
