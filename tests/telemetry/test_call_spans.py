@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import anyio
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
@@ -94,6 +95,25 @@ class BusyOnceTool(Tool[_NoArgs]):
         if self.runs == 1:
             raise TransientError("busy")
         return ToolResult("fine")
+
+
+class HangTool(Tool[_NoArgs]):
+    """Side-effecting; runs until it is cancelled."""
+
+    name: ClassVar[str] = "hang"
+    description: ClassVar[str] = "Test tool."
+    args_model = _NoArgs
+    declaration: ClassVar[Declaration] = Declaration(
+        Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLUSIVE
+    )
+
+    def __init__(self) -> None:
+        self.running = anyio.Event()
+
+    async def run(self, args: _NoArgs, ctx: ToolContext) -> ToolResult:
+        self.running.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
 
 
 def _by_attempt(spans: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -311,6 +331,32 @@ async def test_a_child_agents_turn_nests_under_its_task_call(
     assert child_turn.parent is not None and child_turn.parent.span_id == task.context.span_id
     assert read.parent is not None and read.parent.span_id == child_turn.context.span_id
     assert read.attributes is not None and read.attributes["zuno.session_id"] == child.session_id
+
+
+@pytest.mark.anyio
+async def test_a_call_cancelled_while_running_has_an_uncertain_span(
+    spans: InMemorySpanExporter, workspace: Path
+) -> None:
+    hang = HangTool()
+    rt = Runtime(
+        workspace,
+        db_path=workspace.parent / "zuno.db",
+        approver=CallbackApprover(lambda request: True),
+        tools=[*builtin_tools(), hang],
+    )
+    try:
+        session = rt.open_session()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rt.call, session, "hang", {})
+            with anyio.fail_after(60):
+                await hang.running.wait()
+            tg.cancel_scope.cancel()
+        rows = [_row(c) for c in rt.store.calls(session.session_id)]
+    finally:
+        rt.close()
+    assert [r["outcome"] for r in rows] == ["uncertain"]
+    captured = [_plain(s) for s in spans.get_finished_spans()]
+    _check_against_rows(captured, rows)
 
 
 # A fresh interpreter: the SDK is configured, then the real CLI runs; its spans
