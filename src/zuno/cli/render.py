@@ -436,6 +436,7 @@ def _print_call(console: Console, c: CallRecord) -> None:
             (f"{status}{kind}", outcome_style(c.outcome)),
             (f"  attempt {c.attempt}  {c.call_id}", "dim"),
             (f"  {iso(c.started_at)} -> {iso(c.finished_at) or '?'}", "dim"),
+            (f"  {c.mode} mode" if c.mode else "", "dim"),  # the permission mode it ran in
         ),
         highlight=False,
     )
