@@ -33,7 +33,7 @@ alike: a process of the tree (in the terminal's foreground group, when there
 is one) sleeping in ``read`` (or ``readv``, ``pread64``) on a descriptor that
 is the terminal (or ``/dev/tty``, or the stdin pipe), or in ``select``,
 ``poll`` or ``epoll`` with the terminal as its stdin. The verdict must hold on
-two looks a tick apart, and shortly after typing it also waits for the
+three looks a tick apart, and shortly after typing it also waits for the
 typed text to be taken or a short settle time, because the terminal hands
 input on asynchronously. Where ``/proc`` cannot be read, nothing is
 detected and the call simply waits ``yield_ms``.
@@ -113,6 +113,11 @@ PENDING_CAP = 1024 * 1024
 
 TICK = 0.05
 """Seconds between looks at a process while a call waits on it."""
+
+_LOOKS = 3
+"""Looks in a row, a tick apart and with no output between, that must see it waiting:
+what a terminal program printed reaches us a moment after it was written (the
+kernel hands it on from a work queue), so one look could beat its last prompt."""
 
 _SETTLE_AFTER_WRITE = 0.25
 """Seconds after typing before a still-blocked reader counts as waiting without output."""
@@ -658,7 +663,7 @@ class InteractiveProcess:
                 seen, waiting = self.total_bytes, 0
                 continue
             waiting = waiting + 1 if self.waiting_for_input() else 0
-            if waiting >= 2 and self._typed_settled():
+            if waiting >= _LOOKS and self._typed_settled():
                 return Settled.WAITING
 
     def _typed_settled(self) -> bool:
