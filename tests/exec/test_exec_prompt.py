@@ -187,14 +187,14 @@ def _bytes(path: str) -> bytes:
 
 
 async def test_unread_output_past_the_cap_keeps_both_ends(workspace: Path, tmp_path: Path) -> None:
-    # 3 MiB printed before anyone reads: only PENDING_CAP is held, the transcript keeps all.
-    command = "python3 -c \"import sys; [print(f'row {i:07d}', 'x' * 100) for i in range(28000)]\""
+    # 1.6 MiB printed before anyone reads: only PENDING_CAP is held, the transcript keeps all.
+    command = "python3 -c \"import sys; [print(f'row {i:07d}', 'x' * 100) for i in range(15000)]\""
     async with exec_runtime(workspace, tmp_path / "z.db") as rt:
         s = rt.open_session()
         result = await rt.call(s, "exec_command", {"command": command, "yield_ms": 30_000})
     assert result.output.startswith("[process 1 exited with code 0]\n[")
     assert "of earlier output were dropped from the middle" in result.output
-    assert "row 0000000 " in result.output and "row 0027999 " in result.output
+    assert "row 0000000 " in result.output and "row 0014999 " in result.output
     assert result.data is not None and result.data["dropped_bytes"] > 0
     transcript = _bytes(result.data["transcript"])
-    assert b"row 0014000 " in transcript and transcript.count(b"\n") == 28000
+    assert b"row 0007500 " in transcript and transcript.count(b"\n") == 15000
