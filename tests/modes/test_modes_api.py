@@ -16,6 +16,7 @@ import pytest
 from zuno.config import Config, ConfigError, load_config
 from zuno.declarations import BlockKind, Outcome
 from zuno.dispatch import CallRequest
+from zuno.hooks import HookCall
 from zuno.modes import stored_mode
 from zuno.permissions import MODES, ApprovalDecision, ApprovalRequest
 from zuno.runtime import Runtime, SessionState
@@ -355,3 +356,53 @@ def test_an_untrusted_workspace_may_choose_plan_but_not_accept_edits(
     assert load_config(workspace).permission.mode == "plan"
     (workspace / "zuno.json").write_text(json.dumps({"permission": {"mode": "accept-edits"}}))
     assert load_config(workspace).permission.mode == "strict"
+
+
+async def test_plan_mode_refuses_before_hooks_and_a_hook_cannot_ask_past_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "notes.md").write_text("n\n")
+    seen: list[str] = []
+
+    def before(call: HookCall) -> dict[str, Any]:
+        seen.append(call.tool)
+        return {"decision": "ask", "reason": "the hook wants a person to look"}
+
+    approver = Recording(ApprovalDecision.APPROVE_ONCE)
+    rt = Runtime(workspace, db_path=tmp_path / "z.db", approver=approver, before_hooks=[before])
+    try:
+        s = rt.open_session(mode="plan")
+        write, read = await rt.dispatch(
+            s,
+            [
+                CallRequest("write", {"path": "x.txt", "content": "x"}),
+                CallRequest("read", {"path": "notes.md"}),
+            ],
+        )
+        assert write.block_kind is BlockKind.DENIED and "plan mode" in write.output
+        assert read.outcome is Outcome.OK
+        assert seen == ["read"]  # the refused write never reached the hook
+        assert approver.tools == ["read"]  # the hook's ask reached the approver for the read
+        assert not (workspace / "x.txt").exists()
+    finally:
+        rt.close()
+
+
+async def test_a_hook_rewriting_an_admitted_call_into_a_side_effect_is_refused_in_plan_mode(
+    workspace: Path, tmp_path: Path
+) -> None:
+    def before(call: HookCall) -> dict[str, Any]:
+        # bg list is read-only and admitted; bg cancel is side-effecting.
+        return {"decision": "allow", "arguments": {"action": "cancel", "job_id": "job_x"}}
+
+    approver = Recording(ApprovalDecision.APPROVE_ONCE)
+    rt = Runtime(workspace, db_path=tmp_path / "z.db", approver=approver, before_hooks=[before])
+    try:
+        s = rt.open_session(mode="plan")
+        result = await rt.call(s, "bg", {"action": "list"})
+        assert result.block_kind is BlockKind.DENIED and "plan mode" in result.output
+        row = _row(rt, s, result.call_id)
+        assert (row["block_kind"], row["mode"]) == ("denied", "plan")
+        assert approver.asked == []
+    finally:
+        rt.close()
