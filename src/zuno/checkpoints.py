@@ -84,6 +84,12 @@ _CONFIG = """\
 \tquotePath = false
 \texcludesFile = {none}
 \thooksPath = {none}
+\t# The shared index is rewritten rarely; each snapshot writes only what changed.
+\tsplitIndex = true
+[status]
+\t# The untracked cache serves --untracked-files=all only when it is configured so.
+\tshowUntrackedFiles = all
+\trenames = false
 [index]
 \tversion = 4
 [gc]
@@ -259,16 +265,42 @@ class Checkpoints:
         return tree
 
     def _write_tree(self) -> tuple[str, tuple[str, ...]]:
+        """Bring the private index up to the workspace and write its tree.
+
+        ``git status`` finds what changed: it stats each known file (the index
+        remembers the rest) and, with the untracked cache, reads only the
+        folders whose own stat changed. Only those paths are hashed again.
+        """
         self._ensure()
-        # --ignore-errors: a file that cannot be read is left out (and named), not the
-        # whole snapshot. The index remembers every other file's stat, so only what
-        # changed is read again.
-        add = self._run("add", "--all", "--ignore-errors", "--", ".")
+        status = self._run(
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
+        )
+        if status.returncode != 0:
+            raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
+        changed = _changed_paths(status.stdout)
         unreadable: tuple[str, ...] = ()
-        if add.returncode != 0:
-            unreadable = tuple(_unreadable_paths(add.stderr))
-            if not unreadable:
-                raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+        if changed:
+            update = self._run(
+                "update-index",
+                "--add",
+                "--remove",
+                "--replace",
+                "-z",
+                "--stdin",
+                input="".join(f"{path}\0" for path in changed),
+            )
+            if update.returncode != 0:
+                # A file that cannot be read fails the whole batch: add what can be
+                # read, and name the rest (left out of this snapshot).
+                add = self._run("add", "--all", "--ignore-errors", "--", ".")
+                unreadable = tuple(_unreadable_paths(add.stderr))
+                if add.returncode != 0 and not unreadable:
+                    raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
         return self._git("write-tree").strip(), unreadable
 
     # Reading the chain ------------------------------------------------------------
@@ -486,7 +518,15 @@ class Checkpoints:
             (self.git_dir / "info").mkdir(exist_ok=True)
             (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
             (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
-        (self.git_dir / "info" / "exclude").write_text(self._exclude_lines())
+            # HEAD follows the chain, so `status` compares the index with the last snapshot.
+            (self.git_dir / "HEAD").write_text(f"ref: {_HEAD}\n")
+        exclude = self.git_dir / "info" / "exclude"
+        lines = self._exclude_lines()
+        with contextlib.suppress(OSError):
+            if exclude.read_text() == lines:
+                lines = ""  # unchanged: rewriting it would void the untracked cache
+        if lines:
+            exclude.write_text(lines)
         self._ready = True
 
     def _exclude_lines(self) -> str:
@@ -528,10 +568,11 @@ class Checkpoints:
             )
         return env
 
-    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(
                 ["git", "-c", "safe.directory=*", *args],
+                input=input,
                 capture_output=True,
                 text=True,
                 encoding="utf-8",
@@ -577,6 +618,23 @@ def _parse_raw(out: str) -> list[Change]:
         changes.append(Change(path, old, new))
         i += 2
     return changes
+
+
+def _changed_paths(out: str) -> list[str]:
+    """The paths ``status --porcelain -z`` shows changed in the work tree, or untracked.
+
+    Each entry is ``XY PATH``: X compares the index with the last snapshot
+    (already in the index: nothing to do), Y the work tree with the index.
+    """
+    paths: list[str] = []
+    for entry in out.split("\0"):
+        if len(entry) < 4:
+            continue
+        xy, path = entry[:2], entry[3:]
+        if xy == "??" or xy[1] in "MDT":
+            # A nested repository shows as a folder ("sub/"): it is added as one entry.
+            paths.append(path.rstrip("/"))
+    return paths
 
 
 def _unreadable_paths(stderr: str) -> list[str]:
