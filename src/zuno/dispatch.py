@@ -14,6 +14,8 @@ written, in the model's order whatever the completion order.
 
 from __future__ import annotations
 
+import functools
+import logging
 import random
 import time
 from collections.abc import Sequence
@@ -44,9 +46,12 @@ from zuno.tool import (
 )
 
 if TYPE_CHECKING:
+    from zuno.checkpoints import Checkpoints
     from zuno.runtime import Runtime, SessionState
 
 __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
+
+_log = logging.getLogger("zuno.dispatch")
 
 
 _NEVER_FAILED_NOTE = (
@@ -285,8 +290,11 @@ class Dispatcher:
     ) -> tuple[CallResult, bool]:
         """One attempt; also says whether its failure was transient."""
         rt = self._rt
+        # The workspace as it was before this side-effecting call (zuno diff, zuno undo).
+        snapshot = await self._checkpoint(session, call)
         started = time.time()
         record = self._record(session, step, call, attempt, started)
+        record.snapshot = snapshot
         started_event = Event(
             "call.started",
             session.session_id,
@@ -316,7 +324,7 @@ class Dispatcher:
             artifacts=rt.artifacts,
             config=rt.config,
             services=rt,
-            extra={"session": session},
+            extra={"session": session, "snapshot": snapshot},
         )
         transient = False
         block_kind: BlockKind | None = None
@@ -429,6 +437,58 @@ class Dispatcher:
             artifact=artifact,
             images=result.images,
         ), transient
+
+    async def _checkpoint(self, session: SessionState, call: Admitted) -> str | None:
+        """Snapshot the workspace before a side-effecting call; None when none was taken.
+
+        A failed snapshot does not stop the call (the user asked for it, and the
+        runtime must not become unusable without git): its row keeps no snapshot,
+        so it cannot be undone, and a ``checkpoint.failed`` event says why.
+        """
+        if call.declaration.effect is not Effect.SIDE_EFFECTING:
+            return None
+        from zuno.checkpoints import CheckpointError, checkpoints_enabled
+
+        if not checkpoints_enabled():
+            return None
+        take = functools.partial(
+            self.checkpoints.take,
+            call_id=call.call_id,
+            tool=call.tool.name,
+            session_id=session.session_id,
+        )
+        try:
+            snapshot = await anyio.to_thread.run_sync(take)
+        except CheckpointError as exc:
+            _log.warning(
+                "zuno: no checkpoint before %s (%s): %s", call.call_id, call.tool.name, exc
+            )
+            self._rt.events.emit(
+                Event(
+                    "checkpoint.failed",
+                    session.session_id,
+                    call.call_id,
+                    {"tool": call.tool.name, "reason": str(exc)},
+                )
+            )
+            return None
+        if snapshot.unreadable:
+            self._rt.events.emit(
+                Event(
+                    "checkpoint.incomplete",
+                    session.session_id,
+                    call.call_id,
+                    {"tool": call.tool.name, "unreadable": list(snapshot.unreadable[:50])},
+                )
+            )
+        return snapshot.commit
+
+    @functools.cached_property
+    def checkpoints(self) -> Checkpoints:
+        """The shadow git store of this runtime's workspace (see :mod:`zuno.checkpoints`)."""
+        from zuno.checkpoints import checkpoints_of_store
+
+        return checkpoints_of_store(self._rt.store, self._rt.workspace)
 
     def _finish_cancelled(
         self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall
