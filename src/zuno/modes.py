@@ -28,7 +28,7 @@ def check_mode(mode: str) -> PermissionMode:
     """
     if mode not in MODES:
         raise ValueError(f"unknown permission mode {mode!r}; the modes are {', '.join(MODES)}")
-    return cast(PermissionMode, mode)
+    return mode
 
 
 def _options(text: Any) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def stored_mode(store: Store, session_id: str) -> PermissionMode | None:
     if not rows:
         return None
     mode = _options(rows[0][0]).get("mode")
-    return cast(PermissionMode, mode) if mode in MODES else None
+    return mode if mode in MODES else None
 
 
 def remember_mode(store: Store, session_id: str, mode: PermissionMode) -> None:

@@ -380,7 +380,7 @@ def resume(
     try:
         state = open_waiting(rt, record.session_id, wait)
         if mode is not None:
-            rt.set_mode(state, _mode(mode))
+            rt.set_mode(state, cast("PermissionMode", mode))
         chosen = resolve_model(model or record.model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc))
