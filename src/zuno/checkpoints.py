@@ -36,7 +36,7 @@ import os
 import re
 import stat
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -285,11 +285,13 @@ class Checkpoints:
         changed = _changed_paths(status.stdout)
         unreadable: tuple[str, ...] = ()
         if changed:
+            # Removals first, so a file that became a folder (or back) leaves the
+            # index before its replacement comes in (--replace is quadratic with a
+            # split index).
             update = self._run(
                 "update-index",
                 "--add",
                 "--remove",
-                "--replace",
                 "-z",
                 "--stdin",
                 input="".join(f"{path}\0" for path in changed),
@@ -594,7 +596,7 @@ class Checkpoints:
         return proc.stdout
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> Generator[None]:
         """One process at a time per workspace: the index and the chain's head are shared."""
         self._lock_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -621,20 +623,24 @@ def _parse_raw(out: str) -> list[Change]:
 
 
 def _changed_paths(out: str) -> list[str]:
-    """The paths ``status --porcelain -z`` shows changed in the work tree, or untracked.
+    """The paths ``status --porcelain -z`` shows changed in the work tree, or untracked
+    (the removed ones first).
 
     Each entry is ``XY PATH``: X compares the index with the last snapshot
     (already in the index: nothing to do), Y the work tree with the index.
     """
+    removed: list[str] = []
     paths: list[str] = []
     for entry in out.split("\0"):
         if len(entry) < 4:
             continue
         xy, path = entry[:2], entry[3:]
-        if xy == "??" or xy[1] in "MDT":
+        if xy[1] == "D":
+            removed.append(path)
+        elif xy == "??" or xy[1] in "MT":
             # A nested repository shows as a folder ("sub/"): it is added as one entry.
             paths.append(path.rstrip("/"))
-    return paths
+    return removed + paths
 
 
 def _unreadable_paths(stderr: str) -> list[str]:

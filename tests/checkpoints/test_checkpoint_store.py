@@ -108,8 +108,12 @@ def test_undo_restores_the_tree_byte_for_byte(
             p = ws / rel
             if p.is_symlink() or p.is_file():
                 p.unlink()
+        changed = tree(ws)
+        after = cp.take(call_id="call_2", tool="undo", session_id="ses_1").commit
         undo_to(cp, before)
         assert tree(ws) == expected
+        undo_to(cp, after)  # and the undo undone: the changed tree, exactly
+        assert tree(ws) == changed
 
 
 def test_the_users_repository_is_never_touched(workspace: Path, tmp_path: Path) -> None:

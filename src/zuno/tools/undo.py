@@ -193,7 +193,9 @@ def plan_undo(
         return UndoPlan({c.path: c.new for c in changes}, changes, [])
     after = checkpoints.next_after(before) or current
     changes = checkpoints.changes(before, after)
-    later = {c.path for c in checkpoints.changes(after, current)} if after != current else set()
+    later: set[str] = set()
+    if after != current:
+        later = {c.path for c in checkpoints.changes(after, current)}
     conflicts = sorted(c.path for c in changes if c.path in later)
     return UndoPlan({c.path: c.old for c in changes}, changes, conflicts)
 
