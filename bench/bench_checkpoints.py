@@ -10,7 +10,9 @@ on a loaded machine, wall times mostly measure the wait for a CPU):
 - a snapshot after a one-file change (what runs before each side-effecting call),
 - a snapshot when nothing changed,
 - ``zuno diff`` of a one-file call (the changed paths and the patch),
-- an undo of a one-file call (the undo's own snapshot, the plan and the restore).
+- an undo of a one-file call (the undo's own snapshot, the plan and the restore),
+- and, to calibrate, one ``lstat`` of every file from Python: a snapshot must
+  stat each file (git has no file watcher here), so this is its floor on the machine.
 """
 
 from __future__ import annotations
@@ -130,10 +132,18 @@ def main(argv: list[str] | None = None) -> None:
             undos.append(_timed(undo))
 
         load = os.getloadavg()[0]
+
+        def stat_all() -> None:
+            for p in files:
+                os.lstat(p)
+
+        floor = [_timed(stat_all) for _ in range(args.repeats)]
+
         print(f"load average {load:.2f} on {os.cpu_count()} CPUs; store {cp.git_dir}")
         print()
         print(f"| {'operation':<48} | median ms | min ms   | max ms   | CPU ms med | runs |")
         print(f"|{'-' * 50}|{'-' * 11}|{'-' * 10}|{'-' * 10}|{'-' * 12}|{'-' * 6}|")
+        print(_row("lstat of every file (Python; the floor)", floor))
         print(_row("first snapshot (store created, all hashed)", first))
         print(_row("snapshot after a one-file change", one_file))
         print(_row("snapshot, nothing changed", unchanged))

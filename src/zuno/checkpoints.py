@@ -63,6 +63,7 @@ _log = logging.getLogger("zuno.checkpoints")
 
 _HEAD = "refs/zuno/head"
 _TIMEOUT = 600.0  # seconds; a first snapshot of a huge tree is slow, a hung git is not waited for
+_BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _GITLINK = "160000"
 _SYMLINK = "120000"
 _EXECUTABLE = "100755"
@@ -284,7 +285,14 @@ class Checkpoints:
             raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
         changed = _changed_paths(status.stdout)
         unreadable: tuple[str, ...] = ()
-        if changed:
+        if len(changed) > _BULK:
+            # Many new paths (the first snapshot): one `add` of the whole tree is far
+            # cheaper than naming them (update-index slows with each path it adds).
+            add = self._run("add", "--all", "--ignore-errors", "--", ".")
+            unreadable = tuple(_unreadable_paths(add.stderr))
+            if add.returncode != 0 and not unreadable:
+                raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+        elif changed:
             # Removals first, so a file that became a folder (or back) leaves the
             # index before its replacement comes in (--replace is quadratic with a
             # split index).

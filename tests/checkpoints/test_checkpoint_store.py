@@ -200,3 +200,21 @@ def _folder_digest(root: Path) -> str:
             digest.update(p.relative_to(root).as_posix().encode() + b"\0")
             digest.update(p.read_bytes() + b"\0" + oct(p.stat().st_mode).encode())
     return digest.hexdigest()
+
+
+def test_a_first_snapshot_of_many_files_round_trips(workspace: Path, tmp_path: Path) -> None:
+    # More new paths than one update-index batch takes: the bulk path.
+    for i in range(620):
+        folder = workspace / f"d{i // 50}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"f{i}").write_bytes(bytes([i % 256]) * (i % 7))
+    (workspace / "d0" / "f1").chmod(0o755)
+    (workspace / "link").symlink_to("d0/f1")
+    expected = tree(workspace)
+    cp = checkpoints_for(tmp_path / "artifacts", workspace)
+    first = cp.take(call_id="c1", tool="shell", session_id="s").commit
+    for i in range(0, 620, 3):
+        (workspace / f"d{i // 50}" / f"f{i}").unlink()
+    (workspace / "d3" / "extra").write_text("x")
+    undo_to(cp, first)
+    assert tree(workspace) == expected
