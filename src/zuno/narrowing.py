@@ -134,7 +134,12 @@ UNTRUSTED_POLICY: Final[Table] = {
         "mcp_connections": _LIMITS,
         "lsp_requests": _LIMITS,
     },
-    "tool_output": {"max_bytes": _LIMITS, "max_lines": _LIMITS, "artifact_max_bytes": _LIMITS},
+    "tool_output": {
+        "max_bytes": _LIMITS,
+        "max_lines": _LIMITS,
+        "artifact_max_bytes": _LIMITS,
+        "image_max_bytes": _LIMITS,
+    },
     "permission": {
         "mode": _towards("permissive", "accept-edits", "strict", "plan"),
         "rules": _stricter_rules,
@@ -168,6 +173,8 @@ UNTRUSTED_POLICY: Final[Table] = {
     "hooks": _ignore,
     "council": _ignore,
     "providers": _ignore,
+    # Prices decide what a --max-budget lets through: a repository must not lower them.
+    "models": _ignore,
 }
 """How each key of an untrusted workspace file is treated; a key not named is ignored.
 

@@ -21,6 +21,7 @@ from zuno.dispatch import CallRequest
 from zuno.hooks import HookCall, HookDecision
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
+from zuno.tool_names import OPT_IN
 from zuno.tools import builtin_tools
 
 # Calls that would start processes or agents are stopped by a hook after
@@ -29,6 +30,7 @@ _NOT_EXECUTED = {
     "shell",
     "execute",
     "exec_command",
+    "undo",
     "task",
     "council_run",
     "bg",
@@ -56,7 +58,7 @@ _CONFIG = Config.model_validate(
             "edit": True,
             "execute": True,
             "lsp": True,
-            **dict.fromkeys(("exec_command", "write_stdin", "exec_poll", "exec_kill"), True),
+            **dict.fromkeys(OPT_IN, True),
         },
         "memory": {"enabled": True},
         "council": {"members": ["explore", "build"]},
