@@ -158,10 +158,21 @@ def path_pattern_matches(pattern: str, subject: str) -> bool:
     return _path_regex(pattern).match(subject) is not None
 
 
+_COMMAND_LINE_TOOLS = frozenset({"shell", "exec_command"})
+"""Tools whose subject is a command line run by a shell: a rule naming one governs all."""
+
+
 def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: MatchKind) -> bool:
-    """Whether a rule applies to a call of ``tool`` whose main argument is ``subject``."""
+    """Whether a rule applies to a call of ``tool`` whose main argument is ``subject``.
+
+    A rule written for ``shell`` also holds for ``exec_command`` (and the other way
+    round): the same command started on a terminal must not walk around it.
+    """
     if rule.tool != "*" and not fnmatchcase(tool, rule.tool):
-        return False
+        if tool not in _COMMAND_LINE_TOOLS or not any(
+            fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS
+        ):
+            return False
     if rule.pattern in ("*", "**"):
         return True
     if subject is None:
