@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import anyio
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -68,6 +67,8 @@ class _OneAtATime:
     """Approvals and questions share the terminal: one prompt at a time."""
 
     def __init__(self, approver: Approver, questioner: Questioner | None) -> None:
+        import anyio  # imported by the commands that run: not for `zuno --help`
+
         self._lock = anyio.Lock()
         self._approver = approver
         self._questioner = questioner
@@ -152,6 +153,8 @@ async def _drive(
             try:
                 outcome = await loop.run(prompt)
             finally:
+                import anyio
+
                 with anyio.CancelScope(shield=True):
                     await provider.aclose()
             await wait_for_own_jobs(rt)

@@ -656,4 +656,16 @@ def main() -> None:
     # must not end the command.
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")  # pyright: ignore[reportAttributeAccessIssue]
+    # Help and usage errors for a program or a pipe are click's plain text: typer's
+    # rich renderer imports rich's markdown and traceback machinery (~150 ms) to draw
+    # panels nobody sees. A terminal keeps the rich help.
+    if not _is_terminal(sys.stdout):
+        app.rich_markup_mode = None
     app()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False

@@ -10,13 +10,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from zuno.dispatch import CallResult
 from zuno.registry import Surface, place_of
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.workers import runner_running
 
 if TYPE_CHECKING:
     from zuno.cli.transcript import LateResult, Step, Transcript
+    from zuno.dispatch import CallResult
 
 __all__ = [
     "NotRun",
@@ -59,21 +59,25 @@ def surface_json(surface: Surface, agent: str) -> dict[str, Any]:
     }
 
 
-def surface_rows(surface: Surface) -> list[dict[str, Any]]:
-    """The active surface as plain rows (``zuno tools --json``)."""
+def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str, Any]]:
+    """The active surface as plain rows (``zuno tools --json``).
+
+    ``parameters=False`` leaves out each tool's JSON Schema: building it is
+    most of the cost of a listing, and the table does not show it.
+    """
     rows: list[dict[str, Any]] = []
     for tool in surface.tools:
         decl = tool.declaration.as_dict()
-        rows.append(
-            {
-                "name": tool.name,
-                "place": place_of(tool.name).value,
-                **decl,
-                "mixed": tool.mixed,
-                "description": _summary(tool.description),
-                "parameters": tool.schema(),
-            }
-        )
+        row = {
+            "name": tool.name,
+            "place": place_of(tool.name).value,
+            **decl,
+            "mixed": tool.mixed,
+            "description": _summary(tool.description),
+        }
+        if parameters:
+            row["parameters"] = tool.schema()
+        rows.append(row)
     return rows
 
 
@@ -124,7 +128,7 @@ def print_surface(console: Console, surface: Surface, agent: str) -> None:
             row["concurrency"],
             row["description"],
         ]
-        for row in surface_rows(surface)
+        for row in surface_rows(surface, parameters=False)
     ]
     notes: list[str] = []
     if any(r[2].endswith("*") for r in rows):
