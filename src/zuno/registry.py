@@ -97,7 +97,7 @@ class LazyTool:
     registry and every surface made from it share one tool.
     """
 
-    __slots__ = ("_build", "_tool", "name", "needs_setup")
+    __slots__ = ("_build", "_checked", "_tool", "name", "needs_setup")
 
     def __init__(self, name: str, build: Callable[[], Tool[Any]], *, needs_setup: bool) -> None:
         self.name = name
@@ -105,25 +105,33 @@ class LazyTool:
         """Whether the tool may implement :class:`NeedsSetup` (the surface loads it to ask)."""
         self._build = build
         self._tool: Tool[Any] | None = None
+        self._checked = False
 
-    @property
-    def loaded(self) -> bool:
-        return self._tool is not None
-
-    def load(self) -> Tool[Any]:
-        """The tool, imported, built and checked on first use.
+    def describe(self) -> Tool[Any]:
+        """The tool, imported and built but not started: to show its declaration, not to run it.
 
         Raises:
             ValueError: The factory made a tool of another name.
-            Exception: Whatever the tool's startup check raises (rg or the sandbox missing).
         """
         if self._tool is None:
             tool = self._build()
             if tool.name != self.name:
                 raise ValueError(f"the tool registered as {self.name!r} is named {tool.name!r}")
-            tool.startup_check()
             self._tool = tool
         return self._tool
+
+    def load(self) -> Tool[Any]:
+        """The tool, imported, built and checked (:meth:`~zuno.tool.Tool.startup_check`) once.
+
+        Raises:
+            ValueError: The factory made a tool of another name.
+            Exception: Whatever the tool's startup check raises (rg or the sandbox missing).
+        """
+        tool = self.describe()
+        if not self._checked:
+            tool.startup_check()
+            self._checked = True
+        return tool
 
 
 def import_factory(home: str) -> Callable[..., Any]:
@@ -156,8 +164,16 @@ class Surface:
 
     @property
     def tools(self) -> tuple[Tool[Any], ...]:
-        """Every active tool (imports the ones not loaded yet)."""
+        """Every active tool, ready to run (imports and checks the ones not loaded yet)."""
         return tuple(_loaded(m) for m in self._members)
+
+    def described(self) -> tuple[Tool[Any], ...]:
+        """Every active tool, to show what it declares (``zuno tools``).
+
+        Unlike :attr:`tools`, nothing is started: listing needs neither rg nor a
+        sandbox (``zuno doctor`` checks those).
+        """
+        return tuple(m.describe() if isinstance(m, LazyTool) else m for m in self._members)
 
     def get(self, name: str) -> Tool[Any] | None:
         for member in self._members:
@@ -212,15 +228,9 @@ class Registry:
         member = self._tools.get(name)
         return None if member is None else _loaded(member)
 
-    def loaded(self) -> list[Tool[Any]]:
-        """The tools built so far (registered as instances, or loaded since)."""
-        found: list[Tool[Any]] = []
-        for member in self._tools.values():
-            if not isinstance(member, LazyTool):
-                found.append(member)
-            elif member.loaded:
-                found.append(member.load())
-        return found
+    def instances(self) -> list[Tool[Any]]:
+        """The tools registered as built instances (not as :class:`LazyTool` handles)."""
+        return [m for m in self._tools.values() if not isinstance(m, LazyTool)]
 
     def names(self) -> list[str]:
         return list(self._tools)
@@ -257,7 +267,7 @@ class Registry:
             if tool is None:
                 continue
             # Only a tool that may need setting up is loaded here to be asked.
-            asked = tool.load() if isinstance(tool, LazyTool) and tool.needs_setup else tool
+            asked = tool.describe() if isinstance(tool, LazyTool) and tool.needs_setup else tool
             reason = asked.unavailable_reason(config) if isinstance(asked, NeedsSetup) else None
             if reason is not None:
                 withheld.append((name, reason))

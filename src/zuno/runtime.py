@@ -125,7 +125,7 @@ class Runtime:
 
             tools = lazy_builtin_tools(self.config)
         self.registry = Registry(tools)
-        for tool in self.registry.loaded():
+        for tool in self.registry.instances():  # a lazy tool is checked when loaded
             tool.startup_check()
         self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
         self.events = EventBus(self.store)

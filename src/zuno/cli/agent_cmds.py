@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from zuno.cli.app import (
     AgentOpt,
@@ -27,6 +25,7 @@ from zuno.cli.app import (
     Yes,
     app,
     fail,
+    lazy_console,
     open_waiting,
     wait_for_own_jobs,
     warn_untrusted,
@@ -60,7 +59,7 @@ MaxStepsOpt = Annotated[
     typer.Option("--max-steps", min=1, max=1000, help="Model steps before stopping (default 50)."),
 ]
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = lazy_console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _OneAtATime:
@@ -185,6 +184,8 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
             f"Session [bold cyan]{sid}[/] (zuno show {sid})"
         )
         return
+    from rich.text import Text
+
     # Text, not markup: a message is the provider's words (brackets, "openai:m:" is no emoji).
     err.print(Text.assemble(("zuno:", "bold red"), f" {outcome.message}"))
     err.print(
@@ -384,6 +385,8 @@ def _move_session(rt: Runtime, session_id: str, home: Path, target: Path) -> Non
         db.execute(
             "UPDATE sessions SET workspace = ? WHERE session_id = ?", (str(target), session_id)
         )
+    from rich.text import Text
+
     rt.events.emit(Event("session.moved", session_id, data={"from": str(home), "to": str(target)}))
     err.print(
         Text.assemble(

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.store import SessionRecord, Store, StoreError, open_store
@@ -21,10 +19,12 @@ from zuno.store.errors import SessionBusy
 # The runtime, the configuration and the dispatcher (pydantic models, every tool)
 # are imported by the commands that use them: `zuno --help` needs none of them.
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from zuno.dispatch import CallRequest, CallResult
     from zuno.runtime import Runtime, SessionState
 
-__all__ = ["app", "main"]
+__all__ = ["app", "escape", "lazy_console", "main"]
 
 app = typer.Typer(
     name="zuno",
@@ -36,8 +36,40 @@ app = typer.Typer(
 config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+
+class _LazyConsole:
+    """A rich :class:`~rich.console.Console` made when first used.
+
+    Importing rich's console takes tens of milliseconds; ``zuno --help`` and a
+    command that fails before printing should not pay for it.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+def lazy_console(**options: Any) -> Console:
+    """A console with these ``Console(...)`` options, built on first use."""
+    return cast("Console", _LazyConsole(**options))
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (:func:`rich.markup.escape`, imported on use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+out = lazy_console(highlight=False, soft_wrap=True)
+err = lazy_console(stderr=True, highlight=False)
 
 Workspace = Annotated[
     Path,

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.markup import escape
 
 from zuno.cli.app import (
     AgentOpt,
@@ -25,6 +24,7 @@ from zuno.cli.app import (
     Workspace,
     app,
     err,
+    escape,
     fail,
     out,
     user_errors,

@@ -66,7 +66,7 @@ def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str,
     most of the cost of a listing, and the table does not show it.
     """
     rows: list[dict[str, Any]] = []
-    for tool in surface.tools:
+    for tool in surface.described():
         decl = tool.declaration.as_dict()
         row = {
             "name": tool.name,
