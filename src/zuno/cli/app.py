@@ -265,13 +265,26 @@ def tools(
     db: Db = None,
 ) -> None:
     """List the active tools with their effect, replay and concurrency."""
-    from zuno.cli.render import print_surface, surface_json
+    from zuno.cli.plain import (
+        SURFACE_HEADERS,
+        is_plain,
+        surface_json,
+        surface_notes,
+        surface_table_rows,
+        write_table,
+    )
 
     with runtime(workspace, db) as rt:
         surface = rt.surface(agent)
         if json_:
             _print_json(surface_json(surface, agent))
+        elif is_plain(sys.stdout):  # the lines rich would print, without importing it
+            rows = surface_table_rows(surface)
+            title = f"Active tools for agent {agent!r}"
+            write_table(sys.stdout, title, SURFACE_HEADERS, rows, surface_notes(surface, rows))
         else:
+            from zuno.cli.render import print_surface
+
             print_surface(out, surface, agent)
 
 
@@ -428,7 +441,7 @@ def _step(
     one: bool,
 ) -> None:
     """Dispatch one step for ``call`` (one=True: its result alone) or ``batch``, print, exit."""
-    from zuno.cli.render import print_result
+    from zuno.cli.plain import is_plain, write_result
 
     with runtime(workspace, db, yes) as rt:
         state = where.open(rt)
@@ -439,14 +452,23 @@ def _step(
         if json_:
             _print_json(results[0].as_dict() if one else [r.as_dict() for r in results])
         else:
+            plain = is_plain(sys.stdout)  # the output as the tool wrote it, without rich
             for result in results:
-                print_result(out, result)
+                if plain:
+                    write_result(sys.stdout, result)
+                else:
+                    from zuno.cli.render import print_result
+
+                    print_result(out, result)
             sys.stdout.flush()
         for result in results:
             if result.call_id in unasked:
                 _print_how_to_allow(rt, result.tool, requests[result.index].arguments)
         if not json_:
-            err.print(f"[dim]session {state.session_id}[/]")
+            if is_plain(sys.stderr):
+                sys.stderr.write(f"session {state.session_id}\n")
+            else:
+                err.print(f"[dim]session {state.session_id}[/]")
         _exit_for(results)
 
 
@@ -691,13 +713,8 @@ def main() -> None:
     # Help and usage errors for a program or a pipe are click's plain text: typer's
     # rich renderer imports rich's markdown and traceback machinery (~150 ms) to draw
     # panels nobody sees. A terminal keeps the rich help.
-    if not _is_terminal(sys.stdout):
+    from zuno.cli.plain import is_plain
+
+    if is_plain(sys.stdout):
         app.rich_markup_mode = None
     app()
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # replaced or closed
-        return False
