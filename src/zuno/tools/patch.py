@@ -17,23 +17,13 @@ apply_patch keeps the strict default declaration (SideEffecting / Never / Exclus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio.to_thread
 from pydantic import Field
 
 from zuno.landing import landing_guard
 from zuno.output import ArtifactStore, OutputLimits
-from zuno.patch import (
-    PatchError,
-    PatchPlan,
-    PatchWriteError,
-    PathResolver,
-    UpdateFile,
-    apply_patch,
-    parse_patch,
-    plan_patch,
-)
 from zuno.tool import (
     ArgumentsRejected,
     Tool,
@@ -43,6 +33,10 @@ from zuno.tool import (
     ToolResult,
     UncertainOutcome,
 )
+
+# The patch engine is imported when a patch is read or applied: describing the tool needs none.
+if TYPE_CHECKING:
+    from zuno.patch import PatchPlan, PathResolver
 
 __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
@@ -114,6 +108,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
             workspace: Where relative paths start; defaults to the one given at
                 construction, then the process's folder.
         """
+        from zuno.patch import PatchError, plan_patch
+
         base = workspace or self._workspace or Path.cwd()
         try:
             plan = plan_patch(args.patch, _resolver_for(base))
@@ -126,6 +122,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
         Returns an empty list for a patch that does not parse.
         """
+        from zuno.patch import PatchError, UpdateFile, parse_patch
+
         try:
             patch = parse_patch(args.patch)
         except PatchError:
@@ -146,6 +144,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
+        from zuno.patch import PatchError, PatchWriteError, apply_patch
+
         ctx.ensure_writes_allowed("files with a patch")  # read-only mode: before even parsing
         try:
             # A large file takes a while to verify; keep the event loop free. The
