@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
-from zuno.registry import place_of
-
+# Nothing from the runtime at import: main() asks is_plain() before parsing `--help`.
 if TYPE_CHECKING:
     from zuno.dispatch import CallResult
     from zuno.registry import Surface
@@ -65,6 +64,8 @@ def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str,
     ``parameters=False`` leaves out each tool's JSON Schema: building it is
     most of the cost of a listing, and the table does not show it.
     """
+    from zuno.registry import place_of
+
     rows: list[dict[str, Any]] = []
     for tool in surface.described():
         decl = tool.declaration.as_dict()
