@@ -107,6 +107,11 @@ class LazyTool:
         self._tool: Tool[Any] | None = None
         self._checked = False
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the tool's module was imported and the tool built."""
+        return self._tool is not None
+
     def describe(self) -> Tool[Any]:
         """The tool, imported and built but not started: to show its declaration, not to run it.
 

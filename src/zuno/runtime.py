@@ -291,10 +291,19 @@ class Runtime:
             Exception: A tool named in the step cannot start (its startup check:
                 rg or the sandbox missing), as it would have when the runtime was built.
         """
-        for request in requests:  # load (and check) the named tools before anything runs
-            if isinstance(request.tool, str):
-                self.registry.get(request.tool)
+        self.load_tools(r.tool for r in requests)
         return await self.dispatcher.dispatch(session, requests)
+
+    def load_tools(self, names: Iterable[object]) -> None:
+        """Import and start the named built-in tools now, before anything runs.
+
+        Tools load on first use; a tool that cannot start (no rg, no sandbox)
+        then fails here, as a startup error, not as a call's outcome.
+        Unknown names are left to the dispatcher (``blocked: unavailable``).
+        """
+        for name in names:
+            if isinstance(name, str):
+                self.registry.get(name)
 
     async def call(
         self, session: SessionState, tool: str, arguments: dict[str, Any] | str | None = None

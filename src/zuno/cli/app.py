@@ -445,6 +445,7 @@ def _step(
 
     with runtime(workspace, db, yes) as rt:
         state = where.open(rt)
+        rt.load_tools(r.tool for r in requests)  # no rg or sandbox: one line, not a traceback
         if not json_:
             _live_events(rt)
         unasked = _denied_unasked(rt)
