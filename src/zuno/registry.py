@@ -91,10 +91,11 @@ class LazyTool:
     """A tool known by name whose module is imported the first time it is needed.
 
     ``zuno call read`` should not pay for importing and checking twenty other
-    tools. The handle is made from ``"package.module:factory"`` (a class or a
-    function taking the configuration); :meth:`load` imports it once, runs the
-    tool's :meth:`~zuno.tool.Tool.startup_check` and keeps the instance, so a
-    registry and every surface made from it share one tool.
+    tools. The handle holds the tool's name and a function that builds it
+    (importing its module, see :data:`zuno.tools.BUILTINS`): :meth:`describe`
+    builds it once, :meth:`load` also runs its
+    :meth:`~zuno.tool.Tool.startup_check` once; a registry and every surface
+    made from it share the one instance.
     """
 
     __slots__ = ("_build", "_checked", "_tool", "name", "needs_setup")
