@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zuno.declarations import BlockKind, Declaration, Outcome
+from zuno.images import ImageAttachment
 
 __all__ = ["CallRequest", "CallResult", "new_id"]
 
@@ -49,6 +50,8 @@ class CallResult:
     started_at: float | None = None
     finished_at: float | None = None
     artifact: str | None = None
+    images: tuple[ImageAttachment, ...] = ()
+    """Images handed to the model beside ``output`` (their bytes are artifacts)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The shape printed by ``zuno call --json``."""
@@ -68,4 +71,5 @@ class CallResult:
             "is_error": self.is_error,
             "data": self.data,
             "artifact": self.artifact,
+            "images": [image.model_dump() for image in self.images],
         }

@@ -24,9 +24,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from zuno.agent.providers import ProviderSettings
+from zuno.budget import ModelSettings
 from zuno.lsp.settings import LspSettings
 from zuno.mcp.settings import McpSettings
 from zuno.narrowing import narrow
@@ -44,6 +52,7 @@ __all__ = [
     "HookCommand",
     "HookSettings",
     "MemorySettings",
+    "PermissionMode",
     "PermissionRule",
     "PermissionSettings",
     "ReplaySettings",
@@ -92,6 +101,9 @@ class ToolOutputSettings(_Section):
     artifact_max_bytes: int | None = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
     """Largest full-output artifact kept per stream; past it the middle is dropped
     (with a marker) and the first and last halves kept. null keeps everything."""
+    image_max_bytes: int = Field(default=3_932_160, ge=0, le=20 * 1024 * 1024)
+    """Largest image ``read`` sends to the model (default 3.75 MiB, whose base64 fits
+    Anthropic's 5 MiB); bigger ones are described in words. 0 sends none."""
 
 
 class PermissionRule(_Section):
@@ -109,10 +121,20 @@ class PermissionRule(_Section):
     action: Literal["allow", "ask", "deny"]
 
 
-class PermissionSettings(_Section):
-    """Strict mode asks for a fresh approval of every side-effecting or delegating call."""
+PermissionMode = Literal["plan", "accept-edits", "strict", "permissive"]
+"""How much a session may do without asking (see :mod:`zuno.permissions`), strictest first."""
 
-    mode: Literal["strict", "permissive"] = "strict"
+
+class PermissionSettings(_Section):
+    """The permission mode and rules.
+
+    ``plan`` runs only reads, questions and plan/todo/goal updates; ``accept-edits``
+    lets file edits inside the workspace through without asking; ``strict`` (the
+    default) asks for a fresh approval of every side-effecting or delegating call;
+    ``permissive`` asks nothing. Deny rules deny in every mode.
+    """
+
+    mode: PermissionMode = "strict"
     rules: list[PermissionRule] = Field(default_factory=lambda: [])
     read_roots: list[str] = Field(default_factory=lambda: [])
     """Folders outside the workspace that read-only file tools (read, grep, glob,
@@ -120,22 +142,56 @@ class PermissionSettings(_Section):
 
 
 class HookCommand(_Section):
-    """A command run before or after calls; it gets the call as JSON on stdin.
+    """A command run by a hook; it gets its payload as JSON on stdin.
 
-    It answers on stdout with ``{"decision": "allow"}`` or
-    ``{"decision": "deny", "reason": "..."}`` (empty output allows). A non-zero
-    exit, bad output or a timeout denies.
+    Before and after hooks answer on stdout with a JSON object such as
+    ``{"decision": "allow" | "deny" | "ask", "arguments": {...}, "reason": "..."}``
+    (after hooks: ``allow`` or ``deny``, and ``context``); empty output allows.
+    Approval and session hooks only observe: their output is ignored.
     """
 
     command: str = Field(min_length=1)
     timeout: float = Field(default=10.0, gt=0, le=600)
     tools: list[str] | None = None
-    """Only calls to these tools (all when omitted)."""
+    """Only calls to these tools (all when omitted); not for session hooks."""
+    fail: Literal["closed", "open"] = "closed"
+    """What a before or after hook that errs, answers nonsense or times out does:
+    ``closed`` denies (before: the call is blocked; after: its result is withheld),
+    ``open`` is ignored. Either way a ``hook.failed`` event records it."""
+
+
+_OBSERVERS = ("approval_asked", "approval_answered", "session_start", "session_end")
 
 
 class HookSettings(_Section):
+    """Hooks by the moment they run at (see :mod:`zuno.hooks`)."""
+
     before: list[HookCommand] = Field(default_factory=lambda: [])
+    """Before each call: may allow, deny, ask, or rewrite its arguments."""
     after: list[HookCommand] = Field(default_factory=lambda: [])
+    """After each call: may withhold its result or add context for the model."""
+    approval_asked: list[HookCommand] = Field(default_factory=lambda: [])
+    """When a call is put to the approver (tool, arguments, reason)."""
+    approval_answered: list[HookCommand] = Field(default_factory=lambda: [])
+    """When the approver answered (the same, and the decision)."""
+    session_start: list[HookCommand] = Field(default_factory=lambda: [])
+    """When this process starts holding a session (created or resumed)."""
+    session_end: list[HookCommand] = Field(default_factory=lambda: [])
+    """When this process lets a session go."""
+
+    @model_validator(mode="after")
+    def _observers_only_observe(self) -> HookSettings:
+        for phase in _OBSERVERS:
+            for number, hook in enumerate(getattr(self, phase)):
+                where = f"hooks.{phase}[{number}]"
+                if "fail" in hook.model_fields_set:
+                    raise ValueError(
+                        f"{where}: `fail` applies to before and after hooks only; "
+                        f"{phase} hooks observe, and their failures never stop anything"
+                    )
+                if hook.tools is not None and phase.startswith("session"):
+                    raise ValueError(f"{where}: `tools` does not apply to session hooks")
+        return self
 
 
 class ReplaySettings(_Section):
@@ -197,6 +253,8 @@ class Config(_Section):
     council: CouncilSettings | None = None
     sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
     providers: dict[str, ProviderSettings] = Field(default_factory=lambda: {})
+    models: dict[str, ModelSettings] = Field(default_factory=lambda: {})
+    """Per-model settings by ``PROVIDER:MODEL``: the price (see :mod:`zuno.budget`)."""
     web: WebSettings = Field(default_factory=lambda: WebSettings())
     mcp: McpSettings = Field(default_factory=lambda: McpSettings())
     """MCP servers whose tools join the registry (see :mod:`zuno.mcp.settings`)."""

@@ -14,6 +14,8 @@ written, in the model's order whatever the completion order.
 
 from __future__ import annotations
 
+import functools
+import logging
 import random
 import time
 from collections.abc import Sequence
@@ -26,12 +28,13 @@ from zuno.arguments import planned_calls
 from zuno.calls import CallRequest, CallResult, new_id
 from zuno.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.events import Event
-from zuno.hooks import HookCall
+from zuno.hooks import HookCall, context_note, failure_event, rewrite_note
 from zuno.output import bound_text
 from zuno.preflight import Admitted, Blocked, Preflight
 from zuno.recovery import INSPECTED, prefetch_inspection
 from zuno.scheduling import plan_groups
 from zuno.store.records import CallRecord
+from zuno.telemetry import RunningCall, call_running, call_span
 from zuno.tool import (
     ArgumentsRejected,
     ToolContext,
@@ -43,9 +46,12 @@ from zuno.tool import (
 )
 
 if TYPE_CHECKING:
+    from zuno.checkpoints import Checkpoints
     from zuno.runtime import Runtime, SessionState
 
 __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
+
+_log = logging.getLogger("zuno.dispatch")
 
 
 _NEVER_FAILED_NOTE = (
@@ -202,6 +208,7 @@ class Dispatcher:
             record.finished_at = now
             event = Event("call.cancelled", session.session_id, call.call_id, {"index": call.index})
             self._rt.store.record_blocked(record, event)
+            call_span(record)
             results[call.index] = CallResult(
                 call.call_id,
                 session.session_id,
@@ -236,6 +243,7 @@ class Dispatcher:
             started_at=now,
             model_call_id=call.request.model_call_id,
             runner=self._rt.identity,
+            mode=call.mode,
         )
 
     async def _execute(
@@ -282,8 +290,11 @@ class Dispatcher:
     ) -> tuple[CallResult, bool]:
         """One attempt; also says whether its failure was transient."""
         rt = self._rt
+        # The workspace as it was before this side-effecting call (zuno diff, zuno undo).
+        snapshot = await self._checkpoint(session, call)
         started = time.time()
         record = self._record(session, step, call, attempt, started)
+        record.snapshot = snapshot
         started_event = Event(
             "call.started",
             session.session_id,
@@ -302,6 +313,7 @@ class Dispatcher:
             fence=True,
         )
         rt.events.deliver(started_event)
+        running = call_running(record)  # current while the tool runs: its work nests under it
         limits = rt.output_limits
         ctx = ToolContext(
             workspace=rt.workspace,
@@ -312,12 +324,13 @@ class Dispatcher:
             artifacts=rt.artifacts,
             config=rt.config,
             services=rt,
-            extra={"session": session},
+            extra={"session": session, "snapshot": snapshot},
         )
         transient = False
         block_kind: BlockKind | None = None
         try:
-            result = await call.tool.run(call.args, ctx)
+            with running.current():
+                result = await call.tool.run(call.args, ctx)
             outcome = (
                 Outcome.UNCERTAIN
                 if result.uncertain
@@ -345,7 +358,7 @@ class Dispatcher:
             result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc))
             outcome = Outcome.ERROR
         except anyio.get_cancelled_exc_class():
-            self._finish_cancelled(call, record, ctx)  # synchronous: cannot be interrupted
+            self._finish_cancelled(call, record, ctx, running)  # synchronous: not interrupted
             raise
         except Exception as exc:
             result = ToolResult(
@@ -405,6 +418,7 @@ class Dispatcher:
         )
         rt.store.call_finished(record, finished_event)
         rt.events.deliver(finished_event)
+        call_span(record, running)
         return CallResult(
             call.call_id,
             session.session_id,
@@ -421,9 +435,64 @@ class Dispatcher:
             started_at=started,
             finished_at=finished,
             artifact=artifact,
+            images=result.images,
         ), transient
 
-    def _finish_cancelled(self, call: Admitted, record: CallRecord, ctx: ToolContext) -> None:
+    async def _checkpoint(self, session: SessionState, call: Admitted) -> str | None:
+        """Snapshot the workspace before a side-effecting call; None when none was taken.
+
+        A failed snapshot does not stop the call (the user asked for it, and the
+        runtime must not become unusable without git): its row keeps no snapshot,
+        so it cannot be undone, and a ``checkpoint.failed`` event says why.
+        """
+        if call.declaration.effect is not Effect.SIDE_EFFECTING:
+            return None
+        from zuno.checkpoints import CheckpointError, checkpoints_enabled
+
+        if not checkpoints_enabled():
+            return None
+        take = functools.partial(
+            self.checkpoints.take,
+            call_id=call.call_id,
+            tool=call.tool.name,
+            session_id=session.session_id,
+        )
+        try:
+            snapshot = await anyio.to_thread.run_sync(take)
+        except CheckpointError as exc:
+            _log.warning(
+                "zuno: no checkpoint before %s (%s): %s", call.call_id, call.tool.name, exc
+            )
+            self._rt.events.emit(
+                Event(
+                    "checkpoint.failed",
+                    session.session_id,
+                    call.call_id,
+                    {"tool": call.tool.name, "reason": str(exc)},
+                )
+            )
+            return None
+        if snapshot.unreadable:
+            self._rt.events.emit(
+                Event(
+                    "checkpoint.incomplete",
+                    session.session_id,
+                    call.call_id,
+                    {"tool": call.tool.name, "unreadable": list(snapshot.unreadable[:50])},
+                )
+            )
+        return snapshot.commit
+
+    @functools.cached_property
+    def checkpoints(self) -> Checkpoints:
+        """The shadow git store of this runtime's workspace (see :mod:`zuno.checkpoints`)."""
+        from zuno.checkpoints import checkpoints_of_store
+
+        return checkpoints_of_store(self._rt.store, self._rt.workspace)
+
+    def _finish_cancelled(
+        self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall
+    ) -> None:
         """Store a call cancelled while running: what the tool left for this, else a default.
 
         A read-only call changed nothing (``error``); otherwise the effect may
@@ -470,37 +539,66 @@ class Dispatcher:
         )
         rt.store.call_finished(record, event)
         rt.events.deliver(event)
+        call_span(record, running)
 
     async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
+        """What the model sees of a result: a rewrite's note, the after hooks' say and context.
+
+        The hooks see the tool's own result; the note and their context are added after.
+        """
+        contexts: list[str] = []
+        await self._consult_after(session, call, result, contexts)
+        # The model must know when what ran is not what it asked for.
+        note = rewrite_note(call.rewrites, ran=True) if call.rewrites else ""
+        result.output = note + result.output + "".join(contexts)
+
+    async def _consult_after(
+        self, session: SessionState, call: Admitted, result: CallResult, contexts: list[str]
+    ) -> None:
         hooks = self._rt.hooks
         if not hooks:
             return
-        decision = await hooks.after(
-            HookCall(
-                "after",
-                session.session_id,
-                call.call_id,
-                call.tool.name,
-                call.normalized,
-                call.declaration.as_dict(),
-                result.outcome.value,
-                result.output,
-            )
-        )
-        if not decision.allow:
-            self._rt.events.emit(
-                Event(
-                    "hook.denied",
+        events = self._rt.events
+        for hook in hooks.chain("after", call.tool.name):
+            decision = await hook.consult(
+                HookCall(
+                    "after",
                     session.session_id,
                     call.call_id,
-                    {"phase": "after", "reason": decision.reason},
+                    call.tool.name,
+                    call.normalized,
+                    call.declaration.as_dict(),
+                    result.outcome.value,
+                    result.output,
                 )
             )
-            result.output = (
-                f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
-                f"its result: {decision.reason}"
-            )
-            result.is_error = True
+            if decision.failed:
+                events.emit(failure_event(session.session_id, call.call_id, "after", decision))
+            if decision.context:
+                events.emit(
+                    Event(
+                        "hook.context",
+                        session.session_id,
+                        call.call_id,
+                        {"hook": hook.label, "context": decision.context},
+                    )
+                )
+                contexts.append(context_note(hook.label, decision.context))
+            if not decision.allow:
+                events.emit(
+                    Event(
+                        "hook.denied",
+                        session.session_id,
+                        call.call_id,
+                        {"phase": "after", "hook": hook.label, "reason": decision.reason},
+                    )
+                )
+                result.output = (
+                    f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
+                    f"its result: {decision.reason}"
+                )
+                result.is_error = True
+                return
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -114,6 +114,7 @@ def submit(
     max_steps: int | None = None,
     approve: bool = False,
     title: str | None = None,
+    mode: str | None = None,
 ) -> str:
     """Queue a session for the fleet; returns its id.
 
@@ -126,9 +127,13 @@ def submit(
         max_steps: Model steps before the session fails (None: the agent's).
         approve: Approve what strict mode would ask (no one is there to ask).
         title: A short title (default: the prompt's first line).
+        mode: The session's permission mode (stored with it, see :mod:`zuno.modes`;
+            None: the workspace configuration's).
     """
     session_id = new_id("ses")
-    options = {"model": model, "max_steps": max_steps, "approve": approve}
+    options: dict[str, Any] = {"model": model, "max_steps": max_steps, "approve": approve}
+    if mode is not None:
+        options["mode"] = mode
     line = next((x.strip() for x in prompt.splitlines() if x.strip()), "")
     with store.transaction() as db:
         db.execute(

@@ -4,7 +4,7 @@ A cloned repository's ``zuno.json`` is read like any other file in it: as
 someone else's words. Until the user trusts the folder (:mod:`zuno.trust`),
 it may make Zuno stricter and nothing else:
 
-- ``permission``: ``mode`` only towards ``strict``; ``rules`` only adds
+- ``permission``: ``mode`` only towards ``strict`` and ``plan``; ``rules`` only adds
   ``deny`` and ``ask`` rules, after the user's, which are all kept.
 - ``tools``: only switches tools off (``false``).
 - limits (``concurrency``, ``tool_output``, timeouts, ``replay.attempts``,
@@ -135,7 +135,10 @@ UNTRUSTED_POLICY: Final[Table] = {
         "lsp_requests": _LIMITS,
     },
     "tool_output": {"max_bytes": _LIMITS, "max_lines": _LIMITS, "artifact_max_bytes": _LIMITS},
-    "permission": {"mode": _towards("permissive", "strict"), "rules": _stricter_rules},
+    "permission": {
+        "mode": _towards("permissive", "accept-edits", "strict", "plan"),
+        "rules": _stricter_rules,
+    },
     "replay": {
         "attempts": _LIMITS,
         "base_delay": _any,

@@ -66,17 +66,26 @@ class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def path_for(self, session_id: str, call_id: str, name: str) -> Path:
+    def path_for(self, session_id: str, call_id: str, name: str, suffix: str = ".txt") -> Path:
         """Where the artifact ``name`` of a call lives (nothing is created yet)."""
         folder = self.root / session_id
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        return folder / f"{call_id}-{safe}.txt"
+        return folder / f"{call_id}-{safe}{suffix}"
 
     def write_text(self, session_id: str, call_id: str, name: str, text: str) -> Path:
         """Save a whole text as an artifact and return its path."""
         path = self.path_for(session_id, call_id, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+        return path
+
+    def write_bytes(
+        self, session_id: str, call_id: str, name: str, data: bytes, suffix: str
+    ) -> Path:
+        """Save bytes (an image) as an artifact with their own extension; return its path."""
+        path = self.path_for(session_id, call_id, name, suffix)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
         return path
 
 

@@ -1,20 +1,34 @@
-"""Authorization: permission rules, strict mode and approvals.
+"""Authorization: permission modes, rules and approvals.
 
-A call is authorized in three steps:
+A session runs in one of four modes (``permission.mode``, or chosen per
+session with ``--mode`` and switched by the user while it runs):
+
+- ``plan``: only ReadOnly and UserMediated calls, and updates of the session's
+  plan, todos and goal (not asked about). Everything else is refused
+  (``blocked: denied``) before anyone is asked.
+- ``accept-edits``: as ``strict``, except that a file edit (a tool that
+  ``writes_files``) whose every path is inside the workspace is not asked
+  about. Control files are still asked about; so are commands.
+- ``strict`` (the default): a SideEffecting or Delegating call must be
+  approved, and so must a read-only call that reaches outside the workspace or
+  fetches from an unlisted host.
+- ``permissive``: nothing is asked (control files aside).
+
+A call is authorized in these steps:
 
 1. The rules of ``permission.rules`` (and the agent's own) that match the call
-   are collected; deny beats ask beats allow. A call touching several paths
-   (or one path by a name that is not its real location) is matched on each:
-   a deny or ask on any of them applies, an allow must cover all of them.
-2. With no matching rule, the mode decides: in ``strict`` mode (the default) a
-   SideEffecting or Delegating call must be approved, and so must a read-only
-   call that reaches outside the workspace or fetches from an unlisted host;
-   other ReadOnly and UserMediated calls are not prompted; ``permissive`` asks
-   nothing.
-3. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
+   are collected. A deny rule denies in every mode.
+2. Plan mode refuses what it does not admit: it is stronger than any ask or
+   allow rule (an allow rule cannot let a write through in plan mode).
+3. Otherwise ask beats allow among the matching rules. A call touching several
+   paths (or one path by a name that is not its real location) is matched on
+   each: a deny or ask on any of them applies, an allow must cover all of them.
+4. With no matching rule, the mode's default decides (the list above).
+5. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
    session" remembers that fingerprint, nothing broader, except where the tool
-   names a wider scope (``webfetch``: every fetch from that host).
+   names a wider scope (``webfetch``: every fetch from that host). The person
+   may also approve and switch the session to ``accept-edits``.
 
 What the runtime guards whatever the rules say (process secrets, control
 files) is in :mod:`zuno.preflight` and :mod:`zuno.real_paths`.
@@ -37,17 +51,20 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.to_thread
 
-from zuno.config import AgentSettings, PermissionRule, PermissionSettings
+from zuno.config import AgentSettings, PermissionMode, PermissionRule, PermissionSettings
 from zuno.declarations import Declaration, Effect
 from zuno.shell_rules import command_rule_matches
 
 __all__ = [
+    "MODES",
+    "WORK_STATE_UPDATES",
     "ApprovalDecision",
     "ApprovalRequest",
     "ApproveAll",
     "Approver",
     "CallbackApprover",
     "DenyAll",
+    "PermissionMode",
     "TerminalApprover",
     "Verdict",
     "canonical_json",
@@ -57,11 +74,36 @@ __all__ = [
     "fingerprint",
     "fingerprint_of",
     "path_pattern_matches",
+    "plan_refusal",
     "rule_matches",
 ]
 
 Action = Literal["allow", "ask", "deny"]
 MatchKind = Literal["path", "prefix", "glob"]
+
+MODES: tuple[PermissionMode, ...] = ("plan", "accept-edits", "strict", "permissive")
+"""The permission modes, strictest first."""
+
+WORK_STATE_UPDATES = frozenset({"plan_update", "todo_update", "goal_update"})
+"""The tools plan mode runs although they change something: the session's own plan,
+todos and goal, kept in the store (never the workspace)."""
+
+_ASKING_MODES = frozenset({"plan", "accept-edits", "strict"})
+"""The modes that ask what strict mode asks (accept-edits skips file edits)."""
+
+
+def plan_refusal(tool: str, declaration: Declaration) -> str | None:
+    """What plan mode tells the model about a call it refuses, or None when it admits it."""
+    if declaration.effect in (Effect.READ_ONLY, Effect.USER_MEDIATED):
+        return None
+    if tool in WORK_STATE_UPDATES:
+        return None
+    return (
+        f"the session is in plan mode, so this {declaration.effect.value} call was not run: "
+        "plan mode runs only reads, searches, questions and plan_update/todo_update/"
+        "goal_update. Write the plan (plan_update) and present it; the user can switch the "
+        "mode (accept-edits or strict) to carry it out"
+    )
 
 
 def canonical_json(arguments: dict[str, Any]) -> str:
@@ -163,8 +205,9 @@ def evaluate(
     kind: MatchKind,
     *,
     strict_reason: str | None = None,
+    edit_inside: bool = False,
 ) -> Verdict:
-    """Rules first (deny > ask > allow), then the mode's default for the call.
+    """Deny rules, plan mode's refusal, ask and allow rules, then the mode's default.
 
     Args:
         settings: The session's mode and rules.
@@ -176,6 +219,8 @@ def evaluate(
         strict_reason: Why strict mode asks for this call although its effect
             alone would not (a read outside the workspace, a fetch from an
             unlisted host). An allow rule covering the call still lets it through.
+        edit_inside: The call is a file edit whose every path is inside the
+            workspace and none a control file (``accept-edits`` lets it through).
 
     With several subjects a deny or ask rule applies when it matches any of
     them, and allow rules apply only when every subject is matched by one: a
@@ -185,6 +230,12 @@ def evaluate(
         [subject] if subject is None or isinstance(subject, str) else [*subject]
     ) or [None]
     for action in ("deny", "ask"):
+        if action == "ask" and settings.mode == "plan":
+            # Plan mode is stronger than ask and allow rules: what it refuses,
+            # no rule and no approver can let through.
+            refusal = plan_refusal(tool, declaration)
+            if refusal is not None:
+                return Verdict("deny", refusal)
         for rule in settings.rules:
             if rule.action == action and any(rule_matches(rule, tool, s, kind) for s in subjects):
                 return _rule_verdict(rule)
@@ -194,14 +245,17 @@ def evaluate(
         rule = covering[0]
         assert rule is not None
         return _rule_verdict(rule)
-    if settings.mode == "strict" and declaration.effect in (
-        Effect.SIDE_EFFECTING,
-        Effect.DELEGATING,
-    ):
+    mode = settings.mode
+    if mode == "plan" and tool in WORK_STATE_UPDATES:
+        return Verdict("allow", "plan mode: an update of the session's own work state")
+    asks = mode in _ASKING_MODES
+    if asks and declaration.effect in (Effect.SIDE_EFFECTING, Effect.DELEGATING):
+        if mode == "accept-edits" and edit_inside and strict_reason is None:
+            return Verdict("allow", "accept-edits mode: a file edit inside the workspace")
         return Verdict("ask", f"strict mode: {declaration.effect.value} calls need approval")
-    if settings.mode == "strict" and strict_reason is not None:
+    if asks and strict_reason is not None:
         return Verdict("ask", f"strict mode: {strict_reason}")
-    return Verdict("allow", f"{declaration.effect.value} call in {settings.mode} mode")
+    return Verdict("allow", f"{declaration.effect.value} call in {mode} mode")
 
 
 def _rule_verdict(rule: PermissionRule) -> Verdict:
@@ -217,6 +271,9 @@ class ApprovalDecision(StrEnum):
     """Approve this exact call (same tool, same arguments) for the rest of the session,
     or what the request's ``covers`` names (a webfetch: that host)."""
     DENY = "deny"
+    ACCEPT_EDITS = "accept-edits"
+    """Approve this call once and switch the session to ``accept-edits`` mode: file
+    edits inside the workspace are not asked about again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +291,9 @@ class ApprovalRequest:
     covers: str = "this exact call"
     """What approving for the session covers, in words ("this exact call", "fetches from
     docs.python.org")."""
+    offers_accept_edits: bool = False
+    """Whether the person is offered to answer "yes, and accept file edits from now on"
+    (:attr:`ApprovalDecision.ACCEPT_EDITS`): a file edit asked about in strict mode."""
 
 
 class Approver(Protocol):
@@ -320,10 +380,13 @@ class TerminalApprover:
                     return ApprovalDecision.APPROVE_SESSION
                 if choice in ("n", "no", "d", "deny", ""):
                     return ApprovalDecision.DENY
+                if choice in ("e", "edits") and request.offers_accept_edits:
+                    return ApprovalDecision.ACCEPT_EDITS
+                edits = f", e ({_ACCEPT_EDITS})" if request.offers_accept_edits else ""
                 prompt = [
                     (
-                        f"Please answer y (yes, this once), n (no) or a (always allow "
-                        f"{request.covers} this session): ",
+                        f"Please answer y (yes, this once), n (no), a (always allow "
+                        f"{request.covers} this session){edits}: ",
                         "",
                     )
                 ]
@@ -335,6 +398,7 @@ Segments = list[tuple[str, str]]
 _PREVIEW_LINES = 40
 _NEW_FILE_LINES = 10
 _LINE_WIDTH = 240
+_ACCEPT_EDITS = "yes, and accept file edits in the workspace for the rest of the session"
 _STRICT_DEFAULT = re.compile(r"strict mode: \w+ calls need approval")
 
 
@@ -407,6 +471,8 @@ def _prompt_segments(request: ApprovalRequest) -> Segments:
     always = "always this session"
     if request.covers != "this exact call":
         always = f"always for {request.covers} this session"
+    if request.offers_accept_edits:
+        parts.append((f"  [e] {_ACCEPT_EDITS}\n", "dim"))
     parts.append((summary, "bold"))
     parts.append((f": allow? [y]es / [n]o / [a]{always[1:]} ", ""))
     return parts

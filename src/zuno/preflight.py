@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,14 @@ from zuno.calls import CallRequest, CallResult
 from zuno.config import PermissionSettings
 from zuno.declarations import BlockKind, Declaration, Effect, Outcome
 from zuno.events import Event
-from zuno.hooks import HookCall
+from zuno.hooks import (
+    HookCall,
+    HookDecision,
+    HookNotice,
+    Rewrite,
+    failure_event,
+    rewrite_note,
+)
 from zuno.permissions import (
     ApprovalDecision,
     ApprovalRequest,
@@ -32,12 +40,14 @@ from zuno.permissions import (
     canonical_json,
     evaluate,
     fingerprint_of,
+    plan_refusal,
 )
 from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
 from zuno.sandbox.control_files import CONTROL_NAMES
 from zuno.store.records import CallRecord
 from zuno.store.storable import storable
+from zuno.telemetry import call_span
 from zuno.tool import Tool, read_only_refusal
 
 if TYPE_CHECKING:
@@ -59,16 +69,32 @@ class Admitted:
     arguments_json: str
     args_hash: str
     normalized: dict[str, Any] = field(default_factory=lambda: {})
+    rewrites: list[Rewrite] = field(default_factory=lambda: [])
+    """The before hooks' changes to the model's arguments, in order (empty: none)."""
+    hook_ask: str | None = None
+    """Why a before hook wants the approver to decide this call (None: no hook asked)."""
+    asked: bool = False
+    """The approver (or a session approval) has already let this call through."""
+    mode: str | None = None
+    """The session's permission mode when the call was authorized (written on its row)."""
 
 
 class Blocked(Exception):
     """Pre-flight refused a call: its kind and what to tell the model."""
 
-    def __init__(self, kind: BlockKind, message: str, declaration: Declaration | None = None):
+    def __init__(
+        self,
+        kind: BlockKind,
+        message: str,
+        declaration: Declaration | None = None,
+        arguments: str | None = None,
+    ):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.declaration = declaration
+        self.arguments = arguments
+        """The arguments judged, as stored text, when not the model's (a hook rewrote them)."""
 
 
 class Preflight:
@@ -83,8 +109,34 @@ class Preflight:
         tool = session.surface.get(request.tool)
         if tool is None:
             raise Blocked(BlockKind.UNAVAILABLE, self._unavailable_message(session, request.tool))
+        admitted = await self._checked(session, index, call_id, request, tool, request.arguments)
+        self._check_mode(session, admitted)
+        admitted = await self._before_hooks(session, admitted)
         try:
-            raw = parse_arguments(request.arguments)
+            await self._authorize(session, admitted)
+            if admitted.hook_ask is not None and not admitted.asked:
+                # A hook asked: the approver decides even what the rules would allow.
+                await self._ask(session, admitted, Verdict("ask", admitted.hook_ask))
+        except Blocked as blocked:
+            raise _judged_after(blocked, admitted.rewrites) from None
+        return admitted
+
+    async def _checked(
+        self,
+        session: SessionState,
+        index: int,
+        call_id: str,
+        request: CallRequest,
+        tool: Tool[Any],
+        arguments: str | Mapping[str, Any] | None,
+    ) -> Admitted:
+        """Parse, validate and classify arguments; apply the read-only refusal and inspection rule.
+
+        The model's arguments pass here first, and so does every rewrite of them
+        by a before hook.
+        """
+        try:
+            raw = parse_arguments(arguments)
         except ArgumentsError as exc:
             raise Blocked(BlockKind.INVALID_ARGUMENTS, str(exc)) from exc
         try:
@@ -115,8 +167,6 @@ class Preflight:
             if refusal is not None:
                 raise Blocked(BlockKind.DENIED, refusal, declaration)
         await self._check_session_rules(session, admitted)
-        await self._before_hooks(session, admitted)
-        await self._authorize(session, admitted)
         return admitted
 
     def _unavailable_message(self, session: SessionState, name: str) -> str:
@@ -153,30 +203,114 @@ class Preflight:
             return None
         return inspection_block(self._rt.store, session.session_id)
 
-    async def _before_hooks(self, session: SessionState, call: Admitted) -> None:
-        hooks = self._rt.hooks
-        if not hooks:
+    def _check_mode(self, session: SessionState, call: Admitted) -> None:
+        """Plan mode refuses what it does not run before hooks or approvers see it.
+
+        (:meth:`_authorize` checks again, for arguments a hook rewrote.)
+        """
+        if session.permissions.mode != "plan":
             return
-        decision = await hooks.before(
-            HookCall(
-                "before",
-                session.session_id,
-                call.call_id,
-                call.tool.name,
-                call.normalized,
-                call.declaration.as_dict(),
-            )
+        refusal = plan_refusal(call.tool.name, call.declaration)
+        if refusal is not None:
+            raise Blocked(BlockKind.DENIED, refusal, call.declaration)
+
+    async def _before_hooks(self, session: SessionState, call: Admitted) -> Admitted:
+        """Consult the before hooks in order, each once; returns the call as they left it.
+
+        A rewrite is checked again (:meth:`_checked`) before the next hook sees it,
+        and the permission rules judge the last one: a hook cannot lead a call
+        around a deny rule. Each hook runs once, so rewrites are bounded.
+        """
+        rt = self._rt
+        if not rt.hooks:
+            return call
+        rewrites: list[Rewrite] = []
+        asks: list[str] = []
+        try:
+            for hook in rt.hooks.chain("before", call.tool.name):
+                decision = await hook.consult(
+                    HookCall(
+                        "before",
+                        session.session_id,
+                        call.call_id,
+                        call.tool.name,
+                        call.normalized,
+                        call.declaration.as_dict(),
+                    )
+                )
+                if decision.failed:
+                    rt.events.emit(
+                        failure_event(session.session_id, call.call_id, "before", decision)
+                    )
+                if not decision.allow:
+                    rt.events.emit(
+                        Event(
+                            "hook.denied",
+                            session.session_id,
+                            call.call_id,
+                            {"phase": "before", "hook": hook.label, "reason": decision.reason},
+                        )
+                    )
+                    raise Blocked(
+                        BlockKind.DENIED,
+                        f"a before hook refused this call: {decision.reason}",
+                        call.declaration,
+                    )
+                if decision.ask:
+                    asks.append(decision.reason or f"hook `{hook.label}` asked for it")
+                if decision.arguments is None:
+                    continue
+                try:
+                    changed = await self._checked(
+                        session,
+                        call.index,
+                        call.call_id,
+                        call.request,
+                        call.tool,
+                        decision.arguments,
+                    )
+                except Blocked:
+                    rewrites.append(
+                        self._rewrote(session, call, hook.label, decision, decision.arguments)
+                    )
+                    raise
+                if changed.arguments_json == call.arguments_json:
+                    continue  # the same call: nothing was rewritten
+                rewrites.append(
+                    self._rewrote(session, call, hook.label, decision, changed.normalized)
+                )
+                call = changed
+        except Blocked as blocked:
+            raise _judged_after(blocked, rewrites) from None
+        call.rewrites = rewrites
+        if asks:
+            call.hook_ask = "a before hook asked for approval: " + "; ".join(asks)
+        return call
+
+    def _rewrote(
+        self,
+        session: SessionState,
+        call: Admitted,
+        hook: str,
+        decision: HookDecision,
+        after: dict[str, Any],
+    ) -> Rewrite:
+        """Record a hook's rewrite (``hook.rewrote``: the arguments before and after)."""
+        rewrite = Rewrite(hook, decision.reason, call.normalized, after)
+        self._rt.events.emit(
+            Event("hook.rewrote", session.session_id, call.call_id, rewrite.as_event_data())
         )
-        if not decision.allow:
-            raise Blocked(
-                BlockKind.DENIED,
-                f"a before hook refused this call: {decision.reason}",
-                call.declaration,
-            )
+        return rewrite
+
+    async def _notice(self, notice: HookNotice, call_id: str | None) -> None:
+        """Tell the observing hooks; a failure among them is recorded and stops nothing."""
+        for failed in await self._rt.hooks.notify(notice):
+            self._rt.events.emit(failure_event(notice.session_id, call_id, notice.phase, failed))
 
     async def _authorize(self, session: SessionState, call: Admitted) -> None:
         rt = self._rt
         tool = call.tool
+        call.mode = session.permissions.mode
         # Path tools are resolved whatever the rules: the guards below hold without any.
         touched = self._touched(call)
         for path in touched:
@@ -194,7 +328,7 @@ class Preflight:
         else:
             subjects = []  # no rules: nothing to match, no subject work
         strict_reason = None
-        if permissions.mode == "strict":
+        if permissions.mode != "permissive":
             strict_reason = self._outside_reads(permissions, call, touched) or tool.strict_reason(
                 call.args, rt.config
             )
@@ -205,11 +339,15 @@ class Preflight:
             subjects,
             tool.rule_match,
             strict_reason=strict_reason,
+            edit_inside=self._edit_inside(call, touched),
         )
         if verdict.action == "deny":
             raise Blocked(
                 BlockKind.DENIED,
-                f"denied by {verdict.reason}; this call is not allowed in this workspace",
+                # No rule: the mode refused it (plan mode), and its reason says so.
+                f"denied by {verdict.reason}; this call is not allowed in this workspace"
+                if verdict.rule is not None
+                else verdict.reason,
                 call.declaration,
             )
         control = next((p for p in touched if p.writes and is_control_file(p)), None)
@@ -224,6 +362,20 @@ class Preflight:
         if verdict.action == "allow":
             return
         await self._ask(session, call, verdict)
+
+    @staticmethod
+    def _edit_inside(call: Admitted, touched: list[TouchedPath]) -> bool:
+        """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
+
+        A file tool that names its paths, all inside the workspace by their real
+        location, none a control file (those are asked about in every mode).
+        """
+        return (
+            call.tool.writes_files
+            and call.declaration.effect is Effect.SIDE_EFFECTING
+            and bool(touched)
+            and all(p.inside and not is_control_file(p) for p in touched)
+        )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
         """The real locations of every path the call can reach."""
@@ -255,6 +407,7 @@ class Preflight:
     async def _ask(self, session: SessionState, call: Admitted, verdict: Verdict) -> None:
         """Put the call to the approver; a no (or a failing approver) blocks it."""
         rt = self._rt
+        call.asked = True  # this call is not put to the approver twice (see admit)
         scope = call.tool.session_scope(call.args)
         if scope is None:
             key, covers = call.args_hash, "this exact call"
@@ -277,6 +430,8 @@ class Preflight:
             verdict.reason,
             key,
             covers,
+            # The prompt offers to stop asking about edits, where that would have.
+            offers_accept_edits=call.tool.writes_files and session.permissions.mode == "strict",
         )
         rt.events.emit(
             Event(
@@ -285,6 +440,17 @@ class Preflight:
                 call.call_id,
                 {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
             )
+        )
+        facts: dict[str, Any] = {
+            "call_id": call.call_id,
+            "tool": call.tool.name,
+            "arguments": call.normalized,
+            "declaration": call.declaration.as_dict(),
+            "reason": verdict.reason,
+            "approver": rt.approver.name,
+        }
+        await self._notice(
+            HookNotice("approval_asked", session.session_id, facts, call.tool.name), call.call_id
         )
         try:
             decision = await rt.approver.decide(request)
@@ -301,8 +467,19 @@ class Preflight:
                 {"tool": call.tool.name, "decision": decision.value},
             )
         )
+        await self._notice(
+            HookNotice(
+                "approval_answered",
+                session.session_id,
+                {**facts, "decision": decision.value},
+                call.tool.name,
+            ),
+            call.call_id,
+        )
         if decision is ApprovalDecision.APPROVE_SESSION:
             rt.store.add_session_approval(session.session_id, key, call.tool.name)
+        if decision is ApprovalDecision.ACCEPT_EDITS:
+            rt.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
         if decision is ApprovalDecision.DENY:
             who = verdict_note or (
                 "no one was available to approve it (non-interactive run)"
@@ -326,7 +503,9 @@ class Preflight:
         blocked: Blocked,
     ) -> CallResult:
         now = time.time()
-        raw = raw_arguments(request.arguments)
+        raw = (
+            blocked.arguments if blocked.arguments is not None else raw_arguments(request.arguments)
+        )
         decl = blocked.declaration
         text = f"Blocked ({blocked.kind.value}): {blocked.message}. Nothing was run."
         record = CallRecord(
@@ -345,6 +524,7 @@ class Preflight:
             outcome=Outcome.BLOCKED.value,
             block_kind=blocked.kind.value,
             result=text,
+            mode=session.permissions.mode,
             is_error=True,
             started_at=now,
             finished_at=now,
@@ -364,6 +544,7 @@ class Preflight:
         )
         self._rt.store.record_blocked(record, event)
         self._rt.events.deliver(event)
+        call_span(record)
         return CallResult(
             call_id,
             session.session_id,
@@ -378,6 +559,14 @@ class Preflight:
             started_at=now,
             finished_at=now,
         )
+
+
+def _judged_after(blocked: Blocked, rewrites: list[Rewrite]) -> Blocked:
+    """A refusal of a call its hooks rewrote: it says so, and its row keeps what was judged."""
+    if rewrites:
+        blocked.message = rewrite_note(rewrites, ran=False) + blocked.message
+        blocked.arguments = raw_arguments(rewrites[-1].after)
+    return blocked
 
 
 def is_control_file(path: TouchedPath) -> bool:

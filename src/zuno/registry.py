@@ -7,7 +7,10 @@ Every tool the specification names has a fixed name and a place:
 - the conditional tools (``memory_propose`` when memory is enabled,
   ``council_run`` when the agent can reach a council),
 - the registered slots (``edit``, ``execute``, ``lsp``): available only to an
-  agent that names them or when the ``tools`` map switches them on.
+  agent that names them or when the ``tools`` map switches them on,
+- the opt-in tools beyond the specification (``undo``; the interactive-process
+  tools ``exec_command``, ``write_stdin``, ``exec_poll``, ``exec_kill``): on
+  only like the slots.
 
 A name without an implementation in this build is simply absent: a call to it
 is ``blocked: unavailable``. Availability (the ``tools`` map, allowlists) is
@@ -27,6 +30,7 @@ from zuno.tool_names import (
     CONDITIONAL,
     DEFAULT_SURFACE,
     DURABLE_STATE,
+    OPT_IN,
     SLOTS,
     entry_matches,
     is_pattern,
@@ -71,6 +75,8 @@ class Place(StrEnum):
     DURABLE_STATE = "durable_state"
     CONDITIONAL = "conditional"
     SLOT = "slot"
+    OPT_IN = "opt_in"
+    """Zuno's own tools beyond the specification (``undo``): on only when switched on."""
     EXTENSION = "extension"
 
 
@@ -84,6 +90,8 @@ def place_of(name: str) -> Place:
         return Place.CONDITIONAL
     if name in SLOTS:
         return Place.SLOT
+    if name in OPT_IN:
+        return Place.OPT_IN
     return Place.EXTENSION
 
 

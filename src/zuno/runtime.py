@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from zuno.config import AgentSettings, Config, ConfigError, load_config
+from zuno.config import AgentSettings, Config, ConfigError, PermissionMode, load_config
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
-from zuno.events import EventBus
-from zuno.hooks import Hooks, PythonHook
+from zuno.events import Event, EventBus
+from zuno.hooks import HookNotice, Hooks, PythonHook, failure_event
 from zuno.jobs import JobLane
+from zuno.modes import check_mode, remember_mode, stored_mode
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.permissions import Approver, PermissionSettings, default_approver, effective_permissions
 from zuno.recovery import settle_interrupted
@@ -39,6 +40,7 @@ from zuno.workers import WorkerLease, shared_lease, this_worker
 
 if TYPE_CHECKING:
     from zuno.agent.loop import ProviderFactory
+    from zuno.budget import Budget
     from zuno.tools.question import Questioner
 
 __all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
@@ -141,6 +143,8 @@ class Runtime:
         """Who answers the question tool (a terminal, a program); None: no one."""
         self.provider_factory: ProviderFactory | None = None
         """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
+        self.budget: Budget | None = None
+        """The spending cap of the agents run on this runtime (``--max-budget``); None: none."""
         self.identity = this_worker().id
         """This worker (``w1:...``, see :mod:`zuno.workers`), written on every call row it runs."""
         self._lease: WorkerLease | None = None
@@ -209,8 +213,14 @@ class Runtime:
         tools: Sequence[str] | None = None,
         depth: int = 0,
         wait: float = 0.0,
+        mode: PermissionMode | None = None,
     ) -> SessionState:
         """Resume a stored session, or create a new one when no id is given.
+
+        ``mode`` chooses the session's permission mode (``plan``, ``accept-edits``,
+        ``strict``, ``permissive``) and stores it with the session; without it a
+        resumed session keeps the mode stored with it, else the configuration's
+        (see :mod:`zuno.modes`).
 
         ``tools`` narrows the agent's surface (a delegation can only shrink it).
         The session is leased to this worker until :meth:`close` (other runtimes
@@ -238,12 +248,14 @@ class Runtime:
             agent = record.agent
             # Ours before anything is settled: a live owner keeps its calls.
             record = self._acquire(record.session_id, wait)
+            starts = record.session_id not in self._held
             self._held.add(record.session_id)
             # Calls and jobs a gone worker left running get their outcome now (never a re-run).
             settle_interrupted(self.store, record.session_id)
             self.jobs.mark_lost(record.session_id)
         else:
             record = None
+            starts = True
         settings = self.agent_settings(agent)
         narrowed = frozenset(tools) if tools is not None else None
         surface = self._surface_for(agent, narrowed)
@@ -258,18 +270,65 @@ class Runtime:
                 owner=self.identity,
             )
             self._held.add(record.session_id)
+        permissions = effective_permissions(self.config.permission, settings)
+        chosen = check_mode(mode) if mode is not None else None
+        if chosen is not None:
+            remember_mode(self.store, record.session_id, chosen)
+        elif session_id is not None:
+            chosen = stored_mode(self.store, record.session_id)
+        if chosen is not None and chosen != permissions.mode:
+            permissions = permissions.model_copy(update={"mode": chosen})
         state = SessionState(
             record.session_id,
             agent,
             settings,
             surface,
-            effective_permissions(self.config.permission, settings),
+            permissions,
             depth,
             narrowed,
             self._barriers.setdefault(record.session_id, SessionBarrier()),
         )
         self._sessions.add(state)
+        if starts:
+            facts = {
+                "agent": agent,
+                "workspace": str(self.workspace),
+                "resumed": session_id is not None,
+                "parent_call_id": record.parent_call_id,
+                "depth": depth,
+            }
+            self._session_notice(HookNotice("session_start", record.session_id, facts))
         return state
+
+    def _session_notice(self, notice: HookNotice) -> None:
+        """Tell the session hooks; one that fails is recorded and stops nothing.
+
+        Synchronous, as opening and releasing are: each hook is bounded by its timeout.
+        """
+        for failed in self.hooks.notify_now(notice):
+            self.events.emit(failure_event(notice.session_id, None, notice.phase, failed))
+
+    def set_mode(
+        self, session: SessionState, mode: PermissionMode, *, remember: bool = True
+    ) -> None:
+        """Switch the session's permission mode from its next call on.
+
+        ``remember``: store it with the session, so that a resume keeps it (False:
+        for this runtime's state only, as ``zuno call --mode`` does). Each call's
+        row records the mode it was admitted in.
+
+        Raises:
+            ValueError: ``mode`` is not a permission mode.
+        """
+        chosen = check_mode(mode)
+        was = session.permissions.mode
+        if remember:
+            remember_mode(self.store, session.session_id, chosen)
+        session.permissions = session.permissions.model_copy(update={"mode": chosen})
+        if chosen != was:
+            self.events.emit(
+                Event("session.mode", session.session_id, data={"mode": chosen, "was": was})
+            )
 
     def _acquire(self, session_id: str, wait: float) -> SessionRecord:
         deadline = time.monotonic() + wait
@@ -341,6 +400,10 @@ class Runtime:
                         name,
                     )
             await stack.enter_async_context(self.jobs)
+            from zuno.pty_exec import processes_for
+
+            # Interactive processes live while the runtime runs; leaving kills them.
+            stack.enter_context(processes_for(self))
         except BaseException as exc:
             try:
                 await stack.__aexit__(*sys.exc_info())
@@ -370,6 +433,7 @@ class Runtime:
         try:
             for session_id in sorted(held):
                 try:
+                    self._session_notice(HookNotice("session_end", session_id, {"state": state}))
                     self.store.release_session(session_id, self.identity, state)
                 except StoreError as exc:
                     # Not released now: the lease ends below, and then it is free anyway.

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from zuno.beneath import Confined
 from zuno.declarations import BlockKind, Declaration
+from zuno.images import ImageAttachment
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.real_paths import touch
 
@@ -130,6 +131,8 @@ class ToolResult:
         artifact: Where the full output is kept, when it was truncated.
         reason: For a failed or uncertain call, why, in one line (recovery
             notices name it); None takes the first line of output.
+        images: Images for the model beside the text (``read`` of a PNG); the
+            stored row keeps only the text, each image's bytes are an artifact.
     """
 
     output: str
@@ -138,6 +141,7 @@ class ToolResult:
     uncertain: bool = False
     artifact: Path | None = None
     reason: str | None = None
+    images: tuple[ImageAttachment, ...] = ()
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """The tool names a configuration may use, and how an entry names tools.
 
 Every name the specification gives a tool has a place (the default surface,
-the durable work-state tools, the conditional tools, the registered slots);
+the durable work-state tools, the conditional tools, the registered slots,
+the opt-in interactive-process tools);
 :mod:`zuno.registry` decides what is active from these places. MCP tools are
 named ``mcp__<server>__<tool>`` (:func:`zuno.mcp.remote.tool_name`), so a
 configuration names them by the server it configures: an exact name, or a
@@ -24,7 +25,9 @@ __all__ = [
     "CONDITIONAL",
     "DEFAULT_SURFACE",
     "DURABLE_STATE",
+    "INTERACTIVE",
     "MCP_NAME_PATTERN",
+    "OPT_IN",
     "SLOTS",
     "entry_matches",
     "is_pattern",
@@ -49,7 +52,12 @@ DEFAULT_SURFACE = (
 DURABLE_STATE = ("plan_get", "plan_update", "todo_get", "todo_update", "goal_get", "goal_update")
 CONDITIONAL = ("memory_propose", "council_run")
 SLOTS = ("edit", "execute", "lsp")
-ALL_NAMES = frozenset((*DEFAULT_SURFACE, *DURABLE_STATE, *CONDITIONAL, *SLOTS))
+INTERACTIVE = ("exec_command", "write_stdin", "exec_poll", "exec_kill")
+"""The interactive-process tools (:mod:`zuno.tools.exec`), one of the opt-in groups."""
+OPT_IN = ("undo", *INTERACTIVE)
+"""Tools beyond the specification's surface: active only when an agent names them or the
+``tools`` map switches them on (``undo`` is reached through ``zuno undo``)."""
+ALL_NAMES = frozenset((*DEFAULT_SURFACE, *DURABLE_STATE, *CONDITIONAL, *SLOTS, *OPT_IN))
 
 MCP_NAME_PATTERN = r"^mcp__[A-Za-z0-9_-]{1,40}__.+$"
 """What an entry naming MCP tools looks like (the server part is checked on loading)."""

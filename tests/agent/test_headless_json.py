@@ -180,6 +180,7 @@ def test_every_event_type_through_a_whole_run(
     assert end["usage"] == {
         "input_tokens": sum(u["input_tokens"] for u in usage),
         "output_tokens": sum(u["output_tokens"] for u in usage),
+        "cost_usd": None,  # the fake model has no price
     }
     assert end["calls"] == {"blocked": 1, "error": 1, "ok": 3}
 

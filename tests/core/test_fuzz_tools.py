@@ -25,7 +25,16 @@ from zuno.tools import builtin_tools
 
 # Calls that would start processes or agents are stopped by a hook after
 # validation and classification, which is the part being fuzzed here.
-_NOT_EXECUTED = {"shell", "execute", "task", "council_run", "bg", "webfetch", "web_search"}
+_NOT_EXECUTED = {
+    "shell",
+    "execute",
+    "exec_command",
+    "task",
+    "council_run",
+    "bg",
+    "webfetch",
+    "web_search",
+}
 
 
 def _stop_processes(call: HookCall) -> HookDecision | None:
@@ -43,7 +52,12 @@ _ROOT = Path(_TMP.name)
 # inspection rule is off: this test is about arguments, not about sequences.
 _CONFIG = Config.model_validate(
     {
-        "tools": {"edit": True, "execute": True, "lsp": True},
+        "tools": {
+            "edit": True,
+            "execute": True,
+            "lsp": True,
+            **dict.fromkeys(("exec_command", "write_stdin", "exec_poll", "exec_kill"), True),
+        },
         "memory": {"enabled": True},
         "council": {"members": ["explore", "build"]},
         "replay": {"require_inspection": False},

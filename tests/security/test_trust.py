@@ -176,7 +176,7 @@ def test_effective_config_keeps_the_users_authority(attack: Attack) -> None:
     assert config["sandbox"]["mode"] == "workspace-write"
     assert config["sandbox"]["network"] is False
     assert config["sandbox"]["env_remove"]
-    assert config["hooks"] == {"before": [], "after": []}
+    assert config["hooks"] and all(hooks == [] for hooks in config["hooks"].values())
     assert config["mcp"]["servers"] == {} and config["providers"] == {}
     assert config["lsp"]["servers"] == {} and config["web"]["allow_private_networks"] is False
     assert config["tools"] == {} and config["agents"] == {}

@@ -64,7 +64,7 @@ def test_home_is_expanded(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     [
         "/proc/self/environ",
         "/proc/thread-self/environ",
-        f"/proc/{os.getpid()}/mem",
+        "/proc/{pid}/mem",  # this process's own number, filled in at run time
         "/proc/self/task/../cmdline",
         "/proc/self/maps",
         "/proc/self/fd/0",
@@ -75,6 +75,8 @@ def test_home_is_expanded(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_process_secrets_are_refused(path: str) -> None:
+    # Test ids must not vary between processes (pytest-xdist compares collections).
+    path = path.format(pid=os.getpid())
     assert real_path(path)[1] is not None
 
 

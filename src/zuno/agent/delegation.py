@@ -196,6 +196,9 @@ async def run_child(
             title=title,
             tools=tools,
             depth=depth,
+            # A child works in its parent's permission mode (the user chose it for the
+            # session), unless its agent configures permissions of its own.
+            mode=parent.permissions.mode if settings.permission is None else None,
         )
         async with _slot(runtime, parent.session_id, session.session_id):
             outcome = await AgentLoop(runtime, session, provider, system=system).run(prompt)

@@ -27,10 +27,12 @@ session can be resumed. The loop itself never repeats a tool call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ConfigDict, TypeAdapter
 
@@ -44,15 +46,20 @@ from zuno.agent.messages import (
 )
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
+from zuno.budget import price_for, step_cost
 from zuno.config import AgentSettings, Config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
+from zuno.images import ImageAttachment, attachment_for, image_max_bytes
 from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
+from zuno.telemetry import model_span, turn_span
 
 if TYPE_CHECKING:
+    from zuno.budget import Budget
     from zuno.runtime import Runtime, SessionState
+    from zuno.store.records import CallRecord
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -92,6 +99,8 @@ class TurnStatus(StrEnum):
     """The step limit was reached while the model still asked for tools."""
     PROVIDER_ERROR = "provider_error"
     """A model request failed (the session can be resumed)."""
+    BUDGET = "budget"
+    """The spending cap (``runtime.budget``) was reached, or cannot be kept, before a request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +190,35 @@ def _settle_text(row_outcome: str | None, row_result: str | None, status: str | 
     return row_result or f"(outcome {row_outcome}, no output)"
 
 
+def _row_images(row: CallRecord | None, config: Config) -> tuple[ImageAttachment, ...]:
+    """The image of a finished ``read`` whose result message was lost, from its artifact.
+
+    Only ``read`` keeps an image as its row's artifact; another tool's artifact
+    is its full text output, whatever its bytes look like.
+    """
+    if row is None or row.status != "finished" or row.tool != "read" or not row.artifact:
+        return ()
+    saved = Path(row.artifact)
+    try:
+        data = saved.read_bytes()
+    except OSError:
+        return ()
+    attached = attachment_for(data, saved, _read_path(row.arguments), image_max_bytes(config))
+    return () if attached is None else (attached,)
+
+
+def _read_path(arguments: str) -> str:
+    """The ``path`` argument of a stored ``read`` call ("" when it cannot be told)."""
+    try:
+        value: Any = json.loads(arguments)
+    except ValueError:
+        return ""
+    if not isinstance(value, dict):
+        return ""
+    path: Any = cast(dict[str, Any], value).get("path")
+    return path if isinstance(path, str) else ""
+
+
 class AgentLoop:
     """Runs turns of one agent in one session.
 
@@ -222,6 +260,7 @@ class AgentLoop:
             else "",
         )
         self._specs = tool_specs(session.surface)
+        self._price = price_for(provider.label, runtime.config)
 
     # Persistence ------------------------------------------------------------
 
@@ -267,7 +306,11 @@ class AgentLoop:
                 row.status if row else None,
             )
             result = ToolResultMessage(
-                call_id=call.id, name=call.name, content=text, is_error=row is None or row.is_error
+                call_id=call.id,
+                name=call.name,
+                content=text,
+                is_error=row is None or row.is_error,
+                images=_row_images(row, self.runtime.config),
             )
             self._append(history, result, settled_from_store=True)
         return history
@@ -277,9 +320,25 @@ class AgentLoop:
     async def run(self, prompt: str | None = None) -> TurnOutcome:
         """Run one turn: add ``prompt`` (if any) and step until an answer or the limit.
 
+        Before each model request the runtime's budget, when it has one, is
+        checked; a turn that reached it ends with ``TurnStatus.BUDGET``.
+
         Returns:
             How the turn ended; provider failures are reported here, not raised.
         """
+        budget: Budget | None = getattr(self.runtime, "budget", None)
+        if budget is not None and self.session.depth == 0:
+            # The count starts from what the session (and its children) already spent.
+            budget.load(self.runtime.store, self.session.session_id, self.runtime.config)
+        session = self.session
+        with turn_span(
+            session.session_id, session.agent_name, self.provider.label, session.depth
+        ) as span:
+            outcome = await self._turn(prompt)
+            span.set({"zuno.turn.status": outcome.status.value, "zuno.turn.steps": outcome.steps})
+            return outcome
+
+    async def _turn(self, prompt: str | None) -> TurnOutcome:
         history = self.history()
         previous_steps = sum(1 for m in history if isinstance(m, AssistantMessage))
         if history:
@@ -298,18 +357,31 @@ class AgentLoop:
         while steps < self.max_steps:
             steps += 1
             number = previous_steps + steps
+            stop = self._over_budget()
+            if stop is not None:
+                return self._finish(TurnStatus.BUDGET, last_text, steps - 1, stop)
             self._emit("agent.step", step=number, depth=self.session.depth)
-            try:
-                reply = await self.provider.complete(
-                    self.system, history, self._specs, self.on_text
+            with model_span(self.session.session_id, self.provider.label, number) as span:
+                try:
+                    reply = await self.provider.complete(
+                        self.system, history, self._specs, self.on_text
+                    )
+                except ProviderError as exc:
+                    span.error(str(exc))
+                    return self._finish(TurnStatus.PROVIDER_ERROR, last_text, steps - 1, str(exc))
+                cost = self._account(reply)
+                span.set(
+                    {
+                        "gen_ai.usage.input_tokens": reply.usage.input_tokens,
+                        "gen_ai.usage.output_tokens": reply.usage.output_tokens,
+                        "zuno.cost_usd": cost,
+                    }
                 )
-            except ProviderError as exc:
-                return self._finish(TurnStatus.PROVIDER_ERROR, last_text, steps - 1, str(exc))
             if reply.text:
                 last_text = reply.text
             # Intent before effect: the reply with its calls is stored before any runs.
             self._append(history, reply.as_message(), step=number)
-            self._emit_reply(number, reply)
+            self._emit_reply(number, reply, cost)
             if not reply.tool_calls:
                 return self._finish(TurnStatus.ANSWERED, reply.text, steps)
             results = await self.runtime.dispatch(
@@ -342,7 +414,33 @@ class AgentLoop:
             text=notice.text,
         )
 
-    def _emit_reply(self, number: int, reply: ModelReply) -> None:
+    def _over_budget(self) -> str | None:
+        """Why the next model request must not be sent (the runtime's budget), or None."""
+        budget: Budget | None = getattr(self.runtime, "budget", None)
+        if budget is None:
+            return None
+        reason = budget.stop_reason(self.provider.label, self._price)
+        if reason is None:
+            return None
+        if self.session.depth > 0:
+            return f"stopped before the next model request: {reason}"
+        return (
+            f"stopped before the next model request: {reason}. The session is saved; "
+            f"`zuno resume {self.session.session_id} --max-budget USD` continues it "
+            "with a higher cap"
+        )
+
+    def _account(self, reply: ModelReply) -> float | None:
+        """The reply's cost (None: unknown), counted against the runtime's budget."""
+        cost = step_cost(self._price, reply.usage)
+        budget: Budget | None = getattr(self.runtime, "budget", None)
+        if budget is not None:
+            budget.add(reply.usage, cost, self.provider.label)
+        return cost
+
+    def _emit_reply(self, number: int, reply: ModelReply, cost: float | None) -> None:
+        # The token counts, the model and the cost are what session totals and
+        # budgets are summed from (zuno.budget): one event per reply, durable.
         self._emit(
             "agent.reply",
             step=number,
@@ -352,6 +450,8 @@ class AgentLoop:
             stop_reason=reply.stop_reason.value,
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
+            model=self.provider.label,
+            cost_usd=cost,
         )
 
     def _append_results(
@@ -361,15 +461,20 @@ class AgentLoop:
         by_index = {r.index: r for r in results}
         for index, call in enumerate(reply.tool_calls):
             result = by_index.get(index)
+            images: tuple[ImageAttachment, ...] = ()
             if result is None:  # the dispatcher answers every call; be safe anyway
                 content, is_error, meta = "No result was recorded for this call.", True, {}
             else:
-                content, is_error = result.output, result.is_error
+                content, is_error, images = result.output, result.is_error, result.images
                 meta = {"call_id": result.call_id, "outcome": result.outcome.value}
             self._append(
                 history,
                 ToolResultMessage(
-                    call_id=call.id, name=call.name, content=content, is_error=is_error
+                    call_id=call.id,
+                    name=call.name,
+                    content=content,
+                    is_error=is_error,
+                    images=images,
                 ),
                 dispatch_step=step,
                 **meta,

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from zuno.images import ImageAttachment
+
 __all__ = [
     "AssistantMessage",
     "Message",
@@ -81,6 +83,9 @@ class ToolResultMessage(_Frozen):
         name: The tool name the call used (some APIs want it echoed).
         content: The bounded, model-visible output or error text.
         is_error: Whether the call failed or was blocked.
+        images: Images the result carries (``read`` of a PNG). Only their
+            artifact paths are stored; a provider reads the bytes when it sends
+            them, or says in words that the model cannot see them.
     """
 
     role: Literal["tool"] = "tool"
@@ -88,6 +93,7 @@ class ToolResultMessage(_Frozen):
     name: str
     content: str
     is_error: bool = False
+    images: tuple[ImageAttachment, ...] = ()
 
 
 Message = Annotated[

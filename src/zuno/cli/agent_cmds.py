@@ -13,17 +13,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
 
 from zuno.cli.app import (
     AgentOpt,
     Db,
+    ModeOpt,
     WaitOpt,
     Workspace,
     Yes,
     app,
+    check_mode_name,
     fail,
     lazy_console,
     open_waiting,
@@ -39,6 +41,7 @@ from zuno.store import SessionRecord, StoreError
 if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
+    from zuno.config import PermissionMode
     from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver
     from zuno.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
@@ -57,6 +60,24 @@ ModelOpt = Annotated[
 MaxStepsOpt = Annotated[
     int | None,
     typer.Option("--max-steps", min=1, max=1000, help="Model steps before stopping (default 50)."),
+]
+MaxBudgetOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-budget",
+        metavar="USD",
+        help="Stop before the next model request once the session has cost this many US "
+        "dollars (earlier turns and child agents included). Needs the model's price.",
+    ),
+]
+MaxTokensBudgetOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens-budget",
+        metavar="N",
+        help="Stop before the next model request once the session has used N tokens "
+        "(input and output, earlier turns and child agents included).",
+    ),
 ]
 
 err = lazy_console(stderr=True, highlight=False, soft_wrap=True)
@@ -178,6 +199,8 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
     children = rt.store.child_sessions(outcome.session_id)
     kids = f"; {len(children)} child session(s)" if children else ""
     sid = outcome.session_id
+    spent = _spent(rt, sid)
+    kids += f"; {spent}" if spent else ""
     if outcome.status is TurnStatus.ANSWERED:
         err.print(
             f"[green]done[/] in {outcome.steps} step(s): {tally}{kids}. "
@@ -191,6 +214,14 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
     err.print(
         f"{tally}{kids}. Session [bold cyan]{sid}[/] is saved; `zuno resume {sid}` continues it."
     )
+
+
+def _spent(rt: Runtime, session_id: str) -> str:
+    """The session's tokens and cost, child agents included ("" before any model reply)."""
+    from zuno.budget import price_for, session_usage
+
+    usage = session_usage(rt.store, session_id, price_of=lambda m: price_for(m, rt.config))
+    return usage.describe() if usage.requests else ""
 
 
 def _finish(
@@ -216,7 +247,25 @@ def _finish(
     finally:
         rt.close()
     if outcome.status is not TurnStatus.ANSWERED:
-        raise typer.Exit(1)
+        from zuno.cli.headless import ExitStatus
+
+        raise typer.Exit(
+            ExitStatus.BUDGET if outcome.status is TurnStatus.BUDGET else ExitStatus.NOT_ANSWERED
+        )
+
+
+def _set_budget(rt: Runtime, model: str, max_usd: float | None, max_tokens: int | None) -> None:
+    """Give the runtime its spending cap; a cap that cannot be kept is a usage error."""
+    if max_usd is None and max_tokens is None:
+        return
+    from zuno.budget import Budget, BudgetError
+
+    try:
+        budget = Budget(max_usd, max_tokens)
+        budget.check_model(model, rt.config)
+    except BudgetError as exc:
+        _close_and_fail(rt, str(exc))
+    rt.budget = budget
 
 
 HeadlessOpt = Annotated[
@@ -235,7 +284,10 @@ def run(
     agent: AgentOpt = "build",
     model: ModelOpt = None,
     yes: Yes = False,
+    mode: ModeOpt = None,
     max_steps: MaxStepsOpt = None,
+    max_budget: MaxBudgetOpt = None,
+    max_tokens_budget: MaxTokensBudgetOpt = None,
     json_: HeadlessOpt = False,
     workspace: Workspace = Path("."),
     db: Db = None,
@@ -243,7 +295,7 @@ def run(
     """Run an agent on PROMPT until it answers.
 
     Exit status: 0 answered, 1 no answer (model error, step limit), 2 usage or
-    configuration error, 4 store unavailable, 130 interrupted.
+    configuration error, 3 budget reached, 4 store unavailable, 130 interrupted.
     """
     from zuno.agent.loop import resolve_model
     from zuno.agent.providers import ProviderError
@@ -260,6 +312,9 @@ def run(
             max_steps=max_steps,
             workspace=workspace,
             db=db,
+            mode=mode,
+            max_budget=max_budget,
+            max_tokens_budget=max_tokens_budget,
         )
     rt = _open_runtime(workspace, db, yes)
     try:
@@ -267,9 +322,10 @@ def run(
         chosen = resolve_model(model, settings, rt.config)
     except (UnknownAgent, ProviderError) as exc:
         _close_and_fail(rt, str(exc))
+    _set_budget(rt, chosen, max_budget, max_tokens_budget)
     provider = _provider(chosen, rt)
     title = _first_line(prompt, 80)
-    state = rt.open_session(agent=agent, model=chosen, title=title)
+    state = rt.open_session(agent=agent, model=chosen, title=title, mode=_mode(mode))
     _finish(rt, state, provider, prompt, max_steps)
 
 
@@ -281,7 +337,19 @@ def resume(
     ] = None,
     model: ModelOpt = None,
     yes: Yes = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            callback=check_mode_name,
+            metavar="MODE",
+            help="Switch the session to this permission mode (stored: later resumes keep it). "
+            "Default: the mode it ran in.",
+        ),
+    ] = None,
     max_steps: MaxStepsOpt = None,
+    max_budget: MaxBudgetOpt = None,
+    max_tokens_budget: MaxTokensBudgetOpt = None,
     workspace: Annotated[
         Path | None,
         typer.Option(
@@ -315,6 +383,8 @@ def resume(
     rt = _open_runtime(target, db, yes)
     try:
         state = open_waiting(rt, record.session_id, wait)
+        if mode is not None:
+            rt.set_mode(state, _mode(mode))
         chosen = resolve_model(model or record.model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc))
@@ -328,6 +398,7 @@ def resume(
                 f"session {state.session_id} {why}; say what to do next: "
                 f'zuno resume {state.session_id} "PROMPT"',
             )
+    _set_budget(rt, chosen, max_budget, max_tokens_budget)
     provider = _provider(chosen, rt)
     if target != home:
         _move_session(rt, state.session_id, home, target)
@@ -335,6 +406,11 @@ def resume(
         note = moved_note(str(home), str(target))
         prompt = note if prompt is None else f"{note}\n\n{prompt}"
     _finish(rt, state, provider, prompt, max_steps)
+
+
+def _mode(name: str | None) -> PermissionMode | None:
+    """A ``--mode`` value (click checked it is one of the modes)."""
+    return cast("PermissionMode | None", name)
 
 
 def _stored_session(prefix: str, db: Path | None) -> SessionRecord:

@@ -21,6 +21,7 @@ from zuno.store.errors import SessionBusy
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from zuno.config import PermissionMode
     from zuno.dispatch import CallRequest, CallResult
     from zuno.runtime import Runtime, SessionState
 
@@ -112,6 +113,29 @@ WaitOpt = Annotated[
 DIRECT_CALLS = "direct calls (zuno call, zuno batch)"
 """The title marking the session that a workspace's direct calls join."""
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
+
+MODE_NAMES = ("plan", "accept-edits", "strict", "permissive")
+"""The permission modes (zuno.permissions.MODES, named here so that --help imports no models)."""
+
+
+def check_mode_name(value: str | None) -> str | None:
+    """A ``--mode`` value, refused with the list of modes when it is none of them."""
+    if value is not None and value not in MODE_NAMES:
+        raise typer.BadParameter(f"{value!r} is not a mode; choose {', '.join(MODE_NAMES)}")
+    return value
+
+
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        callback=check_mode_name,
+        metavar="MODE",
+        help="The permission mode: plan (reads, questions and plan updates only), "
+        "accept-edits (file edits in the workspace unasked), strict, permissive. "
+        "Default: the session's stored mode, else permission.mode of zuno.json.",
+    ),
+]
 
 
 class _UsageError(Exception):
@@ -309,6 +333,15 @@ def call(
     new_session: NewSession = False,
     agent: AgentOpt = "build",
     yes: Yes = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            callback=check_mode_name,
+            metavar="MODE",
+            help="The permission mode for this command's calls (not stored with the session).",
+        ),
+    ] = None,
     json_: Json = False,
     workspace: Workspace = Path("."),
     db: Db = None,
@@ -318,7 +351,7 @@ def call(
     from zuno.dispatch import CallRequest
 
     request = CallRequest(tool, _parse_args_json(args_json))
-    where = _Where(session, new_session, agent, wait)
+    where = _Where(session, new_session, agent, wait, mode)
     _step(workspace, db, yes, where, json_, [request], one=True)
 
 
@@ -331,6 +364,15 @@ def batch(
     new_session: NewSession = False,
     agent: AgentOpt = "build",
     yes: Yes = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            callback=check_mode_name,
+            metavar="MODE",
+            help="The permission mode for this step's calls (not stored with the session).",
+        ),
+    ] = None,
     json_: Json = False,
     workspace: Workspace = Path("."),
     db: Db = None,
@@ -365,7 +407,8 @@ def batch(
         CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
         for item in items  # type: ignore[union-attr]
     ]
-    _step(workspace, db, yes, _Where(session, new_session, agent, wait), json_, requests, one=False)
+    where = _Where(session, new_session, agent, wait, mode)
+    _step(workspace, db, yes, where, json_, requests, one=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,8 +420,18 @@ class _Where:
     agent: str
     wait: float = 0.0
     """Seconds to wait for a named session another live process holds."""
+    mode: str | None = None
+    """The permission mode of this command's calls (None: the session's)."""
 
     def open(self, rt: Runtime) -> SessionState:
+        state = self._open(rt)
+        if self.mode is not None:
+            # A direct call's mode is this command's: the next `zuno call` to the same
+            # session is not silently in it.
+            rt.set_mode(state, cast("PermissionMode", self.mode), remember=False)
+        return state
+
+    def _open(self, rt: Runtime) -> SessionState:
         if self.session is not None:
             if self.new:
                 raise _UsageError("give --session or --new-session, not both")
@@ -655,6 +708,8 @@ def show(
                     "entries": [e.as_dict() for e in transcript.entries],
                     "steps": [s.as_dict() for s in transcript.steps if s.number is not None],
                     "late_results": [late.as_dict() for late in transcript.late],
+                    "usage": transcript.usage.as_dict(),
+                    "children_usage": transcript.children_usage.as_dict(),
                     "final_answer": transcript.final_answer,
                     "ending": transcript.ending,
                     "recovery": notice.as_dict() if notice else None,
@@ -715,7 +770,14 @@ def main() -> None:
     # rich renderer imports rich's markdown and traceback machinery (~150 ms) to draw
     # panels nobody sees. A terminal keeps the rich help.
     from zuno.cli.plain import is_plain
+    from zuno.telemetry import export_from_environment
 
     if is_plain(sys.stdout):
         app.rich_markup_mode = None
-    app()
+    # Spans to a collector only when OTEL_EXPORTER_OTLP_ENDPOINT asks (docs/headless.md).
+    stop_exporting = export_from_environment()
+    try:
+        app()
+    finally:
+        if stop_exporting is not None:
+            stop_exporting()  # sends what is still queued

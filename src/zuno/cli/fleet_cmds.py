@@ -16,7 +16,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zuno.cli.app import AgentOpt, Db, Json, Workspace, Yes, app, fail, user_errors, warn_untrusted
+from zuno.cli.app import (
+    AgentOpt,
+    Db,
+    Json,
+    ModeOpt,
+    Workspace,
+    Yes,
+    app,
+    fail,
+    user_errors,
+    warn_untrusted,
+)
 from zuno.store import open_store
 
 # The configuration and the agent loop are imported by the commands that use them.
@@ -52,6 +63,7 @@ def submit(
         typer.Option("--max-steps", min=1, max=1000, help="Model steps before it fails (50)."),
     ] = None,
     yes: Yes = False,
+    mode: ModeOpt = None,
     workspace: Workspace = Path("."),
     db: Db = None,
     json_: Json = False,
@@ -86,6 +98,7 @@ def submit(
                 model=chosen,
                 max_steps=max_steps,
                 approve=yes,
+                mode=mode,
             )
         finally:
             store.close()

@@ -21,15 +21,16 @@ import sys
 from collections.abc import Callable
 from enum import IntEnum
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, cast
 
 import anyio
 import typer
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, resolve_model
 from zuno.agent.providers import Provider, ProviderError, make_provider
+from zuno.budget import Budget, BudgetError
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.config import ConfigError
+from zuno.config import ConfigError, PermissionMode
 from zuno.events import Event
 from zuno.permissions import ApproveAll, DenyAll
 from zuno.runtime import Runtime, SessionState, UnknownAgent
@@ -50,6 +51,8 @@ class ExitStatus(IntEnum):
     """The turn ended without an answer: a model request failed, or the step limit."""
     USAGE = 2
     """The command, zuno.json, the agent, the model or its key cannot be used."""
+    BUDGET = 3
+    """The turn stopped before a model request: ``--max-budget`` or ``--max-tokens-budget``."""
     STORE_UNAVAILABLE = 4
     """The store cannot be opened, reached or locked right now (try again later)."""
     INTERRUPTED = 130
@@ -74,6 +77,8 @@ class HeadlessWriter:
         self._tally: dict[str, int] = {}
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None
+        self._cost_usd = 0.0
+        self._cost_known = True
         self.ended = False
 
     @property
@@ -136,6 +141,8 @@ class HeadlessWriter:
                 "answer", session_id=outcome.session_id, text=outcome.text, steps=outcome.steps
             )
             code = ExitStatus.ANSWERED
+        elif outcome.status is TurnStatus.BUDGET:
+            code = ExitStatus.BUDGET
         else:
             code = ExitStatus.NOT_ANSWERED
         self.end(outcome.status.value, code, outcome.message, steps=outcome.steps)
@@ -153,7 +160,11 @@ class HeadlessWriter:
             exit_code=code,
             message=message,
             steps=steps,
-            usage={"input_tokens": self._input_tokens, "output_tokens": self._output_tokens},
+            usage={
+                "input_tokens": self._input_tokens,
+                "output_tokens": self._output_tokens,
+                "cost_usd": round(self._cost_usd, 6) if self._cost_known else None,
+            },
             calls=dict(sorted(self._tally.items())),
         )
 
@@ -198,6 +209,11 @@ class HeadlessWriter:
             self._input_tokens = (self._input_tokens or 0) + tokens_in
         if isinstance(tokens_out, int):
             self._output_tokens = (self._output_tokens or 0) + tokens_out
+        cost = data.get("cost_usd")
+        if isinstance(cost, int | float):
+            self._cost_usd += cost
+        else:
+            self._cost_known = False
         self.emit(
             "usage",
             session_id=event.session_id,
@@ -205,6 +221,8 @@ class HeadlessWriter:
             input_tokens=tokens_in,
             output_tokens=tokens_out,
             stop_reason=data.get("stop_reason"),
+            model=data.get("model"),
+            cost_usd=cost,
         )
 
     def _call(self, call_id: str | None) -> dict[str, Any]:
@@ -401,15 +419,23 @@ def _turn(
     agent: str,
     model: str | None,
     max_steps: int | None,
+    mode: PermissionMode | None = None,
+    *,
+    max_budget: float | None = None,
+    max_tokens_budget: int | None = None,
 ) -> ExitStatus:
     try:
         settings = rt.agent_settings(agent)
         chosen = resolve_model(model, settings, rt.config)
+        if max_budget is not None or max_tokens_budget is not None:
+            budget = Budget(max_budget, max_tokens_budget)
+            budget.check_model(chosen, rt.config)
+            rt.budget = budget
         provider = make_provider(chosen, rt.config.providers)
-    except (UnknownAgent, ProviderError) as exc:
+    except (UnknownAgent, ProviderError, BudgetError) as exc:
         raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
     first = next((x for x in prompt.strip().splitlines() if x.strip()), "")
-    state = rt.open_session(agent=agent, model=chosen, title=first[:80])
+    state = rt.open_session(agent=agent, model=chosen, title=first[:80], mode=mode)
     writer.session(rt, state, chosen)
     stop = writer.watch(rt)
     try:
@@ -430,6 +456,9 @@ def run_headless(
     max_steps: int | None,
     workspace: Path,
     db: Path | None,
+    mode: str | None = None,
+    max_budget: float | None = None,
+    max_tokens_budget: int | None = None,
 ) -> NoReturn:
     """``zuno run --json``: run one turn, writing its events; exits with its status."""
     from zuno.mcp.errors import McpServerError
@@ -442,7 +471,17 @@ def run_headless(
     with contextlib.redirect_stdout(sys.stderr):
         try:
             rt = _open(workspace, db, yes)
-            code = _turn(rt, writer, prompt, agent, model, max_steps)
+            code = _turn(
+                rt,
+                writer,
+                prompt,
+                agent,
+                model,
+                max_steps,
+                cast("PermissionMode | None", mode),
+                max_budget=max_budget,
+                max_tokens_budget=max_tokens_budget,
+            )
         except _Ended as ended:
             code = ended.code
             _say(str(ended))

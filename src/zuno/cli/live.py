@@ -52,6 +52,13 @@ _SNAPSHOT_MAX = 256 * 1024
 _DIFF_LINES = 40
 
 
+_MODE_NOTES = {
+    "accept-edits": ": file edits in the workspace are no longer asked about; commands still are",
+    "plan": ": only reads, questions and plan updates run",
+    "permissive": ": nothing is asked",
+}
+
+
 def _first_line(text: str, width: int = 160) -> str:
     line = next((x for x in text.strip().splitlines() if x.strip()), "")
     return line if len(line) <= width else line[: width - 3] + "..."
@@ -514,6 +521,17 @@ class LiveView:
             ),
         )
 
+    def _mode(self, depth: int, event: Event) -> None:
+        mode = str(event.data.get("mode"))
+        self._line(
+            depth,
+            Text.assemble(
+                ("  permission mode: ", "dim"),
+                (mode, "bold"),
+                (f" (was {event.data.get('was')}){_MODE_NOTES.get(mode, '')}", "dim"),
+            ),
+        )
+
     def _retry(self, depth: int, event: Event) -> None:
         self._line(depth, Text(f"  retrying (attempt {event.data.get('attempt')})", style="dim"))
 
@@ -539,5 +557,6 @@ _HANDLERS: dict[str, Callable[[LiveView, int, Event], None]] = {
     "dispatch.blocked": LiveView._blocked,  # pyright: ignore[reportPrivateUsage]
     "approval.decided": LiveView._decided,  # pyright: ignore[reportPrivateUsage]
     "call.retry": LiveView._retry,  # pyright: ignore[reportPrivateUsage]
+    "session.mode": LiveView._mode,  # pyright: ignore[reportPrivateUsage]
     "agent.finished": LiveView._child_finished,  # pyright: ignore[reportPrivateUsage]
 }

@@ -277,6 +277,13 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
         _print_notice(console, "for the next turn, not given yet", transcript.pending.text)
     if transcript.final_answer is None and transcript.ending:
         console.print(Text("\n" + transcript.ending, style="yellow"), highlight=False)
+    if transcript.usage.requests:
+        console.print(Text(f"\nusage: {transcript.usage.describe()}"), highlight=False)
+    if transcript.children_usage.requests:
+        console.print(
+            Text(f"usage of child sessions: {transcript.children_usage.describe()}"),
+            highlight=False,
+        )
 
 
 def _print_notice(console: Console, heading: str, text: str) -> None:
@@ -387,6 +394,7 @@ def _print_call(console: Console, c: CallRecord) -> None:
             (f"{status}{kind}", outcome_style(c.outcome)),
             (f"  attempt {c.attempt}  {c.call_id}", "dim"),
             (f"  {iso(c.started_at)} -> {iso(c.finished_at) or '?'}", "dim"),
+            (f"  {c.mode} mode" if c.mode else "", "dim"),  # the permission mode it ran in
         ),
         highlight=False,
     )

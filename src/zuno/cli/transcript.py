@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from zuno.budget import SessionUsage, session_usage, usage_from_events
 from zuno.cli.render import NotRun, calls_not_run
 from zuno.recovery import RecoveryNotice
 from zuno.store import Store
@@ -160,6 +161,10 @@ class Transcript:
     not_run: tuple[NotRun, ...] = field(default=())
     late: tuple[LateResult, ...] = ()
     """Late results, in the order they arrived (``zuno show`` prints them beside their call)."""
+    usage: SessionUsage = field(default_factory=SessionUsage)
+    """Tokens and cost of this session's own model replies (:mod:`zuno.budget`)."""
+    children_usage: SessionUsage = field(default_factory=SessionUsage)
+    """The same for its child agents' sessions, theirs included."""
 
     @property
     def prompt(self) -> str | None:
@@ -214,6 +219,10 @@ def build_transcript(
                 )
             )
     entries.extend(dispatch.direct_before(None))
+    children = tuple(store.child_sessions(session.session_id))
+    children_usage = SessionUsage()
+    for child in children:
+        children_usage = children_usage + session_usage(store, child.session_id)
     last = stored[-1][0] if stored else None
     final = None
     if last is not None and last.get("role") == "assistant" and not last.get("tool_calls"):
@@ -226,13 +235,15 @@ def build_transcript(
         None if final is not None or not stored else _ending(session.session_id, events),
         _given(store, session.session_id),
         pending,
-        tuple(store.child_sessions(session.session_id)),
+        children,
         tuple(not_run),
         tuple(
             LateResult(e.kind, e.call_id or "", e.at, dict(e.data))
             for e in events
             if e.kind in LATE_KINDS and e.call_id
         ),
+        usage_from_events((e.kind, e.data) for e in events),
+        children_usage,
     )
 
 

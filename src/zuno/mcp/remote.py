@@ -30,6 +30,7 @@ from pydantic import ConfigDict, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Concurrency, Declaration, Effect, Replay
+from zuno.images import ImageAttachment, attachment_for, image_max_bytes
 from zuno.mcp.settings import McpServerSettings
 from zuno.output import bound_text, format_size
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
@@ -284,7 +285,8 @@ class McpTool(Tool[McpArguments]):
         result = await self._connection.call_tool(
             self.remote_name, args.payload(), replay=self.declaration.replay
         )
-        text = _result_text(result.content, ctx)
+        images: list[ImageAttachment] = []
+        text = _result_text(result.content, ctx, images)
         structured = result.structured_content
         if structured is not None:
             shown = json.dumps(structured, ensure_ascii=False, default=str)
@@ -313,7 +315,9 @@ class McpTool(Tool[McpArguments]):
                     f"What it sent:\n{text or '(nothing)'}"
                 )
         output, artifact = _bounded(text, ctx)
-        return ToolResult(output, data=data, is_error=failed, artifact=artifact)
+        return ToolResult(
+            output, data=data, is_error=failed, artifact=artifact, images=tuple(images)
+        )
 
 
 def _says_the_same(text: str, structured: dict[str, Any]) -> bool:
@@ -363,14 +367,21 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _result_text(blocks: Iterable[types.ContentBlock], ctx: ToolContext) -> str:
-    """Like :func:`describe_content`, saving images and audio as artifacts it names."""
+def _result_text(
+    blocks: Iterable[types.ContentBlock],
+    ctx: ToolContext,
+    images: list[ImageAttachment] | None = None,
+) -> str:
+    """Like :func:`describe_content`, saving images and audio as artifacts it names.
+
+    Saved images the model can be sent (see :mod:`zuno.images`) are added to ``images``.
+    """
     parts: list[str] = []
     media = 0
     for block in blocks:
         if isinstance(block, types.ImageContent | types.AudioContent):
             media += 1
-            parts.append(_save_media(block, media, ctx))
+            parts.append(_save_media(block, media, ctx, images))
         else:
             parts.append(describe_content([block]))
     return "\n".join(parts)
@@ -385,7 +396,12 @@ _EXTENSIONS = {
 """Media types the standard table lacks on some Pythons."""
 
 
-def _save_media(block: types.ImageContent | types.AudioContent, n: int, ctx: ToolContext) -> str:
+def _save_media(
+    block: types.ImageContent | types.AudioContent,
+    n: int,
+    ctx: ToolContext,
+    images: list[ImageAttachment] | None = None,
+) -> str:
     """Save one image or audio clip beside the call's other artifacts; the line naming it."""
     kind = block.type
     try:
@@ -408,6 +424,13 @@ def _save_media(block: types.ImageContent | types.AudioContent, n: int, ctx: Too
         path.write_bytes(data)
     except OSError as exc:
         return f"[{kind}: {block.mime_type}, {format_size(len(data))}, not saved: {exc}]"
+    if kind == "image" and images is not None:
+        # Sent to the model as an image too, when its bytes make one it can take.
+        attached = attachment_for(
+            data, path, f"image {n} of the result", image_max_bytes(ctx.config)
+        )
+        if attached is not None:
+            images.append(attached)
     return f"[{kind}: {block.mime_type}, {format_size(len(data))}, saved to {path}]"
 
 

@@ -200,8 +200,15 @@ class ZunoMcpServer:
         if isinstance(approver, NoApprovalsOverMcp) and result.call_id in approver.denied:
             text += f"\n{APPROVAL_NOTE}"
         decl = result.declaration.as_dict() if result.declaration else {}
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+        for image in result.images:  # a read of a PNG: the image itself, as MCP image content
+            data = image.base64_data()
+            if data is not None:
+                content.append(
+                    types.ImageContent(type="image", data=data, mime_type=image.media_type)
+                )
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
+            content=content,
             structured_content={
                 "outcome": result.outcome.value,
                 "block_kind": result.block_kind.value if result.block_kind else None,

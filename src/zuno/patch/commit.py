@@ -15,6 +15,13 @@ undone:
 3. the renamed-aside deleted files are removed.
 
 A rename within one folder is atomic, so a reader never sees half a file.
+
+A :class:`WriteGuard` (the file tools pass their session's
+:class:`~zuno.file_versions.WriteClaim`) is shown, in step 1, where each
+change lands and its current content; it may refuse, and nothing is written.
+With a guard, each file must also still hold the bytes the change was computed
+from (:attr:`FileChange.original`), or :class:`ChangedMeanwhile` refuses the
+commit. Once every change is in place, the guard is told what was written.
 """
 
 from __future__ import annotations
@@ -27,15 +34,45 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from zuno.beneath import Beneath, Confined, Spot
-from zuno.patch.model import PatchWriteError
+from zuno.patch.model import PatchError, PatchWriteError
 
-__all__ = ["FileChange", "LandingCheck", "commit_changes"]
+__all__ = ["ChangedMeanwhile", "FileChange", "LandingCheck", "WriteGuard", "commit_changes"]
 
 LandingCheck = Callable[[Confined, Path], None]
 """Called with each change's path and where it really lands, before anything is
 written; raising refuses the whole commit (see :mod:`zuno.landing`)."""
+
+
+class WriteGuard(Protocol):
+    """Decides, before anything is written, whether a file may be replaced, and hears the result."""
+
+    def verify(
+        self,
+        path: str | Path,
+        info: os.stat_result | None,
+        content: Callable[[], bytes],
+        shown: str,
+    ) -> None:
+        """Raise to refuse replacing (or deleting) the file that ``path`` names.
+
+        Args:
+            path: Where the change really lands.
+            info: Its status now, None when there is no file.
+            content: Its current bytes.
+            shown: The path for messages.
+        """
+        ...
+
+    def wrote(self, path: str | Path, data: bytes | None) -> None:
+        """``data`` is now at ``path`` (None: the file was deleted)."""
+        ...
+
+
+class ChangedMeanwhile(PatchError):
+    """A file no longer holds the bytes its change was computed from; nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,23 +99,34 @@ class FileChange:
 class _Step:
     change: FileChange
     spot: Spot
+    lands: Path | None = None
+    """Where the change lands, when a guard looked at it."""
     temp: str | None = None
     """The temporary file holding the new content, until it is renamed into place."""
     aside: str | None = None
     """Where a deleted file was renamed to until the commit completes."""
 
 
-def commit_changes(changes: Sequence[FileChange], check: LandingCheck | None = None) -> None:
+def commit_changes(
+    changes: Sequence[FileChange],
+    check: LandingCheck | None = None,
+    guard: WriteGuard | None = None,
+) -> None:
     """Write every change, or none.
 
     Args:
         changes: The changes, at most one per path.
         check: Looks at where each change really lands once its folder is
             open; what it raises propagates, and nothing is changed.
+        guard: Sees each file's current content before anything is written
+            (what it raises propagates, and nothing is changed), and each
+            change once all are written.
 
     Raises:
         EscapesRoot: A path leads out of its root (a symlink swapped in since
             the patch was verified); nothing was changed.
+        ChangedMeanwhile: With a guard: a file changed since its change was
+            computed; nothing was changed.
         PatchWriteError: Writing failed. ``restored`` says whether every file is
             back as it was; the message names the file that failed.
     """
@@ -96,7 +144,7 @@ def commit_changes(changes: Sequence[FileChange], check: LandingCheck | None = N
         steps: list[_Step] = []
         try:
             for change in changes:
-                steps.append(_prepare(root_of(change), change, check))
+                steps.append(_prepare(root_of(change), change, check, guard))
         except BaseException as error:
             _discard(steps)
             if not isinstance(error, OSError):
@@ -105,26 +153,41 @@ def commit_changes(changes: Sequence[FileChange], check: LandingCheck | None = N
                 f"writing failed before any file was changed: {_describe(error)}", restored=True
             ) from error
         _apply(steps)
+        if guard is not None:
+            for step in steps:
+                if step.lands is not None:
+                    guard.wrote(step.lands, step.change.data)
         for folder in {id(step.spot.folder): step.spot.folder for step in steps}.values():
             folder.sync()
 
 
-def _prepare(root: Beneath, change: FileChange, check: LandingCheck | None) -> _Step:
+def _prepare(
+    root: Beneath, change: FileChange, check: LandingCheck | None, guard: WriteGuard | None
+) -> _Step:
     """Open the change's folder beneath its root and stage its new content there."""
     shown = str(change.path.path)
     try:
-        return _stage(root, change, shown, check)
+        return _stage(root, change, shown, check, guard)
     except OSError as error:
         error.filename = shown  # not the temporary's name, nor one relative to its folder
         raise
 
 
-def _stage(root: Beneath, change: FileChange, shown: str, check: LandingCheck | None) -> _Step:
+def _stage(
+    root: Beneath,
+    change: FileChange,
+    shown: str,
+    check: LandingCheck | None,
+    guard: WriteGuard | None,
+) -> _Step:
     writing = change.data is not None
     spot = root.locate(change.path.rel, follow_links=writing, create_folders=writing)
+    lands = root.real_path(spot)
     if check is not None:
-        check(change.path, root.real_path(spot))
+        check(change.path, lands)
     step = _Step(change, spot)
+    if guard is not None:
+        step.lands = _guarded(spot, lands, change, guard)
     st = spot.stat
     if change.data is None:
         if st is None:
@@ -171,6 +234,24 @@ def _apply(steps: list[_Step]) -> None:
         if step.aside is not None:
             with contextlib.suppress(OSError):
                 step.spot.folder.remove(step.aside)
+
+
+def _guarded(spot: Spot, lands: Path, change: FileChange, guard: WriteGuard) -> Path | None:
+    """Show the guard the file the change replaces; return where it lands (None: not tracked)."""
+    st = spot.stat
+    if change.data is None and st is not None and stat.S_ISLNK(st.st_mode):
+        return None  # deleting a link removes a name; the file it leads to is untouched
+    shown = change.path.rel.as_posix()
+    current: bytes | None = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        current = spot.folder.read(spot.name)
+    guard.verify(lands, st if current is not None else None, lambda: current or b"", shown)
+    if current != change.original:
+        raise ChangedMeanwhile(
+            f"{shown} changed while the change was being prepared; nothing was written. "
+            "Read it again and redo the change"
+        )
+    return lands
 
 
 def _mode(st: os.stat_result | None) -> int | None:

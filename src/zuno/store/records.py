@@ -82,6 +82,11 @@ class CallRecord:
     older rows), to tell a live run from a dead one."""
     reason: str | None = None
     """For an ``error`` or ``uncertain`` outcome: why, in one line (for recovery notices)."""
+    snapshot: str | None = None
+    """The checkpoint of the workspace taken just before a side-effecting call ran
+    (:mod:`zuno.checkpoints`), or None when none was taken."""
+    mode: str | None = None
+    """The session's permission mode when the call was admitted (``strict``, ``plan``, ...)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +110,8 @@ class CallRecord:
             "artifact": self.artifact,
             "model_call_id": self.model_call_id,
             "reason": self.reason,
+            "snapshot": self.snapshot,
+            "mode": self.mode,
         }
 
 

@@ -50,6 +50,8 @@ CALL_FIELDS = (
     "model_call_id",
     "runner",
     "reason",
+    "snapshot",
+    "mode",
 )
 """The columns of ``calls``, in the order records are read."""
 
@@ -69,6 +71,8 @@ SESSION_FIELDS = (
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("calls", "runner", "TEXT"),
     ("calls", "reason", "TEXT"),
+    ("calls", "snapshot", "TEXT"),
+    ("calls", "mode", "TEXT"),
     ("sessions", "owner", "TEXT"),
     ("sessions", "state", "TEXT"),
     ("sessions", "prompt", "TEXT"),
@@ -144,6 +148,8 @@ SCHEMA = [
         model_call_id TEXT,
         runner TEXT,
         reason TEXT,
+        snapshot TEXT,
+        mode TEXT,
         PRIMARY KEY (call_id, attempt)
     )""",
     """CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, step, idx, attempt)""",

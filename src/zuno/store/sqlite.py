@@ -125,6 +125,8 @@ def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
         model_call_id=r[19],
         runner=r[20],
         reason=r[21],
+        snapshot=r[22],
+        mode=r[23],
     )
 
 
@@ -822,7 +824,7 @@ class SQLiteStore:
 
     _CALL_SQL = (
         f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     @staticmethod
@@ -850,6 +852,8 @@ class SQLiteStore:
             call.model_call_id,
             call.runner,
             call.reason,
+            call.snapshot,
+            call.mode,
         )
 
     @staticmethod

@@ -71,6 +71,11 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("goal_get", "zuno.tools.state:GoalGetTool"),
     Builtin("goal_update", "zuno.tools.state:GoalUpdateTool"),
     Builtin("memory_propose", "zuno.tools.memory:MemoryProposeTool"),
+    Builtin("undo", "zuno.tools.undo:UndoTool"),
+    Builtin("exec_command", "zuno.tools.exec:ExecCommandTool"),
+    Builtin("write_stdin", "zuno.tools.exec:WriteStdinTool"),
+    Builtin("exec_poll", "zuno.tools.exec:ExecPollTool"),
+    Builtin("exec_kill", "zuno.tools.exec:ExecKillTool"),
 )
 """Every tool this build implements, in registration order."""
 

@@ -8,6 +8,8 @@ says so. The file's line endings, byte-order mark and final-newline state are
 kept; the write is atomic (see :mod:`zuno.patch.commit`). The file is read and
 written relative to its root without following a symlink out of it (see
 :mod:`zuno.beneath`); in ``read-only`` sandbox mode the tool refuses to run.
+The file must be one this session has seen as it is now (read it, or wrote it
+last); see :mod:`zuno.file_versions`.
 
 edit keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -22,7 +24,8 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.beneath import Beneath, Confined, EscapesRoot
-from zuno.landing import landing_guard
+from zuno.file_versions import FileChanged, claim_writes
+from zuno.landing import LandingGuard, landing_guard
 from zuno.patch import (
     BOM,
     FileChange,
@@ -31,6 +34,7 @@ from zuno.patch import (
     ascii_punctuation,
     commit_changes,
 )
+from zuno.patch.commit import ChangedMeanwhile
 from zuno.tool import (
     ArgumentsRejected,
     PathOutsideWorkspace,
@@ -78,8 +82,10 @@ class EditTool(Tool[EditArgs]):
     description = (
         "Replace old_string with new_string in one file. old_string must match the file "
         "exactly (whitespace and indentation included) and occur exactly once, unless "
-        "replace_all is true. Read the file first; include enough surrounding lines to make "
-        "old_string unique. Line endings (LF/CRLF) are kept."
+        "replace_all is true. Read the file first: an edit of a file this session has not "
+        "read, or that changed since it last read or wrote it, is refused (read it again). "
+        "Include enough surrounding lines to make old_string unique. Line endings (LF/CRLF) "
+        "are kept."
     )
     writes_files = True
     args_model = EditArgs
@@ -92,7 +98,9 @@ class EditTool(Tool[EditArgs]):
         edit = await anyio.to_thread.run_sync(_plan_edit, path, args)
         try:
             guard = landing_guard(ctx, self.name)
-            await anyio.to_thread.run_sync(commit_changes, [edit.change], guard)
+            await anyio.to_thread.run_sync(_commit, ctx, edit.change, guard)
+        except ChangedMeanwhile as error:
+            raise FileChanged(f"edit {args.path}: {error}") from error
         except EscapesRoot as error:
             raise PathOutsideWorkspace(f"{args.path}: {error}; nothing was changed") from error
         except PatchWriteError as error:
@@ -107,6 +115,12 @@ class EditTool(Tool[EditArgs]):
             f"Edited {args.path}: replaced {count} {noun} (line {where}{more}).",
             data={"path": args.path, "replacements": count, "lines": edit.lines},
         )
+
+
+def _commit(ctx: ToolContext, change: FileChange, guard: LandingGuard) -> None:
+    """Write the change if this session has seen the file as it is now."""
+    with claim_writes(ctx, [change.path.path]) as claim:
+        commit_changes([change], guard, claim)
 
 
 def _plan_edit(path: Confined, args: EditArgs) -> _Edit:

@@ -11,6 +11,10 @@ each added, updated and deleted file and each move's destination), resolved to
 their real locations by the pre-flight: a deny on ``.env`` refuses a patch that
 deletes it, moves it away, or moves another file onto it.
 
+Every file the patch replaces or deletes (a move deletes its source) must be one
+this session has seen as it is now, checked for all of them before any is
+written (see :mod:`zuno.file_versions`); new files need no read.
+
 apply_patch keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
 
@@ -22,7 +26,9 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.landing import landing_guard
+from zuno.beneath import EscapesRoot
+from zuno.file_versions import FileChanged, claim_writes
+from zuno.landing import LandingGuard, landing_guard
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.tool import (
     ArgumentsRejected,
@@ -42,7 +48,9 @@ __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
 _DESCRIPTION = """\
 Edit files with a patch: add, delete, update and move files in one call. The whole \
-patch is checked against the files first and applied all or nothing.
+patch is checked against the files first and applied all or nothing. Every existing \
+file it changes, deletes or moves must have been read in this session and be unchanged \
+since this session last read or wrote it; otherwise nothing is applied (read it again).
 
 Grammar:
   *** Begin Patch
@@ -144,16 +152,17 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
-        from zuno.patch import PatchError, PatchWriteError, apply_patch
+        from zuno.patch import PatchError, PatchWriteError
+        from zuno.patch.commit import ChangedMeanwhile
 
         ctx.ensure_writes_allowed("files with a patch")  # read-only mode: before even parsing
         try:
             # A large file takes a while to verify; keep the event loop free. The
             # thread is not abandoned on cancellation: a write, once started, finishes.
             check = landing_guard(ctx, self.name)
-            plan = await anyio.to_thread.run_sync(
-                apply_patch, args.patch, ctx.resolve_writable, check
-            )
+            plan = await anyio.to_thread.run_sync(_apply, args.patch, ctx, check)
+        except ChangedMeanwhile as error:
+            raise FileChanged(f"apply_patch: {error}") from error
         except PatchWriteError as error:
             if not error.restored:
                 raise UncertainOutcome(f"apply_patch: {error}") from error
@@ -161,6 +170,19 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
         except PatchError as error:
             raise ArgumentsRejected(f"apply_patch: {error}") from error
         return ToolResult(plan.output, data={"changes": _changes(plan)})
+
+
+def _apply(patch: str, ctx: ToolContext, check: LandingGuard) -> PatchPlan:
+    """Verify the patch, then write it if this session has seen every file it replaces."""
+    from zuno.patch import PatchError, commit_changes, plan_patch
+
+    plan = plan_patch(patch, ctx.resolve_writable)
+    with claim_writes(ctx, [change.path.path for change in plan.changes]) as claim:
+        try:
+            commit_changes(plan.changes, check, claim)
+        except EscapesRoot as error:
+            raise PatchError(f"{error}; nothing was changed") from error
+    return plan
 
 
 def _changes(plan: PatchPlan) -> list[dict[str, str]]:

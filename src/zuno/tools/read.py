@@ -1,4 +1,4 @@
-"""The ``read`` tool: a text file with line numbers, or a folder's entries.
+"""The ``read`` tool: a text file with line numbers, an image, or a folder's entries.
 
 Reading is streamed. A file is opened in binary and read line by line, and the
 read stops once the requested lines (or the output limits) are reached, so the
@@ -7,6 +7,14 @@ large ``offset`` is reached by counting newlines in fixed-size chunks, never by
 decoding what is skipped, and a line longer than :data:`MAX_LINE_CHARS` is
 drained in chunks rather than held whole. Memory therefore stays bounded by the
 output limits, whatever the file.
+
+A PNG, JPEG, GIF or WebP file (known by its first bytes, not its name) is
+answered with a line naming its format, pixel size and byte size, and the image
+itself rides with the result (see :mod:`zuno.images`): its bytes are saved as
+an artifact of the call and the provider sends them as image content, or says
+plainly that the model cannot see images. An image over
+``tool_output.image_max_bytes``, with a side over :data:`~zuno.images.MAX_SIDE`
+pixels is only described; one whose header cannot be read is refused as binary.
 
 Read is a plain inspection (ReadOnly / Safe / ParallelSafe). It may open any
 path, including absolute ones outside the workspace and the runtime's artifact
@@ -33,6 +41,15 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.declarations import INSPECTION
+from zuno.file_versions import remember_read
+from zuno.images import (
+    MAX_SIDE,
+    ImageAttachment,
+    image_format,
+    image_max_bytes,
+    image_refusal,
+    image_size,
+)
 from zuno.output import bound_text, format_size
 from zuno.permissions import rule_matches
 from zuno.real_paths import proc_refusal, relative_subject, special_file_kind
@@ -55,6 +72,9 @@ MAX_LINE_CHARS = 2000
 """Characters kept of one line; the rest is replaced by a marker."""
 
 _SNIFF_BYTES = 8192
+# Bytes read to find an image's size when the image itself is not sent: a JPEG's
+# frame header may follow up to 64 KiB of metadata per segment.
+_IMAGE_HEADER_BYTES = 256 * 1024
 _CHUNK = 1 << 20
 # A line is read through at most this many bytes before it counts as long:
 # MAX_LINE_CHARS characters of UTF-8 never take more than four bytes each.
@@ -137,7 +157,11 @@ class ReadTool(Tool[ReadArgs]):
         f"folder's entries (folders end in '/'). Shows up to {DEFAULT_LIMIT} lines by "
         f"default (limit 1..{MAX_LIMIT}); use offset to continue where the output says. "
         f"Lines longer than {MAX_LINE_CHARS} characters are cut with a marker. Output is "
-        "also capped by the tool output byte limit. Binary files are refused; invalid "
+        "also capped by the tool output byte limit. PNG, JPEG, GIF and WebP files (known "
+        "by content, not name) are returned as an image with its pixel size (described in "
+        "words to models without image input); images over tool_output.image_max_bytes "
+        f"(default 3.75 MiB) or with a side over {MAX_SIDE} pixels are only described. "
+        "Other binary files are refused; invalid "
         "UTF-8 is replaced. Works on workspace files, saved tool outputs and absolute "
         "paths elsewhere (in strict mode, paths outside the workspace need approval unless "
         "permission.read_roots lists them), unless permission rules deny the path. A "
@@ -187,8 +211,12 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
                 return _empty(f"{shown} is an empty folder.", path, kind)
         else:
             kind = "file"
+            remember_read(ctx, fd)  # the whole file's hash, whatever page is shown
             if st.st_size == 0 and _is_really_empty(opened):
                 return _empty(f"{shown} is empty (0 bytes).", path, kind)
+            image = _read_image(opened, path, shown, st.st_size, ctx)
+            if image is not None:
+                return image
             page = _read_file(opened, shown, st.st_size, offset, limit, ctx)
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
@@ -267,6 +295,56 @@ def _is_really_empty(path: Path) -> bool:
     # Files under /proc report size 0 and still have content.
     with open(path, "rb") as f:
         return f.read(1) == b""
+
+
+# --- images ------------------------------------------------------------------
+
+
+def _read_image(
+    opened: Path, path: Path, shown: str, size: int, ctx: ToolContext
+) -> ToolResult | None:
+    """The result for an image file, or None when the file is not one."""
+    with open(opened, "rb") as f:
+        fmt = image_format(f.read(16))
+        if fmt is None:
+            return None
+        f.seek(0)
+        cap = image_max_bytes(ctx.config)
+        # One read serves both needs: the whole image when it may be sent,
+        # enough for its header when it may not.
+        data = f.read(max(cap, _IMAGE_HEADER_BYTES) + 1)
+    dims = image_size(data, fmt)
+    if dims is None:
+        # A signature without a readable header: not an image a model could be
+        # sent, so it is refused like any other binary file.
+        return None
+    total = max(size, len(data))
+    facts = f"{shown}: {fmt.name} image, {dims[0]}x{dims[1]} pixels, {format_size(total)}"
+    refusal = image_refusal(dims, total, cap)
+    image_data: dict[str, object] = {
+        "path": str(path),
+        "kind": "image",
+        "media_type": fmt.media_type,
+        "width": dims[0],
+        "height": dims[1],
+        "bytes": total,
+        "image_sent": refusal is None,
+        "lines_shown": 0,
+        "total_lines": None,
+        "next_offset": None,
+    }
+    if refusal is not None:
+        return ToolResult(output=f"{facts}; not sent: {refusal}.", data=image_data)
+    saved = ctx.artifacts.write_bytes(ctx.session_id, ctx.call_id, "image", data, fmt.extension)
+    attachment = ImageAttachment(
+        path=str(saved),
+        media_type=fmt.media_type,
+        width=dims[0],
+        height=dims[1],
+        size=len(data),
+        source=shown,
+    )
+    return ToolResult(output=f"{facts}.", data=image_data, artifact=saved, images=(attachment,))
 
 
 # --- files -------------------------------------------------------------------

@@ -189,7 +189,7 @@ _REDIRECT_REFUSED = ("(a redirect to ", "is not in web.allowed_domains")
 
 
 def _redirect_scope(url: httpx.URL, web: WebSettings, ctx: ToolContext) -> WebSettings:
-    """The settings redirects are checked against: in strict mode, only the fetched host.
+    """The settings redirects are checked against: unless permissive, only the fetched host.
 
     Strict mode asked about (or a rule allowed) one host. A redirect elsewhere
     would carry what the URL holds to a host nobody approved (an open redirect
@@ -197,7 +197,7 @@ def _redirect_scope(url: httpx.URL, web: WebSettings, ctx: ToolContext) -> WebSe
     already bounds every hop; permissive mode follows redirects anywhere.
     """
     permissions = ctx.permissions
-    if web.allowed_domains or permissions is None or permissions.mode != "strict":
+    if web.allowed_domains or permissions is None or permissions.mode == "permissive":
         return web
     return web.model_copy(update={"allowed_domains": [url.host.lower().rstrip(".")]})
 

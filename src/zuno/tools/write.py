@@ -11,6 +11,10 @@ process that swaps a folder for a symlink mid-write cannot redirect it. A link
 that stays inside is written through, so the link itself survives. In
 ``read-only`` sandbox mode the tool refuses to run.
 
+An existing file is replaced only when this session has seen its current
+content (read it, or wrote it last): see :mod:`zuno.file_versions`. A new file
+may always be created.
+
 Write keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
 
@@ -26,6 +30,7 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.beneath import Beneath, Confined, EscapesRoot
+from zuno.file_versions import WriteClaim, claim_writes
 from zuno.landing import LandingGuard, landing_guard
 from zuno.output import format_size
 from zuno.tool import PathOutsideWorkspace, Tool, ToolArgs, ToolContext, ToolError, ToolResult
@@ -68,7 +73,9 @@ class WriteTool(Tool[WriteArgs]):
 
     name = "write"
     description = (
-        "Create a file, or replace an existing file's whole content. The path must be "
+        "Create a file, or replace an existing file's whole content. An existing file must "
+        "have been read in this session first, and is refused if it changed since this "
+        "session last read or wrote it (read it again). The path must be "
         "inside the workspace or a configured writable root (symlinks leading out are "
         "refused); missing parent folders are created. The write is atomic and keeps an "
         "existing file's permissions. Refused in read-only mode. For localized edits of an "
@@ -149,7 +156,12 @@ class WriteTool(Tool[WriteArgs]):
             raise ToolError(f"cannot use path {args.path!r}: {exc}") from None
         # Not cancellable: once started, the write and rename must finish together.
         guard = landing_guard(ctx, self.name)
-        written = await anyio.to_thread.run_sync(_write, target, data, args.path, guard)
+
+        def tracked() -> _Written:
+            with claim_writes(ctx, [target.path]) as claim:
+                return _write(target, data, args.path, guard, claim)
+
+        written = await anyio.to_thread.run_sync(tracked)
         shown = _display(target.path, ctx.workspace)
         through = ""
         if written.path != target.path:
@@ -174,7 +186,9 @@ class WriteTool(Tool[WriteArgs]):
         )
 
 
-def _write(target: Confined, data: bytes, shown: str, guard: LandingGuard) -> _Written:
+def _write(
+    target: Confined, data: bytes, shown: str, guard: LandingGuard, claim: WriteClaim | None
+) -> _Written:
     # Leaving the block by an exception removes the folders created for the file.
     with Beneath(target.root) as root:
         try:
@@ -190,15 +204,23 @@ def _write(target: Confined, data: bytes, shown: str, guard: LandingGuard) -> _W
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise ToolError(f"cannot write {shown}: it is {kind}")
         try:
-            guard(target, root.real_path(spot))
+            lands = root.real_path(spot)
+            guard(target, lands)
         except EscapesRoot:
             raise PathOutsideWorkspace(
                 f"{shown}: its folder was moved out of {target.root}; nothing was written"
             ) from None
+        if claim is not None:
+            try:
+                claim.verify(lands, st, lambda: spot.folder.read(spot.name), shown)
+            except OSError as exc:
+                raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
         try:
             spot.folder.replace_file(spot.name, data, like=st)
         except OSError as exc:
             raise ToolError(f"cannot write {shown}: {_reason(exc)}") from None
+        if claim is not None:
+            claim.wrote(lands, data)
         try:
             written = root.real_path(spot) if spot.followed else target.path
         except EscapesRoot:  # the folder was moved away after the write: name it as asked

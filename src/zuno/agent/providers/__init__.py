@@ -19,6 +19,10 @@ key variable (a configured name may also replace ``openai`` or ``anthropic``)::
 
 A configured provider without ``api_key_env`` sends no real key: the standard
 variables are never sent to an address someone else configured.
+
+Images that tool results carry (``read`` of a PNG) are sent as image content;
+a provider whose models cannot see images is configured with ``"images": false``
+and its models read a sentence naming the image instead.
 """
 
 from __future__ import annotations
@@ -152,6 +156,8 @@ class ProviderSettings(BaseModel):
     """Attempts per request on transport failures, 429 and 5xx (1 disables retrying)."""
     timeout: float = Field(default=600.0, gt=0, le=3600)
     """Seconds to wait for a reply before counting the attempt as failed."""
+    images: bool = True
+    """Whether its models accept images; false sends a sentence in place of each image."""
 
 
 def _parse(model: str) -> tuple[str, str]:
@@ -272,6 +278,7 @@ def make_provider(
             retry=policy,
             strict_tools=settings.strict_tools,
             max_tokens=settings.max_tokens,
+            images=settings.images,
         )
     import anthropic
 
@@ -287,5 +294,10 @@ def make_provider(
         timeout=settings.timeout,
     )
     return AnthropicMessagesProvider(
-        anthropic_client, model_name, endpoint, retry=policy, max_tokens=settings.max_tokens
+        anthropic_client,
+        model_name,
+        endpoint,
+        retry=policy,
+        max_tokens=settings.max_tokens,
+        images=settings.images,
     )

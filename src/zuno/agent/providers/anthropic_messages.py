@@ -25,10 +25,12 @@ from zuno.agent.messages import (
     ModelReply,
     StopReason,
     ToolCallRequest,
+    ToolResultMessage,
     ToolSpec,
     Usage,
     UserMessage,
 )
+from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import anthropic_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
@@ -69,15 +71,22 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
-def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def anthropic_messages(messages: Sequence[Message], *, images: bool = True) -> list[dict[str, Any]]:
     """The conversation as Messages API ``messages``.
 
     The API wants user and assistant turns to alternate, so consecutive
     user-side items (the tool results of one batch, in call order, and any
     user text after them) become the content blocks of one user turn.
+
+    Args:
+        messages: The conversation.
+        images: Whether the model accepts images. A result's images become
+            image blocks inside its ``tool_result``; when false (or when an
+            image's artifact is gone) a sentence names each one instead.
     """
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
+    plan = ImagePlan.of(messages, images)
 
     def flush() -> None:
         if pending:
@@ -110,12 +119,31 @@ def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 {
                     "type": "tool_result",
                     "tool_use_id": message.call_id,
-                    "content": message.content,
+                    "content": _result_content(message, plan),
                     "is_error": message.is_error,
                 }
             )
     flush()
     return out
+
+
+def _result_content(message: ToolResultMessage, plan: ImagePlan) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, then its images as blocks (or sentences)."""
+    if not message.images:
+        return message.content
+    sent, words = plan.split(message)
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+        }
+        for image in sent
+    ]
+    text = "\n".join(part for part in (message.content, *words) if part)
+    if not blocks:
+        return text
+    # The API refuses an empty text block; an image alone is a valid content.
+    return [{"type": "text", "text": text}, *blocks] if text else blocks
 
 
 @dataclass(slots=True)
@@ -254,6 +282,7 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         endpoint: Where requests go, for error messages.
         retry: The retry policy for transport failures, 429 and 5xx.
         max_tokens: The output token limit the API requires.
+        images: Whether the model accepts images (a sentence replaces each when not).
     """
 
     sdk_errors = _SDK_ERRORS
@@ -266,10 +295,12 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         *,
         retry: RetryPolicy | None = None,
         max_tokens: int | None = None,
+        images: bool = True,
     ) -> None:
         super().__init__(model, endpoint, retry)
         self._client = client
         self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+        self._images = images
 
     def _request(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -277,7 +308,7 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         request: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,
-            "messages": anthropic_messages(messages),
+            "messages": anthropic_messages(messages, images=self._images),
             "stream": True,
         }
         if system:

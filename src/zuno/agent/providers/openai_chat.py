@@ -29,6 +29,7 @@ from zuno.agent.messages import (
     Usage,
     UserMessage,
 )
+from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import openai_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
@@ -48,17 +49,31 @@ _FINISH = {
 }
 
 
-def openai_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+def openai_messages(
+    system: str, messages: Sequence[Message], *, images: bool = True
+) -> list[dict[str, Any]]:
     """The conversation as Chat Completions ``messages``.
 
     Tool results follow their assistant message one ``tool`` message each, in
     the order they are given (the dispatcher gives them in call order).
     Chat Completions has no error flag for a tool result; the content says it.
+
+    A ``tool`` message carries text only, and the API wants every call of a
+    reply answered before anything else is said. So the images of a batch's
+    results go in one ``user`` message after its last ``tool`` message: for
+    each, a line naming the call it came from, then an ``image_url`` part with
+    the bytes as a data URL. With ``images`` false (or an image's artifact
+    gone) the tool message ends with a sentence naming the image instead.
     """
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    seen: list[dict[str, Any]] = []  # image parts waiting for the batch's tool messages to end
+    plan = ImagePlan.of(messages, images)
     for message in messages:
+        if seen and not isinstance(message, ToolResultMessage):
+            out.append({"role": "user", "content": list(seen)})
+            seen.clear()
         if isinstance(message, UserMessage):
             out.append({"role": "user", "content": message.text})
         elif isinstance(message, AssistantMessage):
@@ -76,12 +91,24 @@ def openai_messages(system: str, messages: Sequence[Message]) -> list[dict[str, 
                 ]
             out.append(item)
         else:
-            out.append(_tool_message(message))
+            out.append(_tool_message(message, plan, seen))
+    if seen:
+        out.append({"role": "user", "content": seen})
     return out
 
 
-def _tool_message(message: ToolResultMessage) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+def _tool_message(
+    message: ToolResultMessage, plan: ImagePlan, seen: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``tool`` message of a result; its images are added to ``seen``."""
+    sent, words = plan.split(message)
+    for image in sent:
+        what = f" ({image.source})" if image.source else ""
+        seen.append({"type": "text", "text": f"The image from call {message.call_id}{what}:"})
+        url = f"data:{image.media_type};base64,{image.data}"
+        seen.append({"type": "image_url", "image_url": {"url": url}})
+    content = "\n".join(part for part in (message.content, *words) if part)
+    return {"role": "tool", "tool_call_id": message.call_id, "content": content}
 
 
 @dataclass(slots=True)
@@ -260,6 +287,7 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         retry: The retry policy for transport failures, 429 and 5xx.
         strict_tools: Ask for strict mode on tools whose schema allows it.
         max_tokens: An output token limit, or None for the server's default.
+        images: Whether the model accepts images (a sentence replaces each when not).
     """
 
     sdk_errors = _SDK_ERRORS
@@ -273,18 +301,20 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         retry: RetryPolicy | None = None,
         strict_tools: bool = True,
         max_tokens: int | None = None,
+        images: bool = True,
     ) -> None:
         super().__init__(model, endpoint, retry)
         self._client = client
         self._strict_tools = strict_tools
         self._max_tokens = max_tokens
+        self._images = images
 
     def _request(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self._model,
-            "messages": openai_messages(system, messages),
+            "messages": openai_messages(system, messages, images=self._images),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

@@ -1,0 +1,662 @@
+"""Checkpoints: the workspace's state before every side-effecting call, in a shadow git store.
+
+Before a side-effecting call runs (a file tool, ``shell``, ``execute``, ``bg``,
+any tool so declared), the dispatcher records the workspace as a commit in a
+git repository of Zuno's own, never the user's: one git folder per workspace
+under the store's data folder (``<artifacts>/checkpoints/<name>-<hash>.git``).
+Git plumbing runs with that folder as ``GIT_DIR``, the workspace as
+``GIT_WORK_TREE`` and a private index, so a snapshot after a small change
+costs a stat of each file (the index and the untracked cache remember the
+rest), not a copy of the tree.
+
+What a snapshot holds: every file and symlink of the workspace (content, the
+executable bit, the link text), except folders named ``.git`` (the user's
+repository is never read as content nor written), what ``.gitignore`` files
+ignore, and Zuno's own store when it lies inside the workspace. Empty folders
+are not recorded (git records files). Nested repositories are kept as a
+reference to their commit, not their files, and are never restored.
+
+The user's configuration of git is not read (no global or system config, no
+hooks, no filters): the shadow store sees the exact bytes, and checkouts write
+them back byte for byte.
+
+Snapshots form one chain per workspace, in the order they were taken (a file
+lock keeps processes apart). What a call changed is the difference between the
+snapshot before it and the next snapshot in the chain, or the current state
+when it is the last: shell effects on workspace files included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import stat
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from zuno.beneath import Beneath, EscapesRoot
+
+__all__ = [
+    "CHECKPOINTS_ENV",
+    "Change",
+    "CheckpointError",
+    "Checkpoints",
+    "Entry",
+    "Restored",
+    "Snapshot",
+    "checkpoints_enabled",
+    "checkpoints_for",
+    "checkpoints_of_store",
+]
+
+CHECKPOINTS_ENV = "ZUNO_CHECKPOINTS"
+"""Set to ``off`` (or ``0``, ``false``) to take no checkpoints; calls then cannot be undone."""
+
+_log = logging.getLogger("zuno.checkpoints")
+
+_HEAD = "refs/zuno/head"
+_TIMEOUT = 600.0  # seconds; a first snapshot of a huge tree is slow, a hung git is not waited for
+_GITLINK = "160000"
+_SYMLINK = "120000"
+_EXECUTABLE = "100755"
+_TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
+
+# The shadow store's own configuration: exact bytes, no user hooks, filters or helpers.
+_CONFIG = """\
+[core]
+\tbare = false
+\tuntrackedCache = true
+\tfsmonitor = false
+\tautocrlf = false
+\tsafecrlf = false
+\tsymlinks = true
+\tfilemode = true
+\tignorecase = false
+\tprecomposeunicode = false
+\tlogAllRefUpdates = false
+\tquotePath = false
+\texcludesFile = {none}
+\thooksPath = {none}
+\t# The shared index is rewritten rarely; each snapshot writes only what changed.
+\tsplitIndex = true
+[status]
+\t# The untracked cache serves --untracked-files=all only when it is configured so.
+\tshowUntrackedFiles = all
+\trenames = false
+[index]
+\tversion = 4
+[gc]
+\tauto = 0
+[commit]
+\tgpgSign = false
+[advice]
+\taddEmbeddedRepo = false
+\taddIgnoredFile = false
+[user]
+\tname = Zuno
+\temail = checkpoints@zuno.invalid
+"""
+# Highest precedence of all attribute files: no end-of-line conversion, filter or encoding.
+_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
+
+
+class CheckpointError(Exception):
+    """A snapshot, a comparison or a restore could not be done; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One path as a snapshot holds it: git's mode and the object id of its content."""
+
+    mode: str
+    """``100644`` a file, ``100755`` an executable, ``120000`` a symlink, ``160000`` a
+    nested repository's commit."""
+    oid: str
+
+    @property
+    def kind(self) -> Literal["file", "executable", "symlink", "repository"]:
+        """What the entry is, in words."""
+        if self.mode == _SYMLINK:
+            return "symlink"
+        if self.mode == _GITLINK:
+            return "repository"
+        return "executable" if self.mode == _EXECUTABLE else "file"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """How one path differs between two snapshots (``old`` before, ``new`` after)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+    @property
+    def status(self) -> Literal["added", "deleted", "modified", "mode", "type"]:
+        """``added``, ``deleted``, ``modified`` (content), ``mode`` (only the executable
+        bit) or ``type`` (a file became a symlink, or back)."""
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "deleted"
+        if (self.old.mode == _SYMLINK) != (self.new.mode == _SYMLINK):
+            return "type"
+        if self.old.oid == self.new.oid:
+            return "mode"
+        return "modified"
+
+    def as_dict(self) -> dict[str, str | None]:
+        """The change as plain JSON values."""
+        return {
+            "path": self.path,
+            "status": self.status,
+            "old_mode": self.old.mode if self.old else None,
+            "new_mode": self.new.mode if self.new else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A recorded checkpoint: its commit, and files git could not read (left out)."""
+
+    commit: str
+    unreadable: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Restored:
+    """What a restore did, path by path."""
+
+    written: list[str] = field(default_factory=lambda: [])
+    removed: list[str] = field(default_factory=lambda: [])
+    skipped: list[str] = field(default_factory=lambda: [])
+    """Nested repositories, which are never restored."""
+
+
+def checkpoints_enabled() -> bool:
+    """Whether checkpoints are taken (``ZUNO_CHECKPOINTS=off`` turns them off)."""
+    value = os.environ.get(CHECKPOINTS_ENV, "").strip().lower()
+    return value not in ("off", "0", "false", "no")
+
+
+def checkpoints_for(
+    artifacts_root: Path, workspace: Path, *, also_exclude: Sequence[Path] = ()
+) -> Checkpoints:
+    """The checkpoints of ``workspace``, kept beside a store's artifacts.
+
+    Args:
+        artifacts_root: The store's artifacts folder; the shadow stores live in
+            its ``checkpoints`` folder (per store, like the artifacts).
+        workspace: The workspace folder.
+        also_exclude: Further paths never to snapshot or restore (a store file
+            kept inside the workspace).
+    """
+    root = artifacts_root / "checkpoints"
+    return Checkpoints(root, workspace, exclude=[artifacts_root, *also_exclude])
+
+
+def checkpoints_of_store(store: object, workspace: Path) -> Checkpoints:
+    """The checkpoints of ``workspace`` for a store (its artifacts folder, its file left out)."""
+    artifacts_root: Path = getattr(store, "artifacts_root")  # noqa: B009 (any store type)
+    path = getattr(store, "path", None)
+    return checkpoints_for(
+        artifacts_root, workspace, also_exclude=[path] if isinstance(path, Path) else []
+    )
+
+
+class Checkpoints:
+    """The shadow git store of one workspace (created on first use)."""
+
+    def __init__(self, root: Path, workspace: Path, *, exclude: Sequence[Path] = ()) -> None:
+        """Find (not yet create) the shadow store of ``workspace`` under ``root``.
+
+        Args:
+            root: The folder holding every workspace's shadow store.
+            workspace: The workspace.
+            exclude: Paths never to snapshot (those inside the workspace matter).
+        """
+        self.workspace = Path(os.path.realpath(workspace))
+        key = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:16]
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.workspace.name)[:40] or "root"
+        self.git_dir = Path(os.path.abspath(root)) / f"{name}-{key}.git"
+        self._lock_path = self.git_dir.with_suffix(".lock")
+        self._exclude = [Path(os.path.abspath(p)) for p in exclude]
+        self._ready = False
+
+    # Taking snapshots -------------------------------------------------------------
+
+    def take(self, *, call_id: str, tool: str, session_id: str) -> Snapshot:
+        """Record the workspace as it is now, as the next commit of the chain.
+
+        Raises:
+            CheckpointError: git is missing or failed; nothing was recorded.
+        """
+        message = (
+            f"before {tool} ({call_id})\n\n"
+            f"Zuno-Call: {call_id}\nZuno-Tool: {tool}\nZuno-Session: {session_id}\n"
+        )
+        try:
+            with self._locked():
+                tree, unreadable = self._write_tree()
+                parent = self._head()
+                args = ["commit-tree", tree, "-m", message]
+                if parent:
+                    args += ["-p", parent]
+                commit = self._git(*args).strip()
+                self._git("update-ref", _HEAD, commit, parent or "")
+        except OSError as exc:
+            raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
+        return Snapshot(commit, unreadable)
+
+    def current_tree(self) -> str:
+        """The tree of the workspace as it is now (written to the store, not committed)."""
+        try:
+            with self._locked():
+                tree, _ = self._write_tree()
+        except OSError as exc:
+            raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
+        return tree
+
+    def _write_tree(self) -> tuple[str, tuple[str, ...]]:
+        """Bring the private index up to the workspace and write its tree.
+
+        ``git status`` finds what changed: it stats each known file (the index
+        remembers the rest) and, with the untracked cache, reads only the
+        folders whose own stat changed. Only those paths are hashed again.
+        """
+        self._ensure()
+        status = self._run(
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
+        )
+        if status.returncode != 0:
+            raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
+        changed = _changed_paths(status.stdout)
+        unreadable: tuple[str, ...] = ()
+        if changed:
+            update = self._run(
+                "update-index",
+                "--add",
+                "--remove",
+                "--replace",
+                "-z",
+                "--stdin",
+                input="".join(f"{path}\0" for path in changed),
+            )
+            if update.returncode != 0:
+                # A file that cannot be read fails the whole batch: add what can be
+                # read, and name the rest (left out of this snapshot).
+                add = self._run("add", "--all", "--ignore-errors", "--", ".")
+                unreadable = tuple(_unreadable_paths(add.stderr))
+                if add.returncode != 0 and not unreadable:
+                    raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+        return self._git("write-tree").strip(), unreadable
+
+    # Reading the chain ------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """The newest snapshot of this workspace, or None before the first."""
+        if not (self.git_dir / "HEAD").is_file():
+            return None
+        with self._locked():
+            return self._head()
+
+    def next_after(self, commit: str) -> str | None:
+        """The snapshot taken right after ``commit`` in this workspace (None: it is the last)."""
+        self._require(commit)
+        out = self._git("rev-list", "--reverse", "--ancestry-path", f"{commit}..{_HEAD}")
+        first = out.split("\n", 1)[0].strip()
+        return first or None
+
+    def history(self, limit: int) -> list[tuple[str, str, str | None]]:
+        """The newest ``limit`` snapshots, newest first: ``(commit, tree, call id)`` each."""
+        if not (self.git_dir / "HEAD").is_file() or self.head() is None:
+            return []
+        out = self._git(
+            "log",
+            f"-n{limit}",
+            "--format=%H %T %(trailers:key=Zuno-Call,valueonly,separator=%x2C)",
+            _HEAD,
+        )
+        found: list[tuple[str, str, str | None]] = []
+        for line in out.splitlines():
+            parts = line.split(" ")
+            if len(parts) >= 2:
+                call = parts[2].strip() if len(parts) > 2 and parts[2].strip() else None
+                found.append((parts[0], parts[1], call))
+        return found
+
+    def trailers(self, commit: str) -> dict[str, str]:
+        """What a snapshot says of its call: ``Call``, ``Tool`` and ``Session``."""
+        self._require(commit)
+        body = self._git("cat-file", "commit", commit)
+        return {m.group(1): m.group(2).strip() for m in _TRAILER.finditer(body)}
+
+    def exists(self, commit: str) -> bool:
+        """Whether this store holds the snapshot ``commit``."""
+        if not (self.git_dir / "HEAD").is_file():
+            return False
+        return self._run("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+
+    def _require(self, commit: str) -> None:
+        if not self.exists(commit):
+            raise CheckpointError(
+                f"the checkpoint {commit[:12]} is not in {self.git_dir} (it was taken on "
+                "another machine, or with another store, or the folder was removed)"
+            )
+
+    # Comparing ----------------------------------------------------------------------
+
+    def changes(self, old: str, new: str) -> list[Change]:
+        """How the tree of ``new`` differs from that of ``old`` (snapshots or trees)."""
+        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--raw", old, new)
+        return _parse_raw(out)
+
+    def patch(self, old: str, new: str, *, color: bool = False) -> str:
+        """The differences as a unified diff (binary files are named, not shown)."""
+        return self._git(
+            "diff-tree",
+            "-p",
+            "-r",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            f"--color={'always' if color else 'never'}",
+            old,
+            new,
+        )
+
+    # Restoring ----------------------------------------------------------------------
+
+    def restore(self, targets: Mapping[str, Entry | None]) -> Restored:
+        """Make each path of the workspace what its target says (None: absent).
+
+        Removals come first (and the folders they leave empty are removed), then
+        the writes, so a file may become a folder and back. Every step is made
+        beneath the workspace, never through a symlink leading out of it.
+
+        Raises:
+            CheckpointError: A path could not be restored; the ones before it were.
+        """
+        done = Restored()
+        with Beneath(self.workspace) as root:
+            for path in sorted(p for p, t in targets.items() if t is None):
+                if self._remove(root, path):
+                    done.removed.append(path)
+            self._prune(sorted(p for p, t in targets.items() if t is None))
+            writes = {p: t for p, t in targets.items() if t is not None}
+            blobs = self._blobs([t.oid for t in writes.values() if t.mode != _GITLINK])
+            for path in sorted(writes):
+                entry = writes[path]
+                if entry.mode == _GITLINK:
+                    done.skipped.append(path)
+                    continue
+                self._write(root, path, entry, blobs[entry.oid])
+                done.written.append(path)
+        return done
+
+    def _remove(self, root: Beneath, path: str) -> bool:
+        try:
+            spot = root.locate(PurePosixPath(path), follow_links=False)
+        except FileNotFoundError:
+            return False
+        except (OSError, EscapesRoot) as exc:
+            raise CheckpointError(f"cannot remove {path}: {exc}") from exc
+        if spot.stat is None:
+            return False
+        if stat.S_ISDIR(spot.stat.st_mode):
+            raise CheckpointError(f"cannot remove {path}: it is now a folder")
+        spot.folder.remove(spot.name)
+        return True
+
+    def _prune(self, removed: list[str]) -> None:
+        """Remove the folders that removing files left empty (never the workspace)."""
+        folders = {str(PurePosixPath(p).parent) for p in removed}
+        candidates: set[str] = set()
+        for folder in folders:
+            parts = PurePosixPath(folder).parts
+            for i in range(len(parts), 0, -1):
+                candidates.add("/".join(parts[:i]))
+        for folder in sorted(candidates, key=lambda f: f.count("/"), reverse=True):
+            path = self.workspace / folder
+            # lstat: a symlink to a folder is not pruned (it is a file to git).
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    os.rmdir(path)  # only succeeds when empty
+
+    def _write(self, root: Beneath, path: str, entry: Entry, data: bytes) -> None:
+        try:
+            spot = root.locate(PurePosixPath(path), follow_links=False, create_folders=True)
+        except (OSError, EscapesRoot) as exc:
+            raise CheckpointError(f"cannot restore {path}: {exc}") from exc
+        if spot.stat is not None and stat.S_ISDIR(spot.stat.st_mode):
+            raise CheckpointError(
+                f"cannot restore {path}: a folder is in its place (with files the "
+                "checkpoints do not cover, such as ignored ones)"
+            )
+        folder, name = spot.folder, spot.name
+        if entry.mode == _SYMLINK:
+            if spot.stat is not None:
+                folder.remove(name)
+            os.symlink(os.fsdecode(data), name, dir_fd=folder.fd)
+            return
+        executable = entry.mode == _EXECUTABLE
+        if spot.stat is not None and stat.S_ISREG(spot.stat.st_mode):
+            # Keep the file's other permission bits; git records only the executable one.
+            mode = stat.S_IMODE(spot.stat.st_mode)
+            mode = mode | (0o111 & ~_umask() & _read_bits(mode)) if executable else mode & ~0o111
+        else:
+            mode = (0o777 if executable else 0o666) & ~_umask()
+        temp = folder.write_temporary(name, data, mode=mode, owner=None)
+        try:
+            folder.replace(temp, name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                folder.remove(temp)
+            raise
+
+    def _blobs(self, oids: list[str]) -> dict[str, bytes]:
+        """The contents of many objects in one ``git cat-file --batch``."""
+        wanted = list(dict.fromkeys(oids))
+        if not wanted:
+            return {}
+        proc = subprocess.run(
+            ["git", "-c", "safe.directory=*", "cat-file", "--batch"],
+            input=("\n".join(wanted) + "\n").encode(),
+            capture_output=True,
+            env=self._env(),
+            cwd=self.workspace,
+            timeout=_TIMEOUT,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise CheckpointError(f"git cat-file failed: {_first_line(proc.stderr)}")
+        found: dict[str, bytes] = {}
+        data, pos = proc.stdout, 0
+        for oid in wanted:
+            end = data.index(b"\n", pos)
+            header = data[pos:end].split()
+            if len(header) != 3:
+                raise CheckpointError(f"the checkpoint store lacks the object {oid}")
+            size = int(header[2])
+            found[oid] = data[end + 1 : end + 1 + size]
+            pos = end + 1 + size + 1
+        return found
+
+    # git ---------------------------------------------------------------------------
+
+    def _ensure(self) -> None:
+        """Create the shadow store on first use."""
+        if self._ready and (self.git_dir / "HEAD").is_file():
+            return
+        if not (self.git_dir / "HEAD").is_file():
+            self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run(
+                ["git", "init", "--quiet", "--bare", str(self.git_dir)],
+                capture_output=True,
+                env=self._env(with_store=False),
+                timeout=_TIMEOUT,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise CheckpointError(f"git init failed: {_first_line(proc.stderr)}")
+            none = self.git_dir / "zuno-none"
+            (self.git_dir / "config").write_text(
+                "[core]\n\trepositoryformatversion = 0\n" + _CONFIG.format(none=none)
+            )
+            (self.git_dir / "info").mkdir(exist_ok=True)
+            (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
+            (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
+            # HEAD follows the chain, so `status` compares the index with the last snapshot.
+            (self.git_dir / "HEAD").write_text(f"ref: {_HEAD}\n")
+        exclude = self.git_dir / "info" / "exclude"
+        lines = self._exclude_lines()
+        with contextlib.suppress(OSError):
+            if exclude.read_text() == lines:
+                lines = ""  # unchanged: rewriting it would void the untracked cache
+        if lines:
+            exclude.write_text(lines)
+        self._ready = True
+
+    def _exclude_lines(self) -> str:
+        """Zuno's own files, when they lie inside the workspace, anchored at its root."""
+        lines = ["# Zuno's own files inside the workspace: never snapshot or restore them"]
+        for path in [self.git_dir, self._lock_path, *self._exclude]:
+            real = Path(os.path.realpath(path))
+            if real != self.workspace and self.workspace in real.parents:
+                rel = real.relative_to(self.workspace).as_posix()
+                lines.append("/" + re.sub(r"([*?\[\\!#])", r"\\\1", rel))
+                if path.suffix == ".db":
+                    lines += [f"/{rel}-wal", f"/{rel}-shm", f"/{rel}-journal"]
+        return "\n".join(lines) + "\n"
+
+    def _head(self) -> str | None:
+        ref = self.git_dir / _HEAD
+        with contextlib.suppress(OSError):
+            text = ref.read_text().strip()
+            if text:
+                return text
+        proc = self._run("rev-parse", "--quiet", "--verify", _HEAD)
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    def _env(self, *, with_store: bool = True) -> dict[str, str]:
+        # Nothing of the user's git setup leaks in (GIT_DIR of an enclosing hook, a
+        # global config with filters or hooks): the user's repository is never reached.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_CONFIG_GLOBAL=os.devnull,
+            GIT_TERMINAL_PROMPT="0",
+            LC_ALL="C",
+        )
+        if with_store:
+            env.update(
+                GIT_DIR=str(self.git_dir),
+                GIT_WORK_TREE=str(self.workspace),
+                GIT_INDEX_FILE=str(self.git_dir / "index"),
+            )
+        return env
+
+    def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                ["git", "-c", "safe.directory=*", *args],
+                input=input,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="surrogateescape",
+                env=self._env(),
+                cwd=self.workspace,
+                timeout=_TIMEOUT,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise CheckpointError("git is not installed (checkpoints need it)") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise CheckpointError(f"git {args[0]} took longer than {_TIMEOUT:g} s") from exc
+
+    def _git(self, *args: str) -> str:
+        proc = self._run(*args)
+        if proc.returncode != 0:
+            raise CheckpointError(f"git {args[0]} failed: {_first_line(proc.stderr)}")
+        return proc.stdout
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One process at a time per workspace: the index and the chain's head are shared."""
+        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _parse_raw(out: str) -> list[Change]:
+    """Parse ``diff-tree --raw -z``: ``:OLDMODE NEWMODE OLD NEW STATUS\\0PATH\\0`` each."""
+    fields = out.split("\0")
+    changes: list[Change] = []
+    i = 0
+    while i + 1 < len(fields) and fields[i].startswith(":"):
+        old_mode, new_mode, old_oid, new_oid, _status = fields[i][1:].split(" ")
+        path = fields[i + 1]
+        old = None if old_mode == "000000" else Entry(old_mode, old_oid)
+        new = None if new_mode == "000000" else Entry(new_mode, new_oid)
+        changes.append(Change(path, old, new))
+        i += 2
+    return changes
+
+
+def _changed_paths(out: str) -> list[str]:
+    """The paths ``status --porcelain -z`` shows changed in the work tree, or untracked.
+
+    Each entry is ``XY PATH``: X compares the index with the last snapshot
+    (already in the index: nothing to do), Y the work tree with the index.
+    """
+    paths: list[str] = []
+    for entry in out.split("\0"):
+        if len(entry) < 4:
+            continue
+        xy, path = entry[:2], entry[3:]
+        if xy == "??" or xy[1] in "MDT":
+            # A nested repository shows as a folder ("sub/"): it is added as one entry.
+            paths.append(path.rstrip("/"))
+    return paths
+
+
+def _unreadable_paths(stderr: str) -> list[str]:
+    """The files ``git add --ignore-errors`` could not read, from its messages."""
+    return re.findall(r"unable to index file '(.+)'", stderr)
+
+
+def _first_line(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (other threads may create files)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
+
+
+def _read_bits(mode: int) -> int:
+    """Execute bits for whoever may read (``chmod +x`` on a 0o640 file gives 0o750)."""
+    return ((mode & 0o444) >> 2) | 0o100
