@@ -123,3 +123,22 @@ def test_a_missing_rg_still_stops_the_search_tools_with_one_clear_line(
         timeout=120,
     )
     assert read.returncode == 0, read.stderr
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["zuno", "zuno.lsp", "zuno.sandbox", "zuno.ripgrep", "zuno.patch", "zuno.agent.providers"],
+)
+def test_every_public_name_of_a_lazy_package_resolves(workspace: Path, package: str) -> None:
+    # A name added to __all__ but not to the package's table of homes would fail only on use.
+    code = (
+        "import importlib, sys\n"
+        f"package = importlib.import_module({package!r})\n"
+        "missing = [n for n in package.__all__ if not hasattr(package, n)]\n"
+        "print(missing)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=workspace, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
