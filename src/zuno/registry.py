@@ -19,8 +19,8 @@ not authorization (``permission.rules``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import importlib
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_SURFACE",
     "DURABLE_STATE",
     "SLOTS",
+    "LazyTool",
     "NeedsSetup",
     "Place",
     "Registry",
@@ -94,23 +95,117 @@ def place_of(name: str) -> Place:
     return Place.EXTENSION
 
 
-@dataclass(frozen=True, slots=True)
-class Surface:
-    """The tools active for one agent, in a stable order."""
+class LazyTool:
+    """A tool known by name whose module is imported the first time it is needed.
 
-    tools: tuple[Tool[Any], ...]
-    withheld: tuple[tuple[str, str], ...] = ()
-    """Tools the agent would have but that cannot work yet: ``(name, what to set)``."""
+    ``zuno call read`` should not pay for importing and checking twenty other
+    tools. The handle holds the tool's name and a function that builds it
+    (importing its module, see :data:`zuno.tools.BUILTINS`): :meth:`describe`
+    builds it once, :meth:`load` also runs its
+    :meth:`~zuno.tool.Tool.startup_check` once; a registry and every surface
+    made from it share the one instance.
+    """
+
+    __slots__ = ("_build", "_checked", "_tool", "name", "needs_setup")
+
+    def __init__(self, name: str, build: Callable[[], Tool[Any]], *, needs_setup: bool) -> None:
+        self.name = name
+        self.needs_setup = needs_setup
+        """Whether the tool may implement :class:`NeedsSetup` (the surface loads it to ask)."""
+        self._build = build
+        self._tool: Tool[Any] | None = None
+        self._checked = False
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the tool's module was imported and the tool built."""
+        return self._tool is not None
+
+    def describe(self) -> Tool[Any]:
+        """The tool, imported and built but not started: to show its declaration, not to run it.
+
+        Raises:
+            ValueError: The factory made a tool of another name.
+        """
+        if self._tool is None:
+            tool = self._build()
+            if tool.name != self.name:
+                raise ValueError(f"the tool registered as {self.name!r} is named {tool.name!r}")
+            self._tool = tool
+        return self._tool
+
+    def load(self) -> Tool[Any]:
+        """The tool, imported, built and checked (:meth:`~zuno.tool.Tool.startup_check`) once.
+
+        Raises:
+            ValueError: The factory made a tool of another name.
+            Exception: Whatever the tool's startup check raises (rg or the sandbox missing).
+        """
+        tool = self.describe()
+        if not self._checked:
+            tool.startup_check()
+            self._checked = True
+        return tool
+
+
+def import_factory(home: str) -> Callable[..., Any]:
+    """The object ``"package.module:name"`` names, importing its module."""
+    module, _, attribute = home.partition(":")
+    return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+
+
+def _loaded(member: Tool[Any] | LazyTool) -> Tool[Any]:
+    return member.load() if isinstance(member, LazyTool) else member
+
+
+class Surface:
+    """The tools active for one agent, in a stable order.
+
+    Built-in tools stay :class:`LazyTool` handles until a caller needs the tool
+    itself (:meth:`get`, :attr:`tools`); :attr:`names` imports nothing.
+    """
+
+    __slots__ = ("_members", "withheld")
+
+    def __init__(
+        self,
+        tools: Iterable[Tool[Any] | LazyTool] = (),
+        withheld: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self._members: tuple[Tool[Any] | LazyTool, ...] = tuple(tools)
+        self.withheld = withheld
+        """Tools the agent would have but that cannot work yet: ``(name, what to set)``."""
+
+    @property
+    def tools(self) -> tuple[Tool[Any], ...]:
+        """Every active tool, ready to run (imports and checks the ones not loaded yet)."""
+        return tuple(_loaded(m) for m in self._members)
+
+    def described(self) -> tuple[Tool[Any], ...]:
+        """Every active tool, to show what it declares (``zuno tools``).
+
+        Unlike :attr:`tools`, nothing is started: listing needs neither rg nor a
+        sandbox (``zuno doctor`` checks those).
+        """
+        return tuple(m.describe() if isinstance(m, LazyTool) else m for m in self._members)
 
     def get(self, name: str) -> Tool[Any] | None:
-        for tool in self.tools:
-            if tool.name == name:
-                return tool
+        for member in self._members:
+            if member.name == name:
+                return _loaded(member)
         return None
 
     @property
     def names(self) -> list[str]:
-        return [t.name for t in self.tools]
+        return [m.name for m in self._members]
+
+    def narrowed(self, names: Iterable[str]) -> Surface:
+        """This surface keeping only ``names`` (nothing is loaded)."""
+        keep = frozenset(names)
+        return Surface(tuple(m for m in self._members if m.name in keep))
+
+    def __repr__(self) -> str:
+        return f"Surface({self.names!r}, withheld={self.withheld!r})"
 
 
 def switched(switches: Mapping[str, bool], name: str) -> bool | None:
@@ -131,19 +226,25 @@ def switched(switches: Mapping[str, bool], name: str) -> bool | None:
 class Registry:
     """The implemented tools of this runtime, by name."""
 
-    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
-        self._tools: dict[str, Tool[Any]] = {}
+    def __init__(self, tools: Iterable[Tool[Any] | LazyTool] = ()) -> None:
+        self._tools: dict[str, Tool[Any] | LazyTool] = {}
         for tool in tools:
             self.register(tool)
 
-    def register(self, tool: Tool[Any]) -> None:
-        """Add a tool. Names are unique."""
+    def register(self, tool: Tool[Any] | LazyTool) -> None:
+        """Add a tool, or a handle that loads it when first needed. Names are unique."""
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
     def get(self, name: str) -> Tool[Any] | None:
-        return self._tools.get(name)
+        """The tool of that name (imported and checked now if it was not yet), or None."""
+        member = self._tools.get(name)
+        return None if member is None else _loaded(member)
+
+    def instances(self) -> list[Tool[Any]]:
+        """The tools registered as built instances (not as :class:`LazyTool` handles)."""
+        return [m for m in self._tools.values() if not isinstance(m, LazyTool)]
 
     def names(self) -> list[str]:
         return list(self._tools)
@@ -169,7 +270,7 @@ class Registry:
             # The tools map can switch on a slot or an extension by name (or MCP pattern).
             wanted += self._expand(n for n, on in config.tools.items() if on)
             wanted += [n for n in self._tools if place_of(n) is Place.EXTENSION]
-        active: list[Tool[Any]] = []
+        active: list[Tool[Any] | LazyTool] = []
         withheld: list[tuple[str, str]] = []
         for name in dict.fromkeys(wanted):
             if switched(config.tools, name) is False:
@@ -179,7 +280,9 @@ class Registry:
             tool = self._tools.get(name)
             if tool is None:
                 continue
-            reason = tool.unavailable_reason(config) if isinstance(tool, NeedsSetup) else None
+            # Only a tool that may need setting up is loaded here to be asked.
+            asked = tool.describe() if isinstance(tool, LazyTool) and tool.needs_setup else tool
+            reason = asked.unavailable_reason(config) if isinstance(asked, NeedsSetup) else None
             if reason is not None:
                 withheld.append((name, reason))
                 continue

@@ -122,13 +122,12 @@ class Runtime:
         self.approver: Approver = approver if approver is not None else default_approver()
         self._connect_mcp = tools is None
         if tools is None:
-            from zuno.tools import builtin_tools
+            # Each built-in tool is imported and checked when first described or called.
+            from zuno.tools import lazy_builtin_tools
 
-            tools = builtin_tools(self.config)
+            tools = lazy_builtin_tools(self.config)
         self.registry = Registry(tools)
-        for name in self.registry.names():
-            tool = self.registry.get(name)
-            assert tool is not None
+        for tool in self.registry.instances():  # a lazy tool is checked when loaded
             tool.startup_check()
         self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
         self.events = EventBus(self.store)
@@ -186,7 +185,7 @@ class Runtime:
         surface = self.surface(agent)
         if narrowed is None:
             return surface
-        return Surface(tuple(t for t in surface.tools if t.name in narrowed))
+        return surface.narrowed(narrowed)
 
     def add_tools(self, tools: Iterable[Tool[Any]]) -> None:
         """Register more tools (an MCP server's); open sessions see them at once."""
@@ -345,8 +344,25 @@ class Runtime:
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
     ) -> list[CallResult]:
-        """Dispatch one model step (see :class:`zuno.dispatch.Dispatcher`)."""
+        """Dispatch one model step (see :class:`zuno.dispatch.Dispatcher`).
+
+        Raises:
+            Exception: A tool named in the step cannot start (its startup check:
+                rg or the sandbox missing), as it would have when the runtime was built.
+        """
+        self.load_tools(r.tool for r in requests)
         return await self.dispatcher.dispatch(session, requests)
+
+    def load_tools(self, names: Iterable[object]) -> None:
+        """Import and start the named built-in tools now, before anything runs.
+
+        Tools load on first use; a tool that cannot start (no rg, no sandbox)
+        then fails here, as a startup error, not as a call's outcome.
+        Unknown names are left to the dispatcher (``blocked: unavailable``).
+        """
+        for name in names:
+            if isinstance(name, str):
+                self.registry.get(name)
 
     async def call(
         self, session: SessionState, tool: str, arguments: dict[str, Any] | str | None = None

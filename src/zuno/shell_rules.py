@@ -50,9 +50,10 @@ import shlex
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 __all__ = ["CommandAnalysis", "SimpleCommand", "analyse", "command_rule_matches"]
 
@@ -204,12 +205,19 @@ class _Findings:
 
 
 _parser_lock = threading.Lock()
-_parser = Parser(Language(tree_sitter_bash.language()))
+_parser: Parser | None = None
+"""Made by the first parse: a command that matches no shell rule never loads the grammar."""
 
 
 def _parse(source: bytes) -> Node:
+    global _parser
     # A tree-sitter Parser is not safe to share between threads.
     with _parser_lock:
+        if _parser is None:
+            import tree_sitter_bash
+            from tree_sitter import Language, Parser
+
+            _parser = Parser(Language(tree_sitter_bash.language()))
         return _parser.parse(source).root_node
 
 

@@ -15,10 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
-import anyio
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from zuno.cli.app import (
     AgentOpt,
@@ -30,6 +27,7 @@ from zuno.cli.app import (
     app,
     check_mode_name,
     fail,
+    lazy_console,
     open_waiting,
     wait_for_own_jobs,
     warn_untrusted,
@@ -82,13 +80,15 @@ MaxTokensBudgetOpt = Annotated[
     ),
 ]
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = lazy_console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _OneAtATime:
     """Approvals and questions share the terminal: one prompt at a time."""
 
     def __init__(self, approver: Approver, questioner: Questioner | None) -> None:
+        import anyio  # imported by the commands that run: not for `zuno --help`
+
         self._lock = anyio.Lock()
         self._approver = approver
         self._questioner = questioner
@@ -173,6 +173,8 @@ async def _drive(
             try:
                 outcome = await loop.run(prompt)
             finally:
+                import anyio
+
                 with anyio.CancelScope(shield=True):
                     await provider.aclose()
             await wait_for_own_jobs(rt)
@@ -205,6 +207,8 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
             f"Session [bold cyan]{sid}[/] (zuno show {sid})"
         )
         return
+    from rich.text import Text
+
     # Text, not markup: a message is the provider's words (brackets, "openai:m:" is no emoji).
     err.print(Text.assemble(("zuno:", "bold red"), f" {outcome.message}"))
     err.print(
@@ -457,6 +461,8 @@ def _move_session(rt: Runtime, session_id: str, home: Path, target: Path) -> Non
         db.execute(
             "UPDATE sessions SET workspace = ? WHERE session_id = ?", (str(target), session_id)
         )
+    from rich.text import Text
+
     rt.events.emit(Event("session.moved", session_id, data={"from": str(home), "to": str(target)}))
     err.print(
         Text.assemble(

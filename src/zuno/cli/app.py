@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.store import SessionRecord, Store, StoreError, open_store
@@ -21,11 +19,13 @@ from zuno.store.errors import SessionBusy
 # The runtime, the configuration and the dispatcher (pydantic models, every tool)
 # are imported by the commands that use them: `zuno --help` needs none of them.
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from zuno.config import PermissionMode
     from zuno.dispatch import CallRequest, CallResult
     from zuno.runtime import Runtime, SessionState
 
-__all__ = ["app", "main"]
+__all__ = ["app", "escape", "lazy_console", "main"]
 
 app = typer.Typer(
     name="zuno",
@@ -37,8 +37,40 @@ app = typer.Typer(
 config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+
+class _LazyConsole:
+    """A rich :class:`~rich.console.Console` made when first used.
+
+    Importing rich's console takes tens of milliseconds; ``zuno --help`` and a
+    command that fails before printing should not pay for it.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+def lazy_console(**options: Any) -> Console:
+    """A console with these ``Console(...)`` options, built on first use."""
+    return cast("Console", _LazyConsole(**options))
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (:func:`rich.markup.escape`, imported on use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+out = lazy_console(highlight=False, soft_wrap=True)
+err = lazy_console(stderr=True, highlight=False)
 
 Workspace = Annotated[
     Path,
@@ -257,13 +289,26 @@ def tools(
     db: Db = None,
 ) -> None:
     """List the active tools with their effect, replay and concurrency."""
-    from zuno.cli.render import print_surface, surface_json
+    from zuno.cli.plain import (
+        SURFACE_HEADERS,
+        is_plain,
+        surface_json,
+        surface_notes,
+        surface_table_rows,
+        write_table,
+    )
 
     with runtime(workspace, db) as rt:
         surface = rt.surface(agent)
         if json_:
             _print_json(surface_json(surface, agent))
+        elif is_plain(sys.stdout):  # the lines rich would print, without importing it
+            rows = surface_table_rows(surface)
+            title = f"Active tools for agent {agent!r}"
+            write_table(sys.stdout, title, SURFACE_HEADERS, rows, surface_notes(surface, rows))
         else:
+            from zuno.cli.render import print_surface
+
             print_surface(out, surface, agent)
 
 
@@ -449,10 +494,11 @@ def _step(
     one: bool,
 ) -> None:
     """Dispatch one step for ``call`` (one=True: its result alone) or ``batch``, print, exit."""
-    from zuno.cli.render import print_result
+    from zuno.cli.plain import is_plain, write_result
 
     with runtime(workspace, db, yes) as rt:
         state = where.open(rt)
+        rt.load_tools(r.tool for r in requests)  # no rg or sandbox: one line, not a traceback
         if not json_:
             _live_events(rt)
         unasked = _denied_unasked(rt)
@@ -460,14 +506,23 @@ def _step(
         if json_:
             _print_json(results[0].as_dict() if one else [r.as_dict() for r in results])
         else:
+            plain = is_plain(sys.stdout)  # the output as the tool wrote it, without rich
             for result in results:
-                print_result(out, result)
+                if plain:
+                    write_result(sys.stdout, result)
+                else:
+                    from zuno.cli.render import print_result
+
+                    print_result(out, result)
             sys.stdout.flush()
         for result in results:
             if result.call_id in unasked:
                 _print_how_to_allow(rt, result.tool, requests[result.index].arguments)
         if not json_:
-            err.print(f"[dim]session {state.session_id}[/]")
+            if is_plain(sys.stderr):
+                sys.stderr.write(f"session {state.session_id}\n")
+            else:
+                err.print(f"[dim]session {state.session_id}[/]")
         _exit_for(results)
 
 
@@ -711,8 +766,14 @@ def main() -> None:
     # must not end the command.
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")  # pyright: ignore[reportAttributeAccessIssue]
+    # Help and usage errors for a program or a pipe are click's plain text: typer's
+    # rich renderer imports rich's markdown and traceback machinery (~150 ms) to draw
+    # panels nobody sees. A terminal keeps the rich help.
+    from zuno.cli.plain import is_plain
     from zuno.telemetry import export_from_environment
 
+    if is_plain(sys.stdout):
+        app.rich_markup_mode = None
     # Spans to a collector only when OTEL_EXPORTER_OTLP_ENDPOINT asks (docs/headless.md).
     stop_exporting = export_from_environment()
     try:

@@ -15,9 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio
 import typer
-from rich.markup import escape
 
 from zuno.cli.app import (
     AgentOpt,
@@ -26,6 +24,7 @@ from zuno.cli.app import (
     Workspace,
     app,
     err,
+    escape,
     fail,
     out,
     user_errors,
@@ -203,6 +202,8 @@ def tools(
         if unknown:
             known = ", ".join(config.mcp.servers) or "none"
             fail(f"no MCP server named {', '.join(unknown)} in zuno.json; configured: {known}")
+        import anyio  # imported by the commands that run: not for `zuno --help`
+
         rows = anyio.run(_collect, config, workspace, server or None)
     if json_:
         sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from zuno.cli.app import Db, Json, app, fail, out, user_errors
+from zuno.cli.app import Db, Json, app, escape, fail, out, user_errors
 from zuno.memory import Memory, MemoryStatus, UnknownMemory, decide_memory, list_memories
 from zuno.store import open_store
 

@@ -10,13 +10,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from zuno.dispatch import CallResult
-from zuno.registry import Surface, place_of
+from zuno.cli.plain import (
+    SURFACE_HEADERS,
+    surface_json,
+    surface_notes,
+    surface_rows,
+    surface_table_rows,
+)
+from zuno.registry import Surface
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.workers import runner_running
 
 if TYPE_CHECKING:
     from zuno.cli.transcript import LateResult, Step, Transcript
+    from zuno.dispatch import CallResult
 
 __all__ = [
     "NotRun",
@@ -30,6 +37,7 @@ __all__ = [
     "session_title",
     "styled_diff",
     "surface_json",
+    "surface_rows",
 ]
 
 _STYLES = {"ok": "green", "error": "red", "blocked": "yellow", "uncertain": "magenta"}
@@ -48,40 +56,6 @@ def styled_diff(lines: Sequence[str], indent: str = "") -> Text:
         text.append(("\n" if number else "") + indent)
         text.append(line, style=diff_style(line))
     return text
-
-
-def surface_json(surface: Surface, agent: str) -> dict[str, Any]:
-    """``zuno tools --json``: the active tools' rows, and the tools withheld with the reason."""
-    return {
-        "agent": agent,
-        "tools": surface_rows(surface),
-        "withheld": [{"name": name, "reason": reason} for name, reason in surface.withheld],
-    }
-
-
-def surface_rows(surface: Surface) -> list[dict[str, Any]]:
-    """The active surface as plain rows (``zuno tools --json``)."""
-    rows: list[dict[str, Any]] = []
-    for tool in surface.tools:
-        decl = tool.declaration.as_dict()
-        rows.append(
-            {
-                "name": tool.name,
-                "place": place_of(tool.name).value,
-                **decl,
-                "mixed": tool.mixed,
-                "description": _summary(tool.description),
-                "parameters": tool.schema(),
-            }
-        )
-    return rows
-
-
-def _summary(description: str) -> str:
-    """The first sentence of a description."""
-    text = " ".join(description.split())
-    end = text.find(". ")
-    return text if end < 0 else text[: end + 1]
 
 
 def print_table(
@@ -115,31 +89,14 @@ def print_table(
 
 
 def print_surface(console: Console, surface: Surface, agent: str) -> None:
-    rows = [
-        [
-            row["name"],
-            row["place"],
-            row["effect"] + ("*" if row["mixed"] else ""),
-            row["replay"],
-            row["concurrency"],
-            row["description"],
-        ]
-        for row in surface_rows(surface)
-    ]
-    notes: list[str] = []
-    if any(r[2].endswith("*") for r in rows):
-        notes.append(
-            "* mixed: the tool classifies each call from its arguments "
-            "(the declaration shown is its default)"
-        )
-    # A tool the agent would have but that needs setting up first: say what to set.
-    notes += [f"not offered: {name} ({reason})" for name, reason in surface.withheld]
+    """The ``zuno tools`` table (plain lines off a terminal, see :mod:`zuno.cli.plain`)."""
+    rows = surface_table_rows(surface)
     print_table(
         console,
         f"Active tools for agent {agent!r}",
-        ["tool", "place", "effect", "replay", "concurrency", "summary"],
+        SURFACE_HEADERS,
         rows,
-        note="\n".join(notes) or None,
+        note=surface_notes(surface, rows),
     )
 
 
@@ -156,7 +113,8 @@ def print_result(console: Console, result: CallResult) -> None:
         (f"  {result.call_id} attempt {result.attempt}", "dim"),
     )
     console.print(header, highlight=False)
-    console.print(result.output, markup=False, highlight=False)
+    # The output as the tool wrote it: no emoji for ':x:' (a slice), no markup.
+    console.print(result.output, markup=False, highlight=False, emoji=False)
 
 
 def session_title(session: SessionRecord, first_prompt: str | None = None) -> str:

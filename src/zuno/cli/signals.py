@@ -13,8 +13,6 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, TypeVarTuple, cast
 
-import anyio
-
 __all__ = ["Stopped", "run_until_stopped"]
 
 T = TypeVar("T")
@@ -43,6 +41,8 @@ def run_until_stopped(fn: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
         Stopped: one of those signals arrived (after ``fn`` was cancelled).
         KeyboardInterrupt: Ctrl-C, as ``anyio.run`` raises it.
     """
+    import anyio  # imported when a command runs: not for `zuno --help`
+
     return anyio.run(_watched, fn, args)
 
 
@@ -50,6 +50,8 @@ async def _watched(fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) ->
     received: list[int] = []
     failure: Exception | None = None
     result: T | None = None
+    import anyio
+
     # Listening before the work starts: no window where a signal kills outright.
     with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
         async with anyio.create_task_group() as tg:

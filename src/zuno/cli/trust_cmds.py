@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.markup import escape
 
-from zuno.cli.app import Json, app, err, fail, out, user_errors
+from zuno.cli.app import Json, app, err, escape, fail, out, user_errors
 from zuno.trust import (
     TrustError,
     TrustState,

@@ -16,16 +16,23 @@ Nothing here imports :mod:`zuno.config`, which imports the settings.
 
 from __future__ import annotations
 
-from zuno.lsp.client import LspClient
-from zuno.lsp.errors import (
-    LspError,
-    RequestTimeout,
-    ResponseError,
-    ServerExited,
-    ServerUnavailable,
-)
-from zuno.lsp.pool import LSP_SERVERS, ServerPool
-from zuno.lsp.settings import DEFAULT_SERVERS, LspServerSettings, LspSettings, find_program
+from typing import TYPE_CHECKING
+
+from zuno.lazy_names import lazy_names
+
+# Public names load on first use (see zuno.lazy_names): importing one submodule
+# (the settings, for the configuration) must not import the whole package.
+if TYPE_CHECKING:
+    from zuno.lsp.client import LspClient
+    from zuno.lsp.errors import (
+        LspError,
+        RequestTimeout,
+        ResponseError,
+        ServerExited,
+        ServerUnavailable,
+    )
+    from zuno.lsp.pool import LSP_SERVERS, ServerPool
+    from zuno.lsp.settings import DEFAULT_SERVERS, LspServerSettings, LspSettings, find_program
 
 __all__ = [
     "DEFAULT_SERVERS",
@@ -41,3 +48,21 @@ __all__ = [
     "ServerUnavailable",
     "find_program",
 ]
+
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "DEFAULT_SERVERS": "zuno.lsp.settings",
+        "LSP_SERVERS": "zuno.lsp.pool",
+        "LspClient": "zuno.lsp.client",
+        "LspError": "zuno.lsp.errors",
+        "LspServerSettings": "zuno.lsp.settings",
+        "LspSettings": "zuno.lsp.settings",
+        "RequestTimeout": "zuno.lsp.errors",
+        "ResponseError": "zuno.lsp.errors",
+        "ServerExited": "zuno.lsp.errors",
+        "ServerPool": "zuno.lsp.pool",
+        "ServerUnavailable": "zuno.lsp.errors",
+        "find_program": "zuno.lsp.settings",
+    },
+)

@@ -21,23 +21,30 @@ Errors::
 
 from __future__ import annotations
 
-from zuno.patch.apply import PatchPlan, PathResolver, apply_patch, plan_patch
-from zuno.patch.commit import FileChange, commit_changes
-from zuno.patch.matching import MatchLevel, ascii_punctuation, normalize_punctuation
-from zuno.patch.model import (
-    AddFile,
-    BodyLine,
-    Chunk,
-    DeleteFile,
-    LineKind,
-    Operation,
-    Patch,
-    PatchError,
-    PatchWriteError,
-    UpdateFile,
-)
-from zuno.patch.parser import parse_patch
-from zuno.patch.textfile import BOM, TextFile
+from typing import TYPE_CHECKING
+
+from zuno.lazy_names import lazy_names
+
+# Public names load on first use (see zuno.lazy_names): the edit tool needs the
+# text files and commits, not the patch parser; describing a tool needs none of it.
+if TYPE_CHECKING:
+    from zuno.patch.apply import PatchPlan, PathResolver, apply_patch, plan_patch
+    from zuno.patch.commit import FileChange, commit_changes
+    from zuno.patch.matching import MatchLevel, ascii_punctuation, normalize_punctuation
+    from zuno.patch.model import (
+        AddFile,
+        BodyLine,
+        Chunk,
+        DeleteFile,
+        LineKind,
+        Operation,
+        Patch,
+        PatchError,
+        PatchWriteError,
+        UpdateFile,
+    )
+    from zuno.patch.parser import parse_patch
+    from zuno.patch.textfile import BOM, TextFile
 
 __all__ = [
     "BOM",
@@ -63,3 +70,31 @@ __all__ = [
     "parse_patch",
     "plan_patch",
 ]
+
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "BOM": "zuno.patch.textfile",
+        "AddFile": "zuno.patch.model",
+        "BodyLine": "zuno.patch.model",
+        "Chunk": "zuno.patch.model",
+        "DeleteFile": "zuno.patch.model",
+        "FileChange": "zuno.patch.commit",
+        "LineKind": "zuno.patch.model",
+        "MatchLevel": "zuno.patch.matching",
+        "Operation": "zuno.patch.model",
+        "Patch": "zuno.patch.model",
+        "PatchError": "zuno.patch.model",
+        "PatchPlan": "zuno.patch.apply",
+        "PatchWriteError": "zuno.patch.model",
+        "PathResolver": "zuno.patch.apply",
+        "TextFile": "zuno.patch.textfile",
+        "UpdateFile": "zuno.patch.model",
+        "apply_patch": "zuno.patch.apply",
+        "ascii_punctuation": "zuno.patch.matching",
+        "commit_changes": "zuno.patch.commit",
+        "normalize_punctuation": "zuno.patch.matching",
+        "parse_patch": "zuno.patch.parser",
+        "plan_patch": "zuno.patch.apply",
+    },
+)

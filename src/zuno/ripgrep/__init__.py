@@ -33,26 +33,33 @@ Exceptions::
 
 from __future__ import annotations
 
-from zuno.ripgrep._locate import (
-    INSTALL_HINT,
-    MINIMUM_VERSION,
-    RipgrepUnavailable,
-    find_ripgrep,
-    parse_version,
-)
-from zuno.ripgrep._run import Ripgrep, StreamExit
-from zuno.ripgrep._search import (
-    FileCount,
-    Line,
-    Query,
-    RipgrepError,
-    SearchResult,
-    count_matches,
-    files_with_matches,
-    list_files,
-    search_lines,
-)
-from zuno.ripgrep._select import Exclusion
+from typing import TYPE_CHECKING
+
+from zuno.lazy_names import lazy_names
+
+# Public names load on first use (see zuno.lazy_names): a command that only
+# names RipgrepUnavailable must not import the search machinery.
+if TYPE_CHECKING:
+    from zuno.ripgrep._locate import (
+        INSTALL_HINT,
+        MINIMUM_VERSION,
+        RipgrepUnavailable,
+        find_ripgrep,
+        parse_version,
+    )
+    from zuno.ripgrep._run import Ripgrep, StreamExit
+    from zuno.ripgrep._search import (
+        FileCount,
+        Line,
+        Query,
+        RipgrepError,
+        SearchResult,
+        count_matches,
+        files_with_matches,
+        list_files,
+        search_lines,
+    )
+    from zuno.ripgrep._select import Exclusion
 
 __all__ = [
     "INSTALL_HINT",
@@ -73,3 +80,26 @@ __all__ = [
     "parse_version",
     "search_lines",
 ]
+
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "INSTALL_HINT": "zuno.ripgrep._locate",
+        "MINIMUM_VERSION": "zuno.ripgrep._locate",
+        "Exclusion": "zuno.ripgrep._select",
+        "FileCount": "zuno.ripgrep._search",
+        "Line": "zuno.ripgrep._search",
+        "Query": "zuno.ripgrep._search",
+        "Ripgrep": "zuno.ripgrep._run",
+        "RipgrepError": "zuno.ripgrep._search",
+        "RipgrepUnavailable": "zuno.ripgrep._locate",
+        "SearchResult": "zuno.ripgrep._search",
+        "StreamExit": "zuno.ripgrep._run",
+        "count_matches": "zuno.ripgrep._search",
+        "files_with_matches": "zuno.ripgrep._search",
+        "find_ripgrep": "zuno.ripgrep._locate",
+        "list_files": "zuno.ripgrep._search",
+        "parse_version": "zuno.ripgrep._locate",
+        "search_lines": "zuno.ripgrep._search",
+    },
+)

@@ -21,7 +21,7 @@ apply_patch keeps the strict default declaration (SideEffecting / Never / Exclus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio.to_thread
 from pydantic import Field
@@ -30,17 +30,6 @@ from zuno.beneath import EscapesRoot
 from zuno.file_versions import FileChanged, claim_writes
 from zuno.landing import LandingGuard, landing_guard
 from zuno.output import ArtifactStore, OutputLimits
-from zuno.patch import (
-    PatchError,
-    PatchPlan,
-    PatchWriteError,
-    PathResolver,
-    UpdateFile,
-    commit_changes,
-    parse_patch,
-    plan_patch,
-)
-from zuno.patch.commit import ChangedMeanwhile
 from zuno.tool import (
     ArgumentsRejected,
     Tool,
@@ -50,6 +39,10 @@ from zuno.tool import (
     ToolResult,
     UncertainOutcome,
 )
+
+# The patch engine is imported when a patch is read or applied: describing the tool needs none.
+if TYPE_CHECKING:
+    from zuno.patch import PatchPlan, PathResolver
 
 __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
@@ -123,6 +116,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
             workspace: Where relative paths start; defaults to the one given at
                 construction, then the process's folder.
         """
+        from zuno.patch import PatchError, plan_patch
+
         base = workspace or self._workspace or Path.cwd()
         try:
             plan = plan_patch(args.patch, _resolver_for(base))
@@ -135,6 +130,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
         Returns an empty list for a patch that does not parse.
         """
+        from zuno.patch import PatchError, UpdateFile, parse_patch
+
         try:
             patch = parse_patch(args.patch)
         except PatchError:
@@ -155,6 +152,9 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
+        from zuno.patch import PatchError, PatchWriteError
+        from zuno.patch.commit import ChangedMeanwhile
+
         ctx.ensure_writes_allowed("files with a patch")  # read-only mode: before even parsing
         try:
             # A large file takes a while to verify; keep the event loop free. The
@@ -174,6 +174,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
 def _apply(patch: str, ctx: ToolContext, check: LandingGuard) -> PatchPlan:
     """Verify the patch, then write it if this session has seen every file it replaces."""
+    from zuno.patch import PatchError, commit_changes, plan_patch
+
     plan = plan_patch(patch, ctx.resolve_writable)
     with claim_writes(ctx, [change.path.path for change in plan.changes]) as claim:
         try:

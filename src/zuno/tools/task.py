@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from zuno.agent.delegation import ChildRun, check_depth, child_tools, run_child
-from zuno.agent.loop import TurnStatus
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.jobs import JobEnd, JobIO, JobState
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
+# The agent loop is imported when a task runs: describing the tool needs none of it.
 if TYPE_CHECKING:
+    from zuno.agent.delegation import ChildRun
     from zuno.runtime import Runtime
 
 __all__ = ["TaskArgs", "TaskTool"]
@@ -121,6 +121,8 @@ class TaskTool(Tool[TaskArgs]):
         return f"agent: {args.agent}\ntools: {tools}\nobjective:\n{prompt}"
 
     async def run(self, args: TaskArgs, ctx: ToolContext) -> ToolResult:
+        from zuno.agent.delegation import check_depth, child_tools, run_child
+
         runtime = ctx.services
         parent = ctx.extra.get("session")
         if runtime is None or parent is None:
@@ -175,6 +177,8 @@ class TaskTool(Tool[TaskArgs]):
 
 
 def _result(child: ChildRun) -> ToolResult:
+    from zuno.agent.loop import TurnStatus
+
     outcome = child.outcome
     data: dict[str, Any] = {
         "session_id": child.session_id,

@@ -35,7 +35,6 @@ import anyio.to_thread
 from pydantic import Field
 
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
-from zuno.html_text import html_to_text, looks_like_html
 from zuno.output import OutputLimits, bound_text, format_size
 from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.web import Page, check_domain, decode, fetch, parse_url
@@ -221,6 +220,8 @@ def _private_address(host: str) -> bool:
 
 
 def _is_html(page: Page, text: str) -> bool:
+    from zuno.html_text import looks_like_html  # imported on use: listing tools needs none
+
     if page.mime in ("text/html", "application/xhtml+xml"):
         return True
     return page.mime in ("", "application/octet-stream") and looks_like_html(text[:1024])
@@ -232,6 +233,8 @@ def _is_html_mime(page: Page) -> bool:
 
 def _render(page: Page, fmt: Format) -> tuple[str, str]:
     """The model-visible text of a page, and its title."""
+    from zuno.html_text import html_to_text  # imported on use: listing tools needs none
+
     text, encoding = decode(page.body, page.charset, _is_html_mime(page), page.cut)
     title = ""
     converted = ""

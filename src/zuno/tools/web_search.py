@@ -37,8 +37,6 @@ from pydantic import AfterValidator, Field, StringConstraints
 from zuno.declarations import READ_ONLY_SAFE_PARALLEL
 from zuno.output import bound_text
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
-from zuno.tools.web import room_for_marker
-from zuno.web import USER_AGENT, http_failure, status_failure
 from zuno.web_settings import SearchSettings
 
 if TYPE_CHECKING:
@@ -145,6 +143,10 @@ class WebSearchTool(Tool[WebSearchArgs]):
         return NOT_CONFIGURED if config.web.search is None else None
 
     async def run(self, args: WebSearchArgs, ctx: ToolContext) -> ToolResult:
+        # Imported on use: every surface loads this tool to ask whether it is set up.
+        from zuno.tools.web import room_for_marker
+        from zuno.web import USER_AGENT
+
         """Run every query against the backend and list the results."""
         import httpx  # imported on use: slow to import
 
@@ -225,6 +227,8 @@ async def _query(
 ) -> list[SearchHit]:
     import httpx  # imported on use: slow to import
 
+    from zuno.web import http_failure
+
     base = backend.url
     bearer = {"Authorization": f"Bearer {key}"} if key else {}
     try:
@@ -267,6 +271,8 @@ def _searxng(backend: SearchSettings) -> bool:
 
 
 def _backend_status(response: httpx.Response, backend: SearchSettings) -> ToolError:
+    from zuno.web import status_failure
+
     excerpt = " ".join(response.text[:300].split())
     if response.status_code in (401, 403):
         if backend.kind == "searxng":

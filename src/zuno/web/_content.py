@@ -10,7 +10,6 @@ from __future__ import annotations
 import codecs
 import re
 
-from zuno.html_text import html_to_text, looks_like_html
 from zuno.signatures import binary_signature
 
 __all__ = [
@@ -181,6 +180,9 @@ def error_excerpt(body: bytes, mime: str, charset: str | None, url: str) -> str:
     Returns:
         At most 300 characters of its text; "" when it is empty or binary.
     """
+    # Imported on use: the HTML converter is needed for an error page, not to list tools.
+    from zuno.html_text import html_to_text, looks_like_html
+
     if not body or signature(body[:SNIFF]):
         return ""
     text, _ = decode(body, charset, mime == "text/html", cut=True)

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from zuno.agent.messages import Message, ModelReply, ToolSpec
 from zuno.agent.providers.errors import (
     MissingCredentials,
     ProviderAuthError,
@@ -43,12 +42,13 @@ from zuno.agent.providers.errors import (
     ProviderRejected,
     ProviderUnreachable,
 )
-from zuno.agent.providers.retry import Endpoint, RetryPolicy
-from zuno.agent.providers.schemas import anthropic_tool, openai_tool
 
 if TYPE_CHECKING:
+    from zuno.agent.messages import Message, ModelReply, ToolSpec
     from zuno.agent.providers.anthropic_messages import AnthropicMessagesProvider
     from zuno.agent.providers.openai_chat import OpenAIChatProvider
+    from zuno.agent.providers.retry import RetryPolicy
+    from zuno.agent.providers.schemas import anthropic_tool, openai_tool
 
 __all__ = [
     "AnthropicMessagesProvider",
@@ -71,9 +71,15 @@ __all__ = [
 # Importing an SDK takes seconds (anthropic ~5 s, openai ~2 s here), so each is
 # imported only when a provider of its kind is made: ``zuno --help`` and an
 # OpenAI run never pay for the Anthropic SDK.
+# The message models, the retry policy and the tool schemas load on first use too:
+# reading zuno.json (ProviderSettings) needs none of them.
 _LAZY = {
     "AnthropicMessagesProvider": "zuno.agent.providers.anthropic_messages",
     "OpenAIChatProvider": "zuno.agent.providers.openai_chat",
+    "Endpoint": "zuno.agent.providers.retry",
+    "RetryPolicy": "zuno.agent.providers.retry",
+    "anthropic_tool": "zuno.agent.providers.schemas",
+    "openai_tool": "zuno.agent.providers.schemas",
 }
 
 
@@ -215,6 +221,8 @@ def make_provider(
     env = os.environ if environ is None else environ
     name, model_name = _parse(model)
     settings, builtin = _settings_for(name, model_name, providers_config or {})
+    from zuno.agent.providers.retry import Endpoint, RetryPolicy
+
     policy = retry or RetryPolicy(attempts=settings.attempts)
     label = f"{name}:{model_name}"
     bearer = False
