@@ -394,7 +394,11 @@ def remember_read(ctx: ToolContext, fd: int) -> None:
     shown. A store that cannot be reached leaves nothing recorded (a later
     write is then refused, never let through).
     """
-    versions = versions_for(ctx)
+    try:
+        versions = versions_for(ctx)  # makes its tables on first use: a locked store fails here
+    except StoreError as exc:
+        _log.warning("zuno: could not record a read: %s", exc)
+        return
     if versions is None:
         return
     info = os.fstat(fd)

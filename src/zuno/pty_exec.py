@@ -129,6 +129,12 @@ _DRAIN_GRACE = 1.0
 # Inside the sandbox: take the terminal as the controlling one, then become the command.
 # A session leader already (bwrap --new-session, or start_new_session outside a
 # sandbox), setsid fails and is not needed.
+_SANDBOX_PYTHON = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+"""The interpreter that runs the launcher inside the sandbox: the installed one, not a
+virtual environment's link to it (a venv under a private folder such as /tmp is not
+mounted in a bubblewrap sandbox; the system's interpreter is). The launcher needs
+only the standard library (``-I -S``)."""
+
 _LAUNCHER = (
     "import fcntl,os,sys,termios\n"
     "try:\n os.setsid()\nexcept OSError:\n pass\n"
@@ -439,7 +445,7 @@ class InteractiveProcess:
         self._stack.callback(self._sink.close, "transcript")
         argv = list(spec.argv)
         if spec.tty:
-            argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
+            argv = [_SANDBOX_PYTHON, "-I", "-S", "-c", _LAUNCHER, *argv]
         launch = self._stack.enter_context(
             prepared_launch(spec.sandbox, argv, spec.policy, cwd=spec.cwd, env=spec.env)
         )

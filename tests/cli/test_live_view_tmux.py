@@ -103,6 +103,8 @@ def test_approval_and_result_show_a_coloured_diff(
 ) -> None:
     (workspace / "notes.md").write_text("old line\nkeep\n")
     model_server.enqueue(
+        # A file is replaced only after this session has read it (edits that cannot clobber).
+        Reply(tool_calls=[("c0", "read", json.dumps({"path": "notes.md"}))]),
         Reply(
             tool_calls=[
                 ("c1", "write", json.dumps({"path": "notes.md", "content": "new line\nkeep\n"}))

@@ -160,7 +160,7 @@ def test_a_locked_store_keeps_the_rows_of_a_step_and_writes_them_later(
         )
 
     read, blocked = anyio.run(step)
-    assert read.outcome is Outcome.OK and "alpha" in read.output
+    assert read.outcome is Outcome.OK and "alpha" in read.output, read.output
     assert blocked.block_kind is BlockKind.UNAVAILABLE
     other.execute("ROLLBACK")
     other.close()
