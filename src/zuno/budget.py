@@ -83,7 +83,7 @@ PRICES_AS_OF = "2025-10"
 """When :data:`BUILTIN_PRICES` were copied from the providers' price lists."""
 
 BUILTIN_PRICES: dict[str, ModelPrice] = {
-    name: ModelPrice(input=i, output=o)
+    name: ModelPrice.model_construct(input=i, output=o)  # literals: no validator built at import
     for name, (i, o) in {
         # OpenAI, standard tier.
         "openai:gpt-5": (1.25, 10.0),
