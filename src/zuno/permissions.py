@@ -168,11 +168,15 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
     A rule written for ``shell`` also holds for ``exec_command`` (and the other way
     round): the same command started on a terminal must not walk around it.
     """
-    if rule.tool != "*" and not fnmatchcase(tool, rule.tool):
-        if tool not in _COMMAND_LINE_TOOLS or not any(
-            fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS
-        ):
-            return False
+    if (
+        rule.tool != "*"
+        and not fnmatchcase(tool, rule.tool)
+        and (
+            tool not in _COMMAND_LINE_TOOLS
+            or not any(fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS)
+        )
+    ):
+        return False
     if rule.pattern in ("*", "**"):
         return True
     if subject is None:

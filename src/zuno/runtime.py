@@ -125,8 +125,9 @@ class Runtime:
             # Each built-in tool is imported and checked when first described or called.
             from zuno.tools import lazy_builtin_tools
 
-            tools = lazy_builtin_tools(self.config)
-        self.registry = Registry(tools)
+            self.registry = Registry(lazy_builtin_tools(self.config))
+        else:
+            self.registry = Registry(tools)
         for tool in self.registry.instances():  # a lazy tool is checked when loaded
             tool.startup_check()
         self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))

@@ -69,7 +69,7 @@ def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str,
     rows: list[dict[str, Any]] = []
     for tool in surface.described():
         decl = tool.declaration.as_dict()
-        row = {
+        row: dict[str, Any] = {
             "name": tool.name,
             "place": place_of(tool.name).value,
             **decl,
