@@ -88,6 +88,7 @@ __all__ = [
     "UncertainOutcome",
     "UnknownAgent",
     "UnknownSession",
+    "installed_version",
     "load_config",
     "open_store",
 ]
@@ -130,6 +131,24 @@ _HOMES: dict[str, str] = {
     "load_config": "zuno.config",
     "open_store": "zuno.store",
 }
+
+
+_VERSION: list[str] = []
+
+
+def installed_version() -> str:
+    """This Zuno's version as installed (``unknown`` when run from a bare source tree).
+
+    importlib.metadata costs more than most imports: it is read once, on first use.
+    """
+    if not _VERSION:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _VERSION.append(version("zuno"))
+        except PackageNotFoundError:
+            _VERSION.append("unknown")
+    return _VERSION[0]
 
 
 def __getattr__(name: str) -> Any:

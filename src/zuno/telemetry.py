@@ -47,6 +47,8 @@ from collections.abc import Callable, Generator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from zuno import installed_version
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
@@ -84,7 +86,7 @@ def _tracer() -> Tracer | None:
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
-    return provider.get_tracer(_SCOPE, _version())
+    return provider.get_tracer(_SCOPE, installed_version())
 
 
 def tracing_enabled() -> bool:
@@ -317,17 +319,3 @@ def export_from_environment() -> Callable[[], None] | None:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     return provider.shutdown
-
-
-_VERSION: list[str] = []
-
-
-def _version() -> str:
-    if not _VERSION:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            _VERSION.append(version("zuno"))
-        except PackageNotFoundError:
-            _VERSION.append("unknown")
-    return _VERSION[0]

@@ -26,6 +26,7 @@ from typing import IO, Any, NoReturn, cast
 import anyio
 import typer
 
+from zuno import installed_version
 from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, resolve_model
 from zuno.agent.providers import Provider, ProviderError, make_provider
 from zuno.budget import Budget, BudgetError
@@ -121,7 +122,7 @@ class HeadlessWriter:
             depth=state.depth,
             parent_call_id=None,
             tools=sorted(state.surface.names),
-            zuno=_version(),
+            zuno=installed_version(),
         )
 
     def watch(self, runtime: Runtime) -> Callable[[], None]:
@@ -194,7 +195,7 @@ class HeadlessWriter:
             depth=int(event.data.get("depth", 0)),
             parent_call_id=record.parent_call_id if record is not None else None,
             tools=None,
-            zuno=_version(),
+            zuno=installed_version(),
         )
 
     def _step_started(self, event: Event) -> None:
@@ -329,19 +330,6 @@ _HANDLERS: dict[str, Callable[[HeadlessWriter, Event], None]] = {
     "approval.decided": HeadlessWriter._approval_answered,  # pyright: ignore[reportPrivateUsage]
     "agent.recovery": HeadlessWriter._recovery,  # pyright: ignore[reportPrivateUsage]
 }
-
-_VERSION: list[str] = []
-
-
-def _version() -> str:
-    if not _VERSION:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            _VERSION.append(version("zuno"))
-        except PackageNotFoundError:
-            _VERSION.append("unknown")
-    return _VERSION[0]
 
 
 # Running ----------------------------------------------------------------------
