@@ -445,7 +445,7 @@ class Dispatcher:
         runtime must not become unusable without git): its row keeps no snapshot,
         so it cannot be undone, and a ``checkpoint.failed`` event says why.
         """
-        if call.declaration.effect is not Effect.SIDE_EFFECTING:
+        if call.declaration.effect is not Effect.SIDE_EFFECTING or not call.tool.changes_workspace:
             return None
         from zuno.checkpoints import CheckpointError, checkpoints_enabled
 

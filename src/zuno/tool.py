@@ -291,6 +291,9 @@ class Tool(ABC, Generic[A]):
     rule_argument: ClassVar[str | None] = None
     """The main argument that ``permission.rules`` patterns match."""
     rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "glob"
+    changes_workspace: ClassVar[bool] = True
+    """False for a side-effecting tool that cannot change workspace files (the plan,
+    todo and goal updates change only the store): no checkpoint is taken before it."""
     writes_files: ClassVar[bool] = False
     """True for the file tools that change files (``write``, ``edit``, ``apply_patch``):
     ``sandbox.mode: read-only`` refuses them in pre-flight, before anyone is asked."""

@@ -246,6 +246,8 @@ def _state(ctx: ToolContext) -> WorkState:
 class _WorkStateTool(Tool[A]):
     """A tool over the calling session's work state."""
 
+    changes_workspace = False  # the state lives in the store, not in files
+
     async def run(self, args: A, ctx: ToolContext) -> ToolResult:
         """Apply the tool to the work state of the calling session."""
         return self.apply(_state(ctx), ctx.session_id, args)
