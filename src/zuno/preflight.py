@@ -199,6 +199,8 @@ class Preflight:
         """
         if call.declaration.effect not in (Effect.SIDE_EFFECTING, Effect.DELEGATING):
             return None
+        if call.tool.checks_state_first:
+            return None
         if not self._rt.config.replay.require_inspection:
             return None
         return inspection_block(self._rt.store, session.session_id)

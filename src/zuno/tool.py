@@ -291,6 +291,10 @@ class Tool(ABC, Generic[A]):
     rule_argument: ClassVar[str | None] = None
     """The main argument that ``permission.rules`` patterns match."""
     rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "glob"
+    checks_state_first: ClassVar[bool] = False
+    """True for a side-effecting tool that itself compares the real state with what it
+    expects before changing anything (``undo``): the inspection rule does not hold it
+    back after a failure, since it is the repair."""
     changes_workspace: ClassVar[bool] = True
     """False for a side-effecting tool that cannot change workspace files (the plan,
     todo and goal updates change only the store): no checkpoint is taken before it."""

@@ -215,6 +215,7 @@ class UndoTool(Tool[UndoArgs]):
     )
     args_model = UndoArgs
     rule_argument: ClassVar[str | None] = "call"
+    checks_state_first: ClassVar[bool] = True  # every restored file is checked against the chain
 
     async def run(self, args: UndoArgs, ctx: ToolContext) -> ToolResult:
         own: str | None = ctx.extra.get("snapshot")
