@@ -247,7 +247,6 @@ class Checkpoints:
         # look is exact.
         self._index_seen: tuple[int, int, int] | None = None
         self._head_seen: str | None = None
-        self._watching = True
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -263,7 +262,7 @@ class Checkpoints:
         )
         try:
             with self._locked():
-                tree, unreadable = self._write_tree()
+                tree, unreadable = self._write_tree(start_watch=True)
                 parent = self._head()
                 args = ["commit-tree", tree, "-m", message]
                 if parent:
@@ -277,10 +276,14 @@ class Checkpoints:
         return Snapshot(commit, unreadable)
 
     def current_tree(self) -> str:
-        """The tree of the workspace as it is now (written to the store, not committed)."""
+        """The tree of the workspace as it is now (written to the store, not committed).
+
+        It uses the folder watch that snapshots started, but starts none (a
+        one-off comparison would pay for watching every folder in vain).
+        """
         try:
             with self._locked():
-                tree, _ = self._write_tree()
+                tree, _ = self._write_tree(start_watch=False)
         except OSError as exc:
             raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
         return tree
@@ -320,7 +323,7 @@ class Checkpoints:
             return None  # what is ignored may have changed anywhere
         return paths
 
-    def _write_tree(self) -> tuple[str, tuple[str, ...]]:
+    def _write_tree(self, *, start_watch: bool) -> tuple[str, tuple[str, ...]]:
         """Bring the private index up to the workspace and write its tree.
 
         ``git status`` finds what changed: it stats each known file (the index
@@ -339,8 +342,9 @@ class Checkpoints:
                 _log.info("checkpoint from watched paths failed (%s); looking at all", exc)
                 paths = None
         if paths is None:
+            start_watch = start_watch or self._watch is not None
             self._forget_watch()
-            if self._watching:
+            if start_watch:
                 # Watch before looking, so a change made during the full look is
                 # reported next time (at worst twice, which is harmless).
                 self._watch = FolderWatch.start(

@@ -66,7 +66,7 @@ def take(cp: Checkpoints, n: int) -> str:
 
 def test_every_kind_of_shell_change_reaches_the_next_snapshot(ws: Path, stores: Path) -> None:
     cp = Checkpoints(stores / "watched", ws)
-    take(cp, 0)
+    commit = take(cp, 0)
     assert cp._watch is not None  # pyright: ignore[reportPrivateUsage]
     scripts = [
         "printf new > a/new.txt",  # create
@@ -171,4 +171,17 @@ def test_a_lost_event_queue_makes_the_next_snapshot_look_at_all(ws: Path, stores
     assert watch.drain() is None
     sh(ws, "printf more >> a/one.txt && mkdir n && printf n > n/n")
     assert tree_of(cp, take(cp, 1)) == full_tree(stores, ws)
+    cp.close()
+
+
+def test_the_store_inside_the_workspace_stays_out(ws: Path) -> None:
+    from zuno.checkpoints import checkpoints_for
+
+    cp = checkpoints_for(ws / ".zuno", ws, also_exclude=[ws / "state.db"])
+    take(cp, 0)
+    sh(ws, "printf db > state.db && printf w > state.db-wal && printf more >> a/one.txt")
+    commit = take(cp, 1)
+    files = cp._git("ls-tree", "-r", "--name-only", commit).split()  # pyright: ignore[reportPrivateUsage]
+    assert "a/one.txt" in files
+    assert not [f for f in files if f.startswith((".zuno", "state.db"))]
     cp.close()
