@@ -9,6 +9,16 @@ Git plumbing runs with that folder as ``GIT_DIR``, the workspace as
 costs a stat of each file (the index and the untracked cache remember the
 rest), not a copy of the tree.
 
+After its first full snapshot, a :class:`Checkpoints` object watches the
+workspace's folders with inotify (:mod:`zuno.workspace_watch`), and the next
+snapshots look only at the paths reported changed (``git status`` limited to
+them, so ignore rules, nested repositories and removed folders are handled as
+in a full look) instead of stat'ing every file. The full look comes back
+whenever an event may have been missed (queue overflow, watch limit, the
+workspace folder removed, a fork, any error), when the index or the chain's
+head was changed by someone else (another process), and when a ``.gitignore``
+changed (what is ignored may have changed anywhere).
+
 What a snapshot holds: every file and symlink of the workspace (content, the
 executable bit, the link text), except folders named ``.git`` (the user's
 repository is never read as content nor written), what ``.gitignore`` files
@@ -42,6 +52,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from zuno.beneath import Beneath, EscapesRoot
+from zuno.workspace_watch import FolderWatch
 
 __all__ = [
     "CHECKPOINTS_ENV",
@@ -230,6 +241,12 @@ class Checkpoints:
         self._lock_path = self.git_dir.with_suffix(".lock")
         self._exclude = [Path(os.path.abspath(p)) for p in exclude]
         self._ready = False
+        self._watch: FolderWatch | None = None
+        # What the index file and the chain's head were after this object's last
+        # snapshot: if either differs, another process wrote them, and only a full
+        # look is exact.
+        self._index_seen: tuple[int, int, int] | None = None
+        self._head_seen: str | None = None
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -245,45 +262,121 @@ class Checkpoints:
         )
         try:
             with self._locked():
-                tree, unreadable = self._write_tree()
+                tree, unreadable = self._write_tree(start_watch=True)
                 parent = self._head()
                 args = ["commit-tree", tree, "-m", message]
                 if parent:
                     args += ["-p", parent]
                 commit = self._git(*args).strip()
                 self._git("update-ref", _HEAD, commit, parent or "")
+                if self._index_seen is not None:
+                    self._head_seen = commit
         except OSError as exc:
             raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
         return Snapshot(commit, unreadable)
 
     def current_tree(self) -> str:
-        """The tree of the workspace as it is now (written to the store, not committed)."""
+        """The tree of the workspace as it is now (written to the store, not committed).
+
+        It uses the folder watch that snapshots started, but starts none (a
+        one-off comparison would pay for watching every folder in vain).
+        """
         try:
             with self._locked():
-                tree, _ = self._write_tree()
+                tree, _ = self._write_tree(start_watch=False)
         except OSError as exc:
             raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
         return tree
 
-    def _write_tree(self) -> tuple[str, tuple[str, ...]]:
+    def close(self) -> None:
+        """Stop watching the workspace (the next snapshot looks at every file)."""
+        self._forget_watch()
+
+    def _forget_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self._index_seen = None
+        self._head_seen = None
+
+    def _index_stamp(self) -> tuple[int, int, int] | None:
+        with contextlib.suppress(OSError):
+            st = os.stat(self.git_dir / "index")
+            return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return None
+
+    def _watched_paths(self) -> list[str] | None:
+        """The paths changed since this object's last snapshot, or None: look at all."""
+        watch = self._watch
+        if watch is None or self._index_seen is None:
+            return None
+        # Whatever happens next, the drained events are gone: until this snapshot
+        # succeeds, the next one must look at everything.
+        index_seen, head_seen = self._index_seen, self._head_seen
+        self._index_seen = None
+        paths = watch.drain()
+        if paths is None:
+            return None
+        if index_seen != self._index_stamp() or head_seen != self._head():
+            return None  # another process wrote the index or the chain
+        if any(PurePosixPath(p).name == ".gitignore" for p in paths):
+            return None  # what is ignored may have changed anywhere
+        return paths
+
+    def _write_tree(self, *, start_watch: bool) -> tuple[str, tuple[str, ...]]:
         """Bring the private index up to the workspace and write its tree.
 
         ``git status`` finds what changed: it stats each known file (the index
         remembers the rest) and, with the untracked cache, reads only the
-        folders whose own stat changed. Only those paths are hashed again.
+        folders whose own stat changed. Only those paths are hashed again. When
+        the folder watch names the changed paths, ``git status`` looks at those
+        alone (no other file is stat'ed).
         """
         self._ensure()
-        status = self._run(
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--ignore-submodules=all",
-        )
-        if status.returncode != 0:
-            raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
-        changed = _changed_paths(status.stdout)
+        paths = self._watched_paths()
+        unreadable: tuple[str, ...] = ()
+        if paths is not None:
+            try:
+                unreadable = self._update_index(paths)
+            except CheckpointError as exc:
+                _log.info("checkpoint from watched paths failed (%s); looking at all", exc)
+                paths = None
+        if paths is None:
+            start_watch = start_watch or self._watch is not None
+            self._forget_watch()
+            if start_watch:
+                # Watch before looking, so a change made during the full look is
+                # reported next time (at worst twice, which is harmless).
+                self._watch = FolderWatch.start(
+                    self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
+                )
+            unreadable = self._update_index(None)
+        tree = self._git("write-tree").strip()
+        # A file left out stays out of the watched paths once reported: look at all
+        # next time, as a full look would name it again.
+        if self._watch is not None and not unreadable:
+            self._index_seen = self._index_stamp()
+            self._head_seen = self._head()
+        return tree, unreadable
+
+    def _update_index(self, paths: list[str] | None) -> tuple[str, ...]:
+        """Stage what changed among ``paths`` (None: anywhere); the unreadable files."""
+        if paths == []:
+            changed: list[str] = []
+        else:
+            status = self._run(
+                *(["--literal-pathspecs"] if paths else []),
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=all",
+                *(["--", *paths] if paths else []),
+            )
+            if status.returncode != 0:
+                raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
+            changed = _changed_paths(status.stdout)
         unreadable: tuple[str, ...] = ()
         if len(changed) > _BULK:
             # Many new paths (the first snapshot): one `add` of the whole tree is far
@@ -311,7 +404,7 @@ class Checkpoints:
                 unreadable = tuple(_unreadable_paths(add.stderr))
                 if add.returncode != 0 and not unreadable:
                     raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
-        return self._git("write-tree").strip(), unreadable
+        return unreadable
 
     # Reading the chain ------------------------------------------------------------
 
