@@ -490,6 +490,12 @@ class Dispatcher:
 
         return checkpoints_of_store(self._rt.store, self._rt.workspace)
 
+    def close(self) -> None:
+        """Stop watching the workspace (the checkpoints' inotify instance), if one started."""
+        checkpoints: Checkpoints | None = self.__dict__.pop("checkpoints", None)
+        if checkpoints is not None:
+            checkpoints.close()
+
     def _finish_cancelled(
         self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall
     ) -> None:

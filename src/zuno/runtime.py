@@ -449,6 +449,7 @@ class Runtime:
         try:
             self.release()
         finally:
+            self.dispatcher.close()
             self.store.close()
 
 

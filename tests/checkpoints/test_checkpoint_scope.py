@@ -7,6 +7,8 @@ pure cost on a hot path, and an undo of it would restore nothing.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,26 @@ async def test_only_calls_that_can_change_files_take_a_checkpoint(
         assert row_of(rt, s, read.call_id).snapshot is None
         assert row_of(rt, s, write.call_id).snapshot is not None
         assert row_of(rt, s, shell.call_id).snapshot is not None
+
+
+def _inotify_fds() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    return count
+
+
+async def test_closing_the_runtime_stops_watching_the_workspace(
+    workspace: Path, tmp_path: Path
+) -> None:
+    before = _inotify_fds()
+    rt = make_runtime(workspace, tmp_path / "z.db")
+    async with rt:
+        s = rt.open_session()
+        for name in ("a.txt", "b.txt"):
+            result = await rt.call(s, "write", {"path": name, "content": "x\n"})
+            assert result.outcome.value == "ok", result.output
+        assert _inotify_fds() == before + 1  # the watch of later snapshots
+    rt.close()
+    assert _inotify_fds() == before
