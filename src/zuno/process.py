@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-__all__ = ["OutputSink", "ProcessResult", "kill_process_tree", "run_process"]
+__all__ = ["OutputSink", "ProcessResult", "kill_process_tree", "proc_stat", "run_process"]
 
 OutputSink = Callable[[bytes], None]
 """Receives each chunk of a stream, in order, as it is read."""
@@ -81,8 +81,8 @@ class ProcessResult:
             return f"signal {self.signal}"
 
 
-def _proc_stat(pid: int) -> tuple[int, int, int] | None:
-    """(ppid, process group, session) of pid, or None when it is gone."""
+def proc_stat(pid: int | str) -> tuple[str, int, int, int] | None:
+    """(state letter, ppid, process group, session) of pid, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
@@ -91,7 +91,7 @@ def _proc_stat(pid: int) -> tuple[int, int, int] | None:
     # The command name may contain spaces and parentheses: split after the last ")".
     fields = raw[raw.rfind(b")") + 2 :].split()
     try:
-        return int(fields[1]), int(fields[2]), int(fields[3])
+        return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3])
     except (IndexError, ValueError):
         return None
 
@@ -102,9 +102,9 @@ def _tree_members(root: int) -> set[int]:
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
-                stat = _proc_stat(int(entry.name))
+                stat = proc_stat(entry.name)
                 if stat is not None:
-                    table[int(entry.name)] = stat
+                    table[int(entry.name)] = stat[1:]
     members = {pid for pid, (_, pgrp, sid) in table.items() if root in (pgrp, sid)}
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():

@@ -87,7 +87,7 @@ from typing import Any
 import anyio
 
 from zuno.output import CappedFile
-from zuno.process import kill_process_tree
+from zuno.process import kill_process_tree, proc_stat
 from zuno.sandbox import Sandbox, SandboxPolicy, prepared_launch
 from zuno.store import Store
 from zuno.workers import runner_settleable, this_worker
@@ -283,16 +283,8 @@ _DEV_TTY = os.makedev(5, 0)
 
 def _stat_of(pid: str) -> tuple[int, int, str] | None:
     """(ppid, process group, state letter) of pid, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[1]), int(fields[2]), fields[0].decode()
-    except (IndexError, ValueError):
-        return None
+    stat = proc_stat(pid)
+    return None if stat is None else (stat[1], stat[2], stat[0])
 
 
 def _tree(root: int) -> dict[str, tuple[int, int, str]]:
