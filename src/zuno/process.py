@@ -34,7 +34,14 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-__all__ = ["OutputSink", "ProcessResult", "kill_process_tree", "proc_stat", "run_process"]
+__all__ = [
+    "OutputSink",
+    "ProcessResult",
+    "kill_process_tree",
+    "proc_stat",
+    "run_process",
+    "signal_label",
+]
 
 OutputSink = Callable[[bytes], None]
 """Receives each chunk of a stream, in order, as it is read."""
@@ -73,12 +80,17 @@ class ProcessResult:
     @property
     def signal_name(self) -> str | None:
         """The signal's name (``SIGKILL``), or None."""
-        if self.signal is None:
-            return None
-        try:
-            return signal.Signals(self.signal).name
-        except ValueError:
-            return f"signal {self.signal}"
+        return signal_label(self.signal)
+
+
+def signal_label(number: int | None) -> str | None:
+    """A signal's name (``SIGKILL``; ``signal 77`` for one Python does not know), or None."""
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def proc_stat(pid: int | str) -> tuple[str, int, int, int] | None:

@@ -67,7 +67,6 @@ import os
 import platform
 import re
 import select
-import signal
 import stat
 import struct
 import subprocess
@@ -87,7 +86,7 @@ from typing import Any
 import anyio
 
 from zuno.output import CappedFile
-from zuno.process import kill_process_tree, proc_stat
+from zuno.process import kill_process_tree, proc_stat, signal_label
 from zuno.sandbox import Sandbox, SandboxPolicy, prepared_launch
 from zuno.store import Store
 from zuno.workers import runner_settleable, this_worker
@@ -698,12 +697,7 @@ class InteractiveProcess:
 
     @property
     def signal_name(self) -> str | None:
-        if self.signal is None:
-            return None
-        try:
-            return signal.Signals(self.signal).name
-        except ValueError:
-            return f"signal {self.signal}"
+        return signal_label(self.signal)
 
     @property
     def seconds(self) -> float:
