@@ -13,7 +13,14 @@ are used when present: a real install has them, an editable one run with
 ``PYTHONDONTWRITEBYTECODE=1`` may not (``python -m compileall -q src`` first).
 ``PYTHONPATH`` is passed on, so ``PYTHONPATH=/other/tree/src`` measures that tree.
 
-Run: .venv/bin/python bench/bench_startup.py [--runs N] [--tty]
+Each ``zuno`` command is measured twice: ``cold`` runs it in its own process
+(``ZUNO_SERVER=off``, as the very first command does) and ``served`` through
+the command server (:mod:`zuno.cmdserver`), started and awaited before the
+rounds begin, in a private run folder, and stopped at the end. For a served
+command the CPU column is the launcher's own: the work is done by the
+server's forked child.
+
+Run: .venv/bin/python bench/bench_startup.py [--runs N] [--tty] [--mode cold|served|both]
 """
 
 from __future__ import annotations
@@ -95,6 +102,22 @@ def _run_once(
     return wall, (usage.ru_utime + usage.ru_stime) * 1000
 
 
+def _server(zuno: str, env: dict[str, str], action: str) -> None:
+    """``start``: start the command server and wait until it answers; ``stop``: stop it."""
+    if action == "stop":
+        subprocess.run([zuno, "server", "stop"], env=env, capture_output=True, check=False)
+        return
+    subprocess.run([zuno, "tools"], env=env, capture_output=True, check=True)
+    for _ in range(600):  # the server imports everything once: seconds on a loaded machine
+        state = subprocess.run(
+            [zuno, "server", "status", "--json"], env=env, capture_output=True, text=True
+        )
+        if '"running": true' in state.stdout:
+            return
+        time.sleep(0.2)
+    raise SystemExit("the command server did not start (see its log in XDG_RUNTIME_DIR/zuno)")
+
+
 def _zuno_home(env: dict[str, str]) -> str:
     """The folder of the zuno package the commands import (PYTHONPATH may name another tree)."""
     found = subprocess.run(
@@ -116,6 +139,22 @@ def _drain(fd: int) -> None:
         pass
 
 
+def _rounds(
+    count: int, runs: list[tuple[str, list[str], dict[str, str]]], workspace: Path
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-clock and CPU milliseconds of every run, the commands interleaved round by round."""
+    walls: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    cpus: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    for round_ in range(count + 1):
+        for name, command, env in runs:
+            tty = TTY_HELP in name
+            wall, cpu = _run_once(command, workspace, env, tty=tty)
+            if round_ > 0:  # the first round warms caches
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    return walls, cpus
+
+
 def main(argv: list[str] | None = None) -> None:
     """Measure and print the table: wall-clock median, min and max, and CPU median, in ms."""
     parser = argparse.ArgumentParser(
@@ -124,6 +163,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=10, help="Runs of each command (default 10).")
     parser.add_argument(
         "--tty", action="store_true", help="Also time `zuno --help` written to a terminal."
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["cold", "served", "both"],
+        default="both",
+        help="cold: ZUNO_SERVER=off; served: through the command server (default both).",
     )
     parser.add_argument(
         "--src",
@@ -156,19 +201,33 @@ def main(argv: list[str] | None = None) -> None:
                 for i, src in enumerate(args.src)
             ]
         )
+        modes = ["cold", "served"] if args.mode == "both" else [args.mode]
         runs: list[tuple[str, list[str], dict[str, str]]] = []
+        servers: list[dict[str, str]] = []
         for label, tree_env in trees:
-            db = scratch / f"zuno{len(runs)}.db"
-            runs += [(label + name, cmd, tree_env) for name, cmd in _commands(db, args.tty)]
-        walls: dict[str, list[float]] = {name: [] for name, _, _ in runs}
-        cpus: dict[str, list[float]] = {name: [] for name, _, _ in runs}
-        for round_ in range(args.runs + 1):
-            for name, command, tree_env in runs:
-                tty = name.endswith(TTY_HELP)
-                wall, cpu = _run_once(command, workspace, tree_env, tty=tty)
-                if round_ > 0:  # the first round warms caches
-                    walls[name].append(wall)
-                    cpus[name].append(cpu)
+            for mode in modes:
+                mode_env = {**tree_env, "ZUNO_SERVER": "off" if mode == "cold" else "on"}
+                if mode == "served":
+                    run_folder = scratch / f"run{len(servers)}"
+                    run_folder.mkdir(mode=0o700)
+                    mode_env["XDG_RUNTIME_DIR"] = str(run_folder)
+                    mode_env["ZUNO_SERVER_IDLE"] = "3600"
+                    servers.append(mode_env)
+                db = scratch / f"zuno{len(runs)}.db"
+                for name, cmd in _commands(db, args.tty):
+                    if name.startswith("python"):
+                        if mode != modes[0]:
+                            continue  # the interpreter alone: once per tree
+                        runs.append((label + name, cmd, mode_env))
+                    else:
+                        runs.append((f"{label}{name} [{mode}]", cmd, mode_env))
+        try:
+            for server_env in servers:
+                _server(str(ZUNO), {**server_env, "PWD": str(workspace)}, "start")
+            walls, cpus = _rounds(args.runs, runs, workspace)
+        finally:
+            for server_env in servers:
+                _server(str(ZUNO), server_env, "stop")
     width = max(len(name) for name in walls)
     print(
         f"Startup, whole process, median of {args.runs} runs (ms); "

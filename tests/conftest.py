@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+# Commands started by tests run in their own process, as without a command server
+# (tests/cli/test_command_server.py tests the server). ZUNO_TEST_SERVER=on runs
+# the whole suite through servers instead.
+os.environ["ZUNO_SERVER"] = os.environ.get("ZUNO_TEST_SERVER", "off")
+
 
 @pytest.fixture
 def anyio_backend() -> str:

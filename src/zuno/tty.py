@@ -21,12 +21,31 @@ from collections.abc import Callable, Sequence
 import anyio
 import anyio.to_thread
 
-__all__ = ["Segments", "ask_line", "on_prompt"]
+__all__ = ["Segments", "ask_line", "on_prompt", "use_terminal"]
 
 Segments = Sequence[tuple[str, str]]
 """Styled text: (text, rich style) pairs; an empty style is plain."""
 
 _listeners: list[Callable[[bool], None]] = []
+
+_terminal: list[int] = []
+
+
+def use_terminal(fd: int) -> None:
+    """Ask on ``fd`` instead of opening ``/dev/tty``.
+
+    A command run by the command server (:mod:`zuno.cmdserver`) has no controlling
+    terminal of its own: it is handed its caller's, already open.
+    """
+    _terminal[:] = [fd]
+
+
+def _open_terminal() -> int:
+    if _terminal:
+        fd = os.dup(_terminal[0])
+        os.set_blocking(fd, False)
+        return fd
+    return os.open("/dev/tty", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
 
 
 def on_prompt(listener: Callable[[bool], None]) -> Callable[[], None]:
@@ -68,7 +87,7 @@ async def _read_fd(fd: int) -> str:
 
 async def _read_line() -> str:
     try:
-        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = _open_terminal()
     except OSError:
         fd = None
     if fd is not None:

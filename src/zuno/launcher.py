@@ -1,0 +1,409 @@
+"""The ``zuno`` command: run a short command through the warm command server.
+
+Starting Python and importing typer, pydantic, asyncio and the runtime takes
+most of a second on a slow machine, every time. So, as Mercurial's ``chg``
+does, a short command (``tools``, ``call``, ``show``, ...) is handed to a
+server process that has imported all of that once and forks a child per
+command (:mod:`zuno.cmdserver`). The child takes this process's descriptors,
+working folder, environment, umask and limits, and runs the ordinary command
+line code; this process forwards signals to it and exits with its status.
+
+This module is the whole client, so it imports almost nothing: ``os``,
+``sys``, ``socket`` and ``signal``. Whenever the server cannot be used (none is
+running yet, it refuses, ``ZUNO_SERVER=off``, a run folder that is not private)
+the command runs here, in this process, exactly as it would without a server.
+When none was running, one is started in the background for the next command.
+
+The wire format (both directions, over a Unix stream socket) is a 4-byte
+big-endian length followed by that many bytes; a request's descriptors ride on
+its first bytes (SCM_RIGHTS). A request is a list of byte strings (see
+:func:`pack`); the server answers ``OK <pid>`` or ``NO <reason>``, then, when
+the command ends, ``EX <status>`` or ``SG <signal>``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# No typing import at run time: it alone costs tens of milliseconds here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "SERVED_COMMANDS",
+    "ServerPlace",
+    "identity",
+    "main",
+    "pack",
+    "server_enabled",
+    "server_key",
+    "server_place",
+    "unpack",
+]
+
+SERVED_COMMANDS = frozenset(
+    {
+        "tools",
+        "call",
+        "batch",
+        "sessions",
+        "show",
+        "doctor",
+        "diff",
+        "undo",
+        "config",
+        "memory",
+        "submit",
+        "server",
+    }
+)
+"""First arguments the server runs. The rest (``run``, ``resume``, ``worker``,
+``mcp``, ``trust``) are long-lived or interactive and start their own process:
+their startup is small next to their run, and they keep a controlling terminal."""
+
+FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
+
+PROTOCOL = b"zuno-cmdserver-1"
+
+# What decides which server a caller may use: the same interpreter, package and
+# locale (the child's standard streams are built with the server's encoding).
+_KEY_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE")
+_NAMESPACES = ("pid", "mnt", "net", "user", "ipc", "uts")
+_FLAGS = (
+    "optimize",
+    "dont_write_bytecode",
+    "no_user_site",
+    "no_site",
+    "ignore_environment",
+    "isolated",
+    "bytes_warning",
+    "dev_mode",
+    "utf8_mode",
+    "warn_default_encoding",
+    "int_max_str_digits",
+)
+
+
+def server_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``ZUNO_SERVER`` allows the command server (it does unless off)."""
+    value = (environ if environ is not None else os.environ).get("ZUNO_SERVER", "")
+    return value.strip().lower() not in {"off", "0", "no", "false"}
+
+
+class ServerPlace:
+    """Where this caller's server lives: the run folder and the files named by its key."""
+
+    def __init__(self, folder: str, key: str) -> None:
+        self.folder = folder
+        self.key = key
+        base = os.path.join(folder, "server-" + key)
+        self.socket = base + ".sock"
+        self.lock = base + ".lock"
+        self.log = base + ".log"
+
+
+def identity() -> list[bytes]:
+    """What must be equal between a caller and its server (and so names the server).
+
+    The module search path counts without the script's own folder, which the
+    console script has first and the server (started with ``-P``) does not.
+    """
+    search_path = sys.path if sys.flags.safe_path else sys.path[1:]
+    parts = [
+        PROTOCOL,
+        os.fsencode(sys.executable),
+        os.fsencode(os.path.dirname(os.path.abspath(__file__))),
+        repr([getattr(sys.flags, name) for name in _FLAGS]).encode(),
+        repr(search_path).encode(),
+    ]
+    for name in sorted(os.environ):
+        if name.startswith("PYTHON") or name in _KEY_VARIABLES:
+            parts.append(os.fsencode(name + "=" + os.environ[name]))
+    for name in _NAMESPACES:
+        try:
+            parts.append(os.fsencode(os.readlink("/proc/self/ns/" + name)))
+        except OSError:
+            parts.append(b"-")
+    try:
+        with open("/proc/self/cgroup", "rb") as cgroup:
+            parts.append(cgroup.read())
+    except OSError:
+        parts.append(b"-")
+    return parts
+
+
+def server_place() -> ServerPlace:
+    """The run folder (``$XDG_RUNTIME_DIR/zuno`` or ``/tmp/zuno-UID``) and this caller's key."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = os.path.join(runtime, "zuno") if runtime else f"/tmp/zuno-{os.getuid()}"
+    return ServerPlace(folder, server_key(b"\0".join(identity())))
+
+
+def server_key(joined_identity: bytes) -> str:
+    """The short name of the server for this identity (collisions are refused by the server)."""
+    import zlib
+
+    return f"{zlib.crc32(joined_identity):08x}{zlib.adler32(joined_identity):08x}"
+
+
+def private_folder(folder: str, *, create: bool) -> str | None:
+    """None when ``folder`` is a real folder of ours that nobody else can enter; else why not."""
+    import stat
+
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        if not create:
+            return "it does not exist"
+        try:
+            os.makedirs(os.path.dirname(folder), exist_ok=True)
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass  # made at the same moment by another zuno: checked below
+        except OSError as error:
+            return f"cannot create it ({error.strerror})"
+        info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder (a symbolic link or a file)"
+    if info.st_uid != os.getuid():
+        return f"it belongs to uid {info.st_uid}"
+    if info.st_mode & 0o077:
+        return f"others may enter it (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def pack(items: Sequence[bytes]) -> bytes:
+    """``items`` as one length-prefixed record (see :func:`unpack`)."""
+    body = b"".join(len(item).to_bytes(4, "big") + item for item in items)
+    return len(items).to_bytes(4, "big") + body
+
+
+def unpack(data: bytes) -> list[bytes]:
+    """The byte strings of a :func:`pack` record. Raises ValueError on a malformed one."""
+    if len(data) < 4:
+        raise ValueError("a truncated record")
+    count, at = int.from_bytes(data[:4], "big"), 4
+    items: list[bytes] = []
+    for _ in range(count):
+        if at + 4 > len(data):
+            raise ValueError("a truncated record")
+        size = int.from_bytes(data[at : at + 4], "big")
+        at += 4
+        if at + size > len(data):
+            raise ValueError("a truncated record")
+        items.append(data[at : at + size])
+        at += size
+    if at != len(data):
+        raise ValueError("trailing bytes after a record")
+    return items
+
+
+def send_frame(sock: socket.socket, payload: bytes, fds: Sequence[int] = ()) -> None:
+    """One frame: the length, then the payload; descriptors ride on its first bytes."""
+    import socket as socket_module
+
+    data = len(payload).to_bytes(4, "big") + payload
+    if fds:
+        import array
+
+        ancillary = [
+            (
+                socket_module.SOL_SOCKET,
+                socket_module.SCM_RIGHTS,
+                array.array("i", fds).tobytes(),
+            )
+        ]
+        sent = sock.sendmsg([data], ancillary)
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+def receive_frame(sock: socket.socket, limit: int = 1 << 24) -> bytes | None:
+    """The payload of the next frame, or None at the end of the stream."""
+    header = _receive_exactly(sock, 4)
+    if header is None:
+        return None
+    size = int.from_bytes(header, "big")
+    if size > limit:
+        raise ValueError(f"a frame of {size} bytes (at most {limit})")
+    return _receive_exactly(sock, size)
+
+
+def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks: list[bytes] = []
+    left = size
+    while left:
+        chunk = sock.recv(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _request(argv: list[str], tty: bool) -> bytes:
+    import resource
+
+    limits: list[bytes] = []
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            soft, hard = resource.getrlimit(getattr(resource, name))
+            limits.append(f"{name}={soft}:{hard}".encode())
+    umask = os.umask(0)
+    os.umask(umask)
+    environ = [key + b"=" + value for key, value in os.environb.items()]
+    return pack(
+        [
+            PROTOCOL,
+            b"run",
+            b"\0".join(identity()),
+            os.fsencode(os.getcwd()),
+            str(umask).encode(),
+            b"tty" if tty else b"-",
+            pack([os.fsencode(arg) for arg in argv]),
+            pack(environ),
+            pack(limits),
+        ]
+    )
+
+
+def _terminal() -> int | None:
+    """This process's controlling terminal, when it is in the terminal's foreground.
+
+    A command in the background must not read the terminal: without a server, the
+    kernel would stop it (SIGTTIN); the server's child has no controlling terminal,
+    so it is not given one at all.
+    """
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.tcgetpgrp(fd) == os.getpgrp():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+_START = -1
+"""What :func:`_serve` returns when no server answered and one should be started."""
+
+
+def _serve(place: ServerPlace, argv: list[str]) -> int | None:
+    """Run argv through the server: its exit status; None (or ``_START``) to run it here."""
+    import contextlib
+    import signal
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(place.socket)
+    except OSError:
+        sock.close()
+        return _START  # none listening (or a dead one's socket): start one
+    terminal = _terminal()
+    try:
+        fds = [0, 1, 2] if terminal is None else [0, 1, 2, terminal]
+        try:
+            for fd in (0, 1, 2):
+                os.fstat(fd)
+        except OSError:
+            return None  # a closed standard descriptor: nothing to hand over
+        send_frame(sock, _request(argv, terminal is not None), fds)
+    except OSError:
+        sock.close()
+        return None
+    finally:
+        if terminal is not None:
+            os.close(terminal)
+    try:
+        answer = receive_frame(sock)
+    except (OSError, ValueError):
+        answer = None
+    if answer is None or not answer.startswith(b"OK "):
+        sock.close()
+        # A stale server removes its socket and ends: the next one starts now.
+        return None if os.path.exists(place.socket) else _START
+    child = int(answer[3:])
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):  # it has just ended
+            os.kill(child, signum)
+
+    def stop(signum: int, _frame: object) -> None:
+        forward(signum, _frame)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    for name in FORWARDED_SIGNALS:
+        signal.signal(getattr(signal, name), forward)
+    signal.signal(signal.SIGTSTP, stop)
+    signal.signal(signal.SIGCONT, forward)
+    try:
+        status = receive_frame(sock)
+    except (OSError, ValueError):
+        status = None
+    if status is None:
+        sys.stderr.write("zuno: the command server ended before the command did\n")
+        return 255
+    if status.startswith(b"SG "):
+        signum = int(status[3:])
+        signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+        return 128 + signum  # a signal whose default is not to end (it was caught)
+    return int(status[3:])
+
+
+def _start_server(place: ServerPlace) -> None:
+    """Start a server in the background: its own session, no descriptors of ours."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.posix_spawn(
+            sys.executable,
+            # -P: no folder of the caller's (a repository) goes on the server's path.
+            [sys.executable, "-P", "-m", "zuno.cmdserver", place.folder, place.key],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, null, 0),
+                (os.POSIX_SPAWN_DUP2, null, 1),
+                (os.POSIX_SPAWN_DUP2, null, 2),
+            ],
+            setsid=True,
+        )
+    except OSError:
+        pass  # no server this time: the command still runs here
+    finally:
+        os.close(null)
+
+
+def _wanted(argv: list[str]) -> bool:
+    rest = argv[1:]
+    if not rest:
+        return True
+    first = rest[0]
+    return first in SERVED_COMMANDS or first in {"--help", "-h"}
+
+
+def main() -> None:
+    """Entry point of the ``zuno`` console script."""
+    argv = list(sys.argv)
+    if server_enabled() and _wanted(argv):
+        place = server_place()
+        problem = private_folder(place.folder, create=True)
+        if problem is not None:
+            sys.stderr.write(f"zuno: command server not used: {place.folder}: {problem}\n")
+        else:
+            status = _serve(place, argv)
+            if status == _START:
+                _start_server(place)
+            elif status is not None:
+                os._exit(status)
+    from zuno.cli.app import main as cli_main
+
+    cli_main()
