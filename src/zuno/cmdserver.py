@@ -356,6 +356,10 @@ class _Server:
         self._fork(conn, request)
 
     def _refusal(self, request: _Request) -> str | None:
+        import threading
+
+        if threading.active_count() > 1:
+            return "the server runs a thread: forking it would not be safe"
         if request.identity != self.identity:
             return "another interpreter, search path, locale, namespace or cgroup"
         if self.fingerprint.changed():

@@ -54,6 +54,9 @@ def diagnose(workspace: Path, db: Path | None = None) -> dict[str, Any]:
     if sandbox is not None:
         report["sandbox"] = sandbox
         ok = ok and bool(sandbox.get("ok", True))
+    from zuno.launcher import server_state
+
+    report["command_server"] = server_state()
     report["ok"] = ok
     return report
 
@@ -156,6 +159,16 @@ def _sandbox(config: Any) -> dict[str, Any] | None:
     return report.as_dict()
 
 
+def _server_line(server: dict[str, Any]) -> str:
+    if not server.get("enabled"):
+        return "off (ZUNO_SERVER)"
+    if server.get("problem"):
+        return f"NOT USED: {server['folder']}: {server['problem']}"
+    if server.get("running"):
+        return f"running, pid {server['pid']}, {server['served']} command(s) served"
+    return "not running (the next short command starts it)"
+
+
 def report_lines(report: dict[str, Any]) -> list[str]:
     """The report as a person reads it, one finding a line (``--json`` has every field)."""
     rg = report.get("rg", {})
@@ -212,5 +225,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         for backend in sandbox.get("backends", []):
             state = "available" if backend.get("available") else "unavailable"
             lines.append(f"             {backend['name']}: {state} ({backend.get('detail')})")
+    server = report.get("command_server")
+    if server:
+        lines.append(f"server:      {_server_line(server)}")
     lines.append("ok" if report.get("ok") else "NOT OK: see the lines above")
     return lines

@@ -31,16 +31,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
     from collections.abc import Mapping, Sequence
+    from typing import Any
 
 __all__ = [
     "SERVED_COMMANDS",
     "ServerPlace",
+    "ask_server",
     "identity",
     "main",
     "pack",
     "server_enabled",
     "server_key",
     "server_place",
+    "server_state",
     "unpack",
 ]
 
@@ -159,8 +162,7 @@ def private_folder(folder: str, *, create: bool) -> str | None:
         if not create:
             return "it does not exist"
         try:
-            os.makedirs(os.path.dirname(folder), exist_ok=True)
-            os.mkdir(folder, 0o700)
+            os.mkdir(folder, 0o700)  # in /tmp or XDG_RUNTIME_DIR; neither is made here
         except FileExistsError:
             pass  # made at the same moment by another zuno: checked below
         except OSError as error:
@@ -245,6 +247,52 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def ask_server(kind: bytes) -> bytes | None:
+    """Send a control request (``status`` or ``stop``) to this caller's server: its answer."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10.0)
+    try:
+        sock.connect(server_place().socket)
+        send_frame(sock, pack([PROTOCOL, kind]))
+        return receive_frame(sock)
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+
+
+def server_state() -> dict[str, Any]:
+    """What ``zuno server status --json`` and ``zuno doctor`` report of this caller's server."""
+    import json
+
+    place = server_place()
+    state: dict[str, Any] = {
+        "enabled": server_enabled(),
+        "running": False,
+        "pid": None,
+        "socket": place.socket,
+        "folder": place.folder,
+        "problem": private_folder(place.folder, create=False),
+        "served": 0,
+        "started": None,
+        "idle_exit": None,
+    }
+    if state["problem"] == "it does not exist":
+        state["problem"] = None  # made by the first command that uses a server
+    answer = ask_server(b"status") if state["problem"] is None else None
+    try:
+        told = json.loads(answer) if answer is not None else None
+    except ValueError:
+        told = None
+    if isinstance(told, dict):
+        state["running"] = True
+        for name in ("pid", "served", "started", "idle_exit"):
+            state[name] = told.get(name)  # pyright: ignore[reportUnknownMemberType]
+    return state
+
+
 def _request(argv: list[str], tty: bool) -> bytes:
     import resource
 
@@ -304,9 +352,14 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(place.socket)
+        # The folder is private, so only we can listen there; and the server must be us.
+        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     except OSError:
         sock.close()
         return _START  # none listening (or a dead one's socket): start one
+    if int.from_bytes(credentials[4:8], sys.byteorder) != os.getuid():
+        sock.close()
+        return None
     terminal = _terminal()
     try:
         fds = [0, 1, 2] if terminal is None else [0, 1, 2, terminal]
