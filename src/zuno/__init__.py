@@ -22,10 +22,12 @@ never lets them escape.
 # parses the command line. Type checkers see ordinary imports.
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# Not even typing at run time: the ``zuno`` launcher (zuno.launcher) imports this
+# package first and hands most commands to a server within a few milliseconds.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from zuno.config import AgentSettings, Config, ConfigError, PermissionRule, load_config
     from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
     from zuno.dispatch import CallRequest, CallResult
@@ -156,6 +158,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'zuno' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value  # later lookups skip this hook
     return value

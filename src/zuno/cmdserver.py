@@ -50,7 +50,7 @@ from zuno.launcher import (
     unpack,
 )
 
-__all__ = ["serve"]
+__all__ = ["parse_request", "serve"]
 
 _DEFAULT_IDLE = 600.0
 _MAX_REQUEST = 1 << 22  # a request: argv and environment, far below this
@@ -344,9 +344,7 @@ class _Server:
             self.log.write("stop requested")
             self._stop_listening()
             return
-        if kind != b"run" or len(fields) != 9:
-            raise ValueError("an unknown request")
-        request = _Request(fields, fds)
+        request = parse_request(fields, fds)
         problem = self._refusal(request)
         if problem is not None:
             self.log.write(f"refused: {problem}")
@@ -472,6 +470,13 @@ class _Request:
         self.fds = fds
         if not self.argv:
             raise ValueError("an empty argv")
+
+
+def parse_request(fields: list[bytes], fds: list[int]) -> _Request:
+    """A ``run`` request from its fields. Raises ValueError on anything malformed."""
+    if len(fields) != 9 or fields[0] != PROTOCOL or fields[1] != b"run":
+        raise ValueError("not a zuno command server run request")
+    return _Request(fields, fds)
 
 
 def _receive_request(conn: socket.socket) -> tuple[bytes, list[int]]:
