@@ -44,6 +44,7 @@ from zuno.launcher import (
     PROTOCOL,
     ServerPlace,
     identity,
+    may_inspect,
     private_folder,
     send_frame,
     server_key,
@@ -324,9 +325,14 @@ class _Server:
         import struct
 
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
+        pid, uid, _gid = struct.unpack("3i", creds)
         if uid != os.getuid():
             self.log.write(f"refused: uid {uid} is not the server's")
+            return False
+        if not may_inspect(pid):
+            # The caller is less confined than the server (another Landlock domain,
+            # more capabilities): its command must not run with the server's limits.
+            self.log.write(f"refused: pid {pid} is not confined as the server is")
             return False
         return True
 
@@ -442,6 +448,9 @@ class _Server:
         for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in request.ignored:  # as the caller had them (nohup, a background job)
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, signal.SIG_IGN)
         _take_caller(request)
         _watch_caller(conn)
         _run_command(request.argv)
@@ -467,6 +476,7 @@ class _Request:
             name, _, values = item.decode().partition("=")
             soft, _, hard = values.partition(":")
             self.limits[name] = (int(soft), int(hard))
+        self.ignored = [int(signum) for signum in unpack(fields[9])]
         self.fds = fds
         if not self.argv:
             raise ValueError("an empty argv")
@@ -474,7 +484,7 @@ class _Request:
 
 def parse_request(fields: list[bytes], fds: list[int]) -> _Request:
     """A ``run`` request from its fields. Raises ValueError on anything malformed."""
-    if len(fields) != 9 or fields[0] != PROTOCOL or fields[1] != b"run":
+    if len(fields) != 10 or fields[0] != PROTOCOL or fields[1] != b"run":
         raise ValueError("not a zuno command server run request")
     return _Request(fields, fds)
 

@@ -39,6 +39,7 @@ __all__ = [
     "ask_server",
     "identity",
     "main",
+    "may_inspect",
     "pack",
     "server_enabled",
     "server_key",
@@ -75,6 +76,21 @@ PROTOCOL = b"zuno-cmdserver-1"
 # locale (the child's standard streams are built with the server's encoding).
 _KEY_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE")
 _NAMESPACES = ("pid", "mnt", "net", "user", "ipc", "uts")
+_STATUS_FIELDS = frozenset(
+    {
+        b"Uid",
+        b"Gid",
+        b"Groups",
+        b"CapInh",
+        b"CapPrm",
+        b"CapEff",
+        b"CapBnd",
+        b"CapAmb",
+        b"NoNewPrivs",
+        b"Seccomp",
+        b"Seccomp_filters",
+    }
+)
 _FLAGS = (
     "optimize",
     "dont_write_bytecode",
@@ -130,12 +146,24 @@ def identity() -> list[bytes]:
             parts.append(os.fsencode(os.readlink("/proc/self/ns/" + name)))
         except OSError:
             parts.append(b"-")
-    try:
-        with open("/proc/self/cgroup", "rb") as cgroup:
-            parts.append(cgroup.read())
-    except OSError:
-        parts.append(b"-")
+    for path in ("/proc/self/cgroup", "/proc/self/oom_score_adj", "/proc/self/attr/current"):
+        parts.append(_read(path))
+    # Who the process is and what confines it: credentials, capabilities, seccomp.
+    for line in _read("/proc/self/status").splitlines():
+        if line.split(b":", 1)[0] in _STATUS_FIELDS:
+            parts.append(line)
+    parts.append(
+        repr((sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0))).encode()
+    )
     return parts
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return b"-"
 
 
 def server_place() -> ServerPlace:
@@ -301,6 +329,13 @@ def _request(argv: list[str], tty: bool) -> bytes:
         if name.startswith("RLIMIT_"):
             soft, hard = resource.getrlimit(getattr(resource, name))
             limits.append(f"{name}={soft}:{hard}".encode())
+    import signal
+
+    ignored = [
+        str(int(sig)).encode()
+        for sig in _forwarded(signal)
+        if signal.getsignal(sig) == signal.SIG_IGN
+    ]
     umask = os.umask(0)
     os.umask(umask)
     environ = [key + b"=" + value for key, value in os.environb.items()]
@@ -315,8 +350,28 @@ def _request(argv: list[str], tty: bool) -> bytes:
             pack([os.fsencode(arg) for arg in argv]),
             pack(environ),
             pack(limits),
+            pack(ignored),
         ]
     )
+
+
+def may_inspect(pid: int) -> bool:
+    """Whether the kernel lets this process read ``pid``'s environment (a ptrace read check).
+
+    It does only when this process is not more confined than ``pid``: the same
+    user, at least its capabilities, and a Landlock domain (or LSM label) that
+    contains it. A confined caller is never served by a less confined server,
+    and a server never runs a command with less confinement than its caller's.
+    """
+    try:
+        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+_may_inspect = may_inspect
 
 
 def _terminal() -> int | None:
@@ -345,8 +400,6 @@ _START = -1
 
 def _serve(place: ServerPlace, argv: list[str]) -> int | None:
     """Run argv through the server: its exit status; None (or ``_START``) to run it here."""
-    import contextlib
-    import signal
     import socket
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -357,7 +410,10 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
     except OSError:
         sock.close()
         return _START  # none listening (or a dead one's socket): start one
-    if int.from_bytes(credentials[4:8], sys.byteorder) != os.getuid():
+    server_pid = int.from_bytes(credentials[:4], sys.byteorder)
+    if int.from_bytes(credentials[4:8], sys.byteorder) != os.getuid() or not _may_inspect(
+        server_pid
+    ):
         sock.close()
         return None
     terminal = _terminal()
@@ -383,7 +439,13 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
         sock.close()
         # A stale server removes its socket and ends: the next one starts now.
         return None if os.path.exists(place.socket) else _START
-    child = int(answer[3:])
+    return _follow(sock, int(answer[3:]))
+
+
+def _follow(sock: socket.socket, child: int) -> int:
+    """Pass signals on to the served child until it ends: its status as ours."""
+    import contextlib
+    import signal
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(OSError):  # it has just ended
@@ -393,8 +455,9 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
         forward(signum, _frame)
         os.kill(os.getpid(), signal.SIGSTOP)
 
-    for name in FORWARDED_SIGNALS:
-        signal.signal(getattr(signal, name), forward)
+    for signum in _forwarded(signal):
+        if signal.getsignal(signum) != signal.SIG_IGN:  # ignored by the child too
+            signal.signal(signum, forward)
     signal.signal(signal.SIGTSTP, stop)
     signal.signal(signal.SIGCONT, forward)
     try:
@@ -411,6 +474,10 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
         os.kill(os.getpid(), signum)
         return 128 + signum  # a signal whose default is not to end (it was caught)
     return int(status[3:])
+
+
+def _forwarded(signal: Any) -> list[int]:
+    return [getattr(signal, name) for name in FORWARDED_SIGNALS]
 
 
 def _start_server(place: ServerPlace) -> None:
