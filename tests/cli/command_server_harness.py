@@ -12,9 +12,11 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -113,12 +115,19 @@ class World:
     """A private run folder, home and workspace; ``zuno`` runs with ``ZUNO_SERVER=on``."""
 
     def __init__(
-        self, root: Path, *, idle: float = 120.0, extra: Mapping[str, str] | None = None
+        self,
+        root: Path,
+        *,
+        idle: float = 120.0,
+        extra: Mapping[str, str] | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self.run_dir = root / "run"
-        self.run_dir.mkdir(mode=0o700)
+        # A socket's path holds at most 107 bytes: the run folder is short unless asked.
+        self.own_run_dir = run_dir is None
+        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="zs-", dir="/tmp"))
+        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)
         self.folder = self.run_dir / "zuno"
         self.home = root / "home"
@@ -201,12 +210,20 @@ class World:
         if state["running"]:
             return state
         self.zuno("tools", env=env)  # with none running, this starts one in the background
-        return wait_for(
-            lambda: (s := self.status(env))["running"] and s,
-            "the command server to start",
-            timeout,
-            0.3,
-        )
+        try:
+            return wait_for(
+                lambda: (s := self.status(env))["running"] and s,
+                "the command server to start",
+                timeout,
+                0.3,
+            )
+        except AssertionError as error:
+            last = self.zuno("server", "status", "--json", env=env)
+            raise AssertionError(
+                f"{error}; last status {last.stdout!r} {last.stderr!r}; "
+                f"servers {self.server_processes()}; run folder {self.files()}; "
+                f"log:\n{self.log_text()}"
+            ) from None
 
     def served(self) -> list[Served]:
         """Every ``served`` line of every server log of this world, but ``zuno server ...``."""
@@ -227,6 +244,10 @@ class World:
                         )
                     )
         return lines
+
+    def files(self) -> list[str] | None:
+        """The names in the run folder (None when there is none)."""
+        return sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else None
 
     def log_text(self) -> str:
         """All server logs of this world, for failure messages."""
@@ -249,3 +270,5 @@ class World:
             if alive(pid):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+        if self.own_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -277,6 +277,64 @@ def test_resource_limits_are_the_callers(
     assert normalise(outputs["served"]) == normalise(outputs["cold"])
 
 
+def _low_files() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512))
+
+
+def test_server_started_with_low_limits_never_lowers_a_caller(own_world: World) -> None:
+    """The server has the limits of the command that started it; a caller keeps its own."""
+    w = own_world
+    started = w.zuno("tools", preexec_fn=_low_files)
+    assert started.returncode == 0, started.stderr.decode()
+    wait_for(lambda: list(w.folder.glob("*.sock")), "the server to listen", 90)
+    server = w.status()["pid"]
+    assert (
+        "Max open files            256                  512"
+        in Path(f"/proc/{server}/limits").read_text()
+    )
+    args = ("call", "shell", '{"command": "ulimit -Sn; ulimit -Hn"}', "--yes", "--new-session")
+    cold = w.cold(*args)
+    proc = w.zuno(*args)
+    assert proc.returncode == cold.returncode == 0, proc.stderr.decode()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert f"{soft}\n{hard}\n".encode() in cold.stdout
+    assert normalise(proc.stdout) == normalise(cold.stdout), w.log_text()
+
+
+def test_variable_read_at_import_that_differs_is_not_served(world: World, tmp_path: Path) -> None:
+    home = tmp_path / "another-home"
+    home.mkdir()
+    args = ("call", "read", '{"path": "a.txt"}')
+    cold = world.cold(*args, env={"HOME": str(home)})
+    before = len(world.served())
+    proc = world.zuno(*args, env={"HOME": str(home)})
+    assert proc.returncode == cold.returncode == 0, proc.stderr.decode()
+    assert normalise(proc.stdout) == normalise(cold.stdout)
+    assert normalise(proc.stderr) == normalise(cold.stderr)
+    assert len(world.served()) == before, world.log_text()
+
+
+def test_closed_stdin_is_not_handed_over(world: World) -> None:
+    """Descriptor 0 closed: a command reading stdin must see it closed, never hang."""
+    args = ("call", "read", "-")
+    results = {}
+    for side in ("cold", "served"):
+        try:
+            results[side] = subprocess.run(
+                [ZUNO, *args],
+                cwd=world.ws,
+                env={**world.env, "ZUNO_SERVER": "on" if side == "served" else "off"},
+                capture_output=True,
+                preexec_fn=lambda: os.close(0),
+                timeout=60,
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{side}: zuno call read - with stdin closed never ended"
+            ) from None
+    assert results["served"].returncode == results["cold"].returncode
+
+
 # -- 3. signals --------------------------------------------------------------------------------
 
 
@@ -395,14 +453,19 @@ def test_sigkill_of_launcher_kills_child_and_command(world: World, tmp_path: Pat
 # -- 4. stale code -------------------------------------------------------------------------------
 
 
-def test_changed_code_is_never_served(tmp_path: Path) -> None:
+def _copied_world(tmp_path: Path) -> tuple[World, Path]:
+    """A world whose ``zuno`` package is a copy of src (PYTHONPATH), free to change."""
     copy = tmp_path / "src"
     shutil.copytree(
         Path(__file__).resolve().parents[2] / "src",
         copy,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    w = World(tmp_path / "stale", extra={"PYTHONPATH": str(copy)})
+    return World(tmp_path / "world", extra={"PYTHONPATH": str(copy)}), copy
+
+
+def test_changed_code_is_never_served(tmp_path: Path) -> None:
+    w, copy = _copied_world(tmp_path)
     try:
         first = w.wait_up()
         before = len(w.served())
@@ -412,8 +475,9 @@ def test_changed_code_is_never_served(tmp_path: Path) -> None:
 
         # The same size, a new mtime: what an editor does.
         search = copy / "zuno" / "tools" / "search.py"
+        text = search.read_text()
         search.write_text(
-            search.read_text().replace("Find files by name pattern.", "Find files by NAME pattern.")
+            text.replace("Find files by name pattern.", "Find files by NAME pattern.")
         )
         proc = w.zuno("tools")
         assert proc.returncode == 0, proc.stderr.decode()
@@ -430,9 +494,63 @@ def test_changed_code_is_never_served(tmp_path: Path) -> None:
         (copy / "zuno_extra_module.py").write_text("X = 1\n")
         proc = w.zuno("tools")
         assert proc.returncode == 0, proc.stderr.decode()
-        wait_for(
-            lambda: not alive(second["pid"]), "the server to notice the search path changed", 30
+        wait_for(lambda: not alive(second["pid"]), "the server to see the search path change", 30)
+    finally:
+        w.stop()
+
+
+def test_compiled_bytecode_does_not_make_the_server_stale(tmp_path: Path) -> None:
+    """Python writing a .pyc (another process importing a module) changes no code."""
+    w, copy = _copied_world(tmp_path)
+    try:
+        first = w.wait_up()
+        uncompiled = sorted(
+            ".".join(py.relative_to(copy).with_suffix("").parts)
+            for py in (copy / "zuno").rglob("*.py")
+            if not py.name.startswith("_")
+            and not list((py.parent / "__pycache__").glob(py.stem + ".*.pyc"))
         )
+        imported = None
+        for module in uncompiled[:5]:
+            imported = subprocess.run(
+                [_python(), "-c", f"import {module}"],
+                env=w.env,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=120,
+            )
+            if imported.returncode == 0:
+                break
+        if imported is None or imported.returncode != 0:
+            pytest.skip(f"no module left to compile that imports on its own: {uncompiled[:5]}")
+        before = len(w.served())
+        proc = w.zuno("tools")
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert w.status()["pid"] == first["pid"], w.log_text()
+        _assert_served_once(w, before, ("tools",), proc)
+    finally:
+        w.stop()
+
+
+def test_long_run_folder_path_still_gets_a_server(tmp_path: Path) -> None:
+    """XDG_RUNTIME_DIR deep enough that the socket's path is over 107 bytes."""
+    run = tmp_path / ("r" * 50) / ("u" * 50)
+    w = World(tmp_path / "long", run_dir=run)
+    try:
+        assert len(os.fsencode(w.folder / "server-0123456789abcdef.sock")) > 107
+        proc = w.zuno("tools")
+        assert proc.returncode == 0, proc.stderr.decode()
+        # The server that command started in the background listens, or has ended.
+        wait_for(
+            lambda: list(w.folder.glob("*.sock")) or not w.server_processes(),
+            "the background server to listen or end",
+            90,
+        )
+        assert list(w.folder.glob("*.sock")), f"no server could listen: {w.files()} {w.log_text()}"
+        w.wait_up(timeout=30)
+        before = len(w.served())
+        proc = w.zuno("tools")
+        _assert_served_once(w, before, ("tools",), proc)
     finally:
         w.stop()
 
