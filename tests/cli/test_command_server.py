@@ -206,7 +206,7 @@ def test_environment_of_each_call_names_its_store(world: World, tmp_path: Path) 
         assert not [a for _, a in _calls(world.db) if one in a or two in a]
 
 
-@pytest.mark.parametrize("mask", [0o077, 0o022, 0o002])
+@pytest.mark.parametrize("mask", [0o077, 0o022, 0o002], ids=["077", "022", "002"])
 def test_written_file_mode_follows_callers_umask(world: World, tmp_path: Path, mask: int) -> None:
     modes = {}
     for side in ("cold", "served"):
@@ -333,6 +333,62 @@ def test_closed_stdin_is_not_handed_over(world: World) -> None:
                 f"{side}: zuno call read - with stdin closed never ended"
             ) from None
     assert results["served"].returncode == results["cold"].returncode
+
+
+_WORLD_COMMAND = (
+    "pwd; umask; ulimit -Sn; ulimit -Hn; ls /proc/self/fd; env | grep -v ^ZUNO_SERVER= | sort"
+)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077], ids=["022", "077"])
+def test_command_sees_the_same_world_served(world: World, mask: int) -> None:
+    """Folder, umask, limits, descriptors and environment of the command, cold and served."""
+    args = ("call", "shell", json.dumps({"command": _WORLD_COMMAND}), "--yes", "--new-session")
+    cold = world.cold(*args, umask=mask)
+    before = len(world.served())
+    proc = world.zuno(*args, umask=mask)
+    assert proc.returncode == cold.returncode == 0, proc.stderr.decode()
+    _assert_served_once(world, before, args, proc)
+    assert normalise(proc.stdout) == normalise(cold.stdout)
+    assert f"{mask:04o}".encode() in proc.stdout
+
+
+def test_concurrent_callers_each_get_their_own_output(world: World, tmp_path: Path) -> None:
+    procs = []
+    before = len(world.served())
+    for n in range(4):
+        ws = _workspace(tmp_path / f"ws{n}")
+        (ws / "own.txt").write_text("".join(f"caller-{n}-line-{i}\n" for i in range(1500)))
+        procs.append(
+            subprocess.Popen(
+                [ZUNO, "call", "read", '{"path": "own.txt"}'],
+                cwd=ws,
+                env=world.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for n, (proc, (out, err)) in enumerate(zip(procs, outputs, strict=True)):
+        assert proc.returncode == 0, err.decode()
+        assert out.count(f"caller-{n}-line-".encode()) == 1500
+        assert b"caller-" not in out.replace(f"caller-{n}-".encode(), b"")
+    new = world.served()[before:]
+    assert sorted((s.argv, s.status) for s in new) == [("call read", 0)] * 4, world.log_text()
+
+
+def test_big_environment_is_handed_over_whole(world: World, tmp_path: Path) -> None:
+    """A request far larger than one socket read (about 1 MB of environment)."""
+    ws = _workspace(tmp_path / "ws")
+    big = {f"ZUNO_TEST_BIG_{n}": uuid.uuid4().hex * 3000 for n in range(10)}
+    args = ("call", "shell", '{"command": "env | grep -v ^ZUNO_SERVER= | sort | md5sum"}', "--yes")
+    cold = world.cold(*args, cwd=ws, env=big)
+    before = len(world.served())
+    proc = world.zuno(*args, cwd=ws, env=big)
+    assert proc.returncode == cold.returncode == 0, proc.stderr.decode()
+    assert normalise(proc.stdout) == normalise(cold.stdout)
+    _assert_served_once(world, before, args, proc)
 
 
 # -- 3. signals --------------------------------------------------------------------------------
