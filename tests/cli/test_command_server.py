@@ -326,7 +326,7 @@ def test_closed_stdin_is_not_handed_over(world: World) -> None:
                 env={**world.env, "ZUNO_SERVER": "on" if side == "served" else "off"},
                 capture_output=True,
                 preexec_fn=lambda: os.close(0),
-                timeout=60,
+                timeout=30,
             )
         except subprocess.TimeoutExpired:
             raise AssertionError(
@@ -845,6 +845,21 @@ def test_status_shape_and_stop(own_world: World) -> None:
     assert after["running"] is False and after["pid"] is None
     assert isinstance(after["socket"], str) and isinstance(after["served"], int)
     assert isinstance(after["idle_exit"], float), after
+
+
+def test_server_stop_reports_only_once_the_server_ended(own_world: World) -> None:
+    """``zuno server stop`` must not be a command the stopping server waits for."""
+    w = own_world
+    pid = w.wait_up()["pid"]
+    proc = w.zuno("server", "stop")
+    assert proc.returncode == 0, proc.stderr.decode()
+    _wait_dead(pid)
+    lines = w.log_text().splitlines()
+    ended = [i for i, line in enumerate(lines) if f"exit pid={pid} " in line]
+    stop_ran = [i for i, line in enumerate(lines) if line.endswith("argv=server stop")]
+    assert ended, w.log_text()
+    # A served stop that ended before its server did waited for itself, then said "stopped".
+    assert all(i > ended[0] for i in stop_ran), w.log_text()
 
 
 def test_server_stop_with_none_running_leaves_none_running(own_world: World) -> None:
