@@ -825,6 +825,16 @@ def test_long_lived_commands_run_in_their_own_process(world: World, command: str
 # -- 8. status, stop, idle ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("value", ["off", "0", "no", "FALSE"])
+def test_server_off_never_starts_one(own_world: World, value: str) -> None:
+    w = own_world
+    for args in (("tools",), ("call", "read", '{"path": "a.txt"}')):
+        proc = w.zuno(*args, env={"ZUNO_SERVER": value})
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert w.server_processes() == []
+    assert not w.folder.exists()
+
+
 def test_status_shape_and_stop(own_world: World) -> None:
     w = own_world
     state = w.wait_up()
