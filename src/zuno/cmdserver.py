@@ -44,16 +44,19 @@ from zuno.launcher import (
     PROTOCOL,
     ServerPlace,
     identity,
+    idle_seconds,
     may_inspect,
     private_folder,
+    process_identity,
     send_frame,
     server_key,
+    socket_address,
     unpack,
 )
 
 __all__ = ["parse_request", "serve"]
 
-_DEFAULT_IDLE = 600.0
+_REFUSED_IN_CHILD = 199  # not an exit status of zuno's: the child could not become the caller
 _MAX_REQUEST = 1 << 22  # a request: argv and environment, far below this
 _LOG_LIMIT = 1 << 20
 
@@ -189,7 +192,9 @@ class _Fingerprint:
             except OSError:
                 continue
             seen[entry] = (info.st_mtime_ns, info.st_ino)
-        for folder, _dirs, files in os.walk(self.package):
+        for folder, dirs, files in os.walk(self.package):
+            # Compiled bytecode is written by any process that imports: not a change.
+            dirs[:] = [name for name in dirs if name != "__pycache__"]
             info = os.stat(folder)
             seen[folder] = (info.st_mtime_ns, info.st_ino)
             for name in files:
@@ -230,10 +235,11 @@ class _Server:
         self.listener = listener
         self.log = _Log(place.log)
         self.identity = b"\0".join(identity())
+        self.process = process_identity()
         self.fingerprint = _Fingerprint()
         self.environ = dict(os.environ)
         self.env_read = env_read
-        self.idle = _idle_seconds()
+        self.idle = idle_seconds()
         self.started = time.time()
         self.last = time.monotonic()
         self.served = 0
@@ -306,13 +312,14 @@ class _Server:
         self.last = time.monotonic()
         fds: list[int] = []
         try:
-            if not self._same_user(conn):
+            peer = self._peer(conn)
+            if peer is None:
                 conn.close()
                 return
             conn.settimeout(5.0)
             payload, fds = _receive_request(conn)
             conn.settimeout(None)
-            self._handle(conn, payload, fds)
+            self._handle(conn, peer, payload, fds)
         except (OSError, ValueError) as error:
             self.log.write(f"refused: a bad request ({error})")
             conn.close()
@@ -321,22 +328,23 @@ class _Server:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
-    def _same_user(self, conn: socket.socket) -> bool:
+    def _peer(self, conn: socket.socket) -> int | None:
+        """The caller's pid, when it is this user and exactly as confined as the server."""
         import struct
 
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", creds)
         if uid != os.getuid():
             self.log.write(f"refused: uid {uid} is not the server's")
-            return False
+            return None
         if not may_inspect(pid):
             # The caller is less confined than the server (another Landlock domain,
             # more capabilities): its command must not run with the server's limits.
             self.log.write(f"refused: pid {pid} is not confined as the server is")
-            return False
-        return True
+            return None
+        return pid
 
-    def _handle(self, conn: socket.socket, payload: bytes, fds: list[int]) -> None:
+    def _handle(self, conn: socket.socket, peer: int, payload: bytes, fds: list[int]) -> None:
         fields = unpack(payload)
         if len(fields) < 2 or fields[0] != PROTOCOL:
             raise ValueError("not a zuno command server request")
@@ -351,7 +359,7 @@ class _Server:
             self._stop_listening()
             return
         request = parse_request(fields, fds)
-        problem = self._refusal(request)
+        problem = self._refusal(request, peer)
         if problem is not None:
             self.log.write(f"refused: {problem}")
             send_frame(conn, b"NO " + problem.encode())
@@ -359,13 +367,16 @@ class _Server:
             return
         self._fork(conn, request)
 
-    def _refusal(self, request: _Request) -> str | None:
+    def _refusal(self, request: _Request, peer: int) -> str | None:
         import threading
 
         if threading.active_count() > 1:
             return "the server runs a thread: forking it would not be safe"
         if request.identity != self.identity:
             return "another interpreter, search path, locale, namespace or cgroup"
+        # The caller's word above; the kernel's here (a request can be forged).
+        if process_identity(peer) != self.process:
+            return "the caller's namespaces, cgroup or confinement differ from the server's"
         if self.fingerprint.changed():
             self._stop_listening()  # the caller starts a fresh server
             return "stale: code changed on disk since the server started"
@@ -409,20 +420,21 @@ class _Server:
                 os.write(2, f"zuno: the command server's child failed:\n{failure}".encode())
             finally:
                 os._exit(70)  # never back into the server's loop
-        self.served += 1
         pidfd = os.pidfd_open(pid)
         import selectors
 
         self.selector.register(pidfd, selectors.EVENT_READ)
         self.children[pidfd] = (pid, conn, _summary(request.argv))
-        with contextlib.suppress(OSError):  # the caller is gone: its child sees that and ends
-            send_frame(conn, f"OK {pid}".encode())
 
     def _reap(self, pidfd: int) -> None:
         pid, conn, summary = self.children.pop(pidfd)
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _REFUSED_IN_CHILD:
+            conn.close()  # the child said why; the caller runs the command itself
+            return
+        self.served += 1
         if os.WIFSIGNALED(status):
             answer, shown = f"SG {os.WTERMSIG(status)}", f"signal={os.WTERMSIG(status)}"
         else:
@@ -451,7 +463,14 @@ class _Server:
         for signum in request.ignored:  # as the caller had them (nohup, a background job)
             with contextlib.suppress(OSError, ValueError):
                 signal.signal(signum, signal.SIG_IGN)
-        _take_caller(request)
+        problem = _take_caller(request)
+        if problem is not None:
+            self.log.write(f"refused: {problem}")
+            with contextlib.suppress(OSError):
+                send_frame(conn, b"NO " + problem.encode())
+            os._exit(_REFUSED_IN_CHILD)
+        # Ready: the caller may pass signals on from now.
+        send_frame(conn, f"OK {os.getpid()}".encode())
         _watch_caller(conn)
         _run_command(request.argv)
 
@@ -534,8 +553,6 @@ def _exactly(conn: socket.socket, size: int) -> bytes:
 def _limits_problem(limits: dict[str, tuple[int, int]]) -> str | None:
     import resource
 
-    if os.getuid() == 0:
-        return None  # root may raise its hard limits: every caller's can be matched
     for name, (_soft, hard) in limits.items():
         resource_id = getattr(resource, name, None)
         if resource_id is None:
@@ -553,17 +570,32 @@ def _summary(argv: list[str]) -> str:
     return text[:80]
 
 
-def _take_caller(request: _Request) -> None:
-    """Become the caller: its descriptors, folder, environment, umask, limits and streams."""
+def _take_caller(request: _Request) -> str | None:
+    """Become the caller: its descriptors, folder, environment, umask, limits and streams.
+
+    Returns why not, when something of the caller's cannot be had here (the
+    caller then runs the command itself).
+    """
     import resource
 
+    for name, (soft, hard) in request.limits.items():
+        resource_id = getattr(resource, name, None)
+        if resource_id is None:
+            continue
+        try:
+            resource.setrlimit(resource_id, (soft, hard))
+        except (OSError, ValueError) as error:
+            return f"cannot set the caller's {name} ({soft}, {hard}): {error}"
+    try:
+        os.chdir(request.cwd)
+    except OSError as error:
+        return f"cannot enter the caller's folder: {error.strerror}"
     for target, fd in enumerate(request.fds[:3]):
         os.dup2(fd, target)
     if request.tty:
         from zuno.tty import use_terminal
 
-        terminal = os.dup(request.fds[3])
-        use_terminal(terminal)
+        use_terminal(os.dup(request.fds[3]))
     for fd in request.fds:
         os.close(fd)
     os.environ.clear()
@@ -572,18 +604,19 @@ def _take_caller(request: _Request) -> None:
         with contextlib.suppress(ValueError):
             os.environb[key] = value
     os.umask(request.umask)
-    for name, (soft, hard) in request.limits.items():
-        resource_id = getattr(resource, name, None)
-        if resource_id is not None:
-            with contextlib.suppress(OSError, ValueError):
-                resource.setrlimit(resource_id, (soft, hard))
-    try:
-        os.chdir(request.cwd)
-    except OSError as error:
-        os.write(2, f"zuno: cannot enter {os.fsdecode(request.cwd)}: {error.strerror}\n".encode())
-        os._exit(1)
     sys.argv = request.argv
+    _as_a_script(request.argv[0])
     _fresh_streams()
+    return None
+
+
+def _as_a_script(path: str) -> None:
+    """``__main__`` as the console script's: click names the program from it."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    sys.modules["__main__"] = main
 
 
 def _fresh_streams() -> None:
@@ -654,17 +687,19 @@ def _run_command(argv: list[str]) -> None:
     except SystemExit as exit_:
         code = _exit_status(exit_.code)
     except KeyboardInterrupt:
-        traceback.print_exc()
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exc()
         interrupted = True
     except BaseException:  # what the interpreter would print before ending with 1
-        traceback.print_exc()
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exc()
         code = 1
     atexit._run_exitfuncs()  # pyright: ignore[reportPrivateUsage]
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
-            code = code or 120  # as Python: output could not be written
+            code = 120  # as Python: output that cannot be written at exit is status 120
     if interrupted:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
@@ -681,13 +716,6 @@ def _exit_status(code: object) -> int:
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"{code}\n")
     return 1
-
-
-def _idle_seconds() -> float:
-    try:
-        return max(0.1, float(os.environ.get("ZUNO_SERVER_IDLE", _DEFAULT_IDLE)))
-    except ValueError:
-        return _DEFAULT_IDLE
 
 
 def serve(folder: str, key: str) -> int:
@@ -721,10 +749,13 @@ def serve(folder: str, key: str) -> int:
         os.unlink(place.socket)  # a dead server's; we hold the lock
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)
+    address, folder_fd = socket_address(place.socket)
     try:
-        listener.bind(place.socket)
+        listener.bind(address)
     finally:
         os.umask(old_umask)
+        if folder_fd is not None:
+            os.close(folder_fd)
     listener.listen(64)
     server = _Server(place, lock, listener, env_read)
     signal.signal(signal.SIGTERM, lambda _s, _f: server._stop_listening())  # pyright: ignore[reportPrivateUsage]

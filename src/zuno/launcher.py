@@ -37,14 +37,18 @@ __all__ = [
     "SERVED_COMMANDS",
     "ServerPlace",
     "ask_server",
+    "connect",
     "identity",
+    "idle_seconds",
     "main",
     "may_inspect",
     "pack",
+    "process_identity",
     "server_enabled",
     "server_key",
     "server_place",
     "server_state",
+    "socket_address",
     "unpack",
 ]
 
@@ -61,12 +65,12 @@ SERVED_COMMANDS = frozenset(
         "config",
         "memory",
         "submit",
-        "server",
     }
 )
 """First arguments the server runs. The rest (``run``, ``resume``, ``worker``,
 ``mcp``, ``trust``) are long-lived or interactive and start their own process:
-their startup is small next to their run, and they keep a controlling terminal."""
+their startup is small next to their run, and they keep a controlling terminal.
+``server`` (status, stop) must not be run by, or start, the server it asks about."""
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
 
@@ -75,6 +79,7 @@ PROTOCOL = b"zuno-cmdserver-1"
 # What decides which server a caller may use: the same interpreter, package and
 # locale (the child's standard streams are built with the server's encoding).
 _KEY_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE")
+_SOCKET_PATH_MAX = 108  # sun_path, with its terminating NUL
 _NAMESPACES = ("pid", "mnt", "net", "user", "ipc", "uts")
 _STATUS_FIELDS = frozenset(
     {
@@ -129,6 +134,8 @@ def identity() -> list[bytes]:
 
     The module search path counts without the script's own folder, which the
     console script has first and the server (started with ``-P``) does not.
+    The server checks the process part itself (:func:`process_identity` of the
+    peer): a caller's word is not taken for its namespaces or confinement.
     """
     search_path = sys.path if sys.flags.safe_path else sys.path[1:]
     parts = [
@@ -141,20 +148,34 @@ def identity() -> list[bytes]:
     for name in sorted(os.environ):
         if name.startswith("PYTHON") or name in _KEY_VARIABLES:
             parts.append(os.fsencode(name + "=" + os.environ[name]))
+    return parts + process_identity()
+
+
+def process_identity(pid: int | None = None) -> list[bytes]:
+    """What the kernel says of a process (this one by default) that a served command keeps.
+
+    Its namespaces and cgroup, its OOM score and LSM label, its credentials,
+    capabilities and seccomp state, its CPU affinity and nice value.
+    """
+    proc = "/proc/self" if pid is None else f"/proc/{pid}"
+    parts: list[bytes] = []
     for name in _NAMESPACES:
         try:
-            parts.append(os.fsencode(os.readlink("/proc/self/ns/" + name)))
+            parts.append(os.fsencode(os.readlink(f"{proc}/ns/{name}")))
         except OSError:
             parts.append(b"-")
-    for path in ("/proc/self/cgroup", "/proc/self/oom_score_adj", "/proc/self/attr/current"):
-        parts.append(_read(path))
+    for name in ("cgroup", "oom_score_adj", "attr/current"):
+        parts.append(_read(f"{proc}/{name}"))
     # Who the process is and what confines it: credentials, capabilities, seccomp.
-    for line in _read("/proc/self/status").splitlines():
+    for line in _read(f"{proc}/status").splitlines():
         if line.split(b":", 1)[0] in _STATUS_FIELDS:
             parts.append(line)
-    parts.append(
-        repr((sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0))).encode()
-    )
+    target = 0 if pid is None else pid
+    try:
+        scheduling = (sorted(os.sched_getaffinity(target)), os.getpriority(os.PRIO_PROCESS, target))
+    except OSError:
+        scheduling = None
+    parts.append(repr(scheduling).encode())
     return parts
 
 
@@ -171,6 +192,28 @@ def server_place() -> ServerPlace:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folder = os.path.join(runtime, "zuno") if runtime else f"/tmp/zuno-{os.getuid()}"
     return ServerPlace(folder, server_key(b"\0".join(identity())))
+
+
+def socket_address(path: str) -> tuple[str, int | None]:
+    """An address for ``path`` that fits a socket's name (108 bytes), and a descriptor to close.
+
+    A deep run folder is reached through ``/proc/self/fd`` and a descriptor of it.
+    """
+    if len(os.fsencode(path)) < _SOCKET_PATH_MAX:
+        return path, None
+    folder, name = os.path.split(path)
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{fd}/{name}", fd
+
+
+def connect(sock: socket.socket, path: str) -> None:
+    """``sock.connect(path)``, however deep the path."""
+    address, fd = socket_address(path)
+    try:
+        sock.connect(address)
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def server_key(joined_identity: bytes) -> str:
@@ -275,6 +318,17 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
+DEFAULT_IDLE = 600.0
+
+
+def idle_seconds() -> float:
+    """``ZUNO_SERVER_IDLE``: how long a server waits for a command before it ends."""
+    try:
+        return max(0.1, float(os.environ.get("ZUNO_SERVER_IDLE", DEFAULT_IDLE)))
+    except ValueError:
+        return DEFAULT_IDLE
+
+
 def ask_server(kind: bytes) -> bytes | None:
     """Send a control request (``status`` or ``stop``) to this caller's server: its answer."""
     import socket
@@ -282,7 +336,7 @@ def ask_server(kind: bytes) -> bytes | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(10.0)
     try:
-        sock.connect(server_place().socket)
+        connect(sock, server_place().socket)
         send_frame(sock, pack([PROTOCOL, kind]))
         return receive_frame(sock)
     except (OSError, ValueError):
@@ -305,7 +359,7 @@ def server_state() -> dict[str, Any]:
         "problem": private_folder(place.folder, create=False),
         "served": 0,
         "started": None,
-        "idle_exit": None,
+        "idle_exit": idle_seconds(),
     }
     if state["problem"] == "it does not exist":
         state["problem"] = None  # made by the first command that uses a server
@@ -402,9 +456,16 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
     """Run argv through the server: its exit status; None (or ``_START``) to run it here."""
     import socket
 
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        # A closed standard descriptor: the socket would take its number and
+        # become the command's stdin or stdout. Run here, as Python would.
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(place.socket)
+        connect(sock, place.socket)
         # The folder is private, so only we can listen there; and the server must be us.
         credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     except OSError:
@@ -419,11 +480,6 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
     terminal = _terminal()
     try:
         fds = [0, 1, 2] if terminal is None else [0, 1, 2, terminal]
-        try:
-            for fd in (0, 1, 2):
-                os.fstat(fd)
-        except OSError:
-            return None  # a closed standard descriptor: nothing to hand over
         send_frame(sock, _request(argv, terminal is not None), fds)
     except OSError:
         sock.close()

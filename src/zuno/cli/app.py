@@ -319,7 +319,14 @@ def _parse_args_json(text: str | None) -> dict[str, Any] | str:
     if text != "-":
         return text
     # Bytes that are not UTF-8 reach the dispatcher (as surrogates) and are refused there.
-    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+    return _read_stdin().decode("utf-8", "surrogateescape")
+
+
+def _read_stdin() -> bytes:
+    """All of standard input; one clear line (exit 2) when there is none to read."""
+    if sys.stdin is None:  # pyright: ignore[reportUnnecessaryComparison]  # closed: `<&-`
+        fail("standard input is closed: give the JSON as an argument, or pipe it in")
+    return sys.stdin.buffer.read()
 
 
 @app.command()
@@ -383,7 +390,7 @@ def batch(
 
     data = b""
     try:
-        data = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+        data = _read_stdin() if str(file) == "-" else file.read_bytes()
         items = json.loads(data.decode("utf-8"))
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror}")
