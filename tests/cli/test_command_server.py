@@ -810,6 +810,38 @@ def test_forged_identity_from_another_namespace_is_refused(world: World, tmp_pat
     assert len(world.served()) == before
 
 
+_LANDLOCKED = """
+import os, sys
+from zuno.sandbox._landlock_exec import restrict_self
+restrict_self(["/tmp"], ["/dev/null"], True)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize(
+    "confinement",
+    [
+        pytest.param(("setpriv", "--bounding-set=-all", "--inh-caps=-all"), id="no-capabilities"),
+        pytest.param((_python(), "-c", _LANDLOCKED), id="landlock"),
+    ],
+)
+def test_a_more_confined_caller_is_not_served(
+    world: World, tmp_path: Path, confinement: tuple[str, ...]
+) -> None:
+    """A request made outside, sent from a confined process: its command must not run unconfined."""
+    ws = _workspace(tmp_path / "ws")
+    sock_path = Path(world.status()["socket"])
+    before = len(world.served())
+    payload = _craft(
+        world, ws, ["call", "write", '{"path": "unconfined.txt", "content": "x"}', "--yes"]
+    )
+    frames = _answers(_send(sock_path, payload, confinement))
+    assert not any(f.startswith(b"OK") for f in frames), (frames, world.log_text())
+    assert not (ws / "unconfined.txt").exists()
+    assert len(world.served()) == before
+    assert "confinement differ" in world.log_text() or "not confined" in world.log_text()
+
+
 # -- 7. commands that never go through the server ---------------------------------------------
 
 
