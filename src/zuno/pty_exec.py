@@ -20,9 +20,9 @@ deadline, or is still running when the runtime ends (``async with runtime``
 closes the table) is killed with everything it started
 (:func:`zuno.process.kill_process_tree`) and reaped. A Zuno process that dies
 without cleaning up (SIGKILL) takes its processes along: bubblewrap's
-``--die-with-parent``, and for Landlock (and no sandbox) a parent-death signal
-set by a small guard in front of the launch; under a real sandbox the
-kernel then kills everything left in the command's PID namespace. Each Zuno
+``--die-with-parent``, the Landlock helper's parent-death signal (the kernel
+then kills everything left in the command's PID namespace), and without a
+sandbox the guard of :mod:`zuno.sandbox.none`, which kills everything below it. Each Zuno
 session may have at most :data:`MAX_LIVE` processes running at once.
 
 Waiting for input. A process blocked reading its terminal (or its stdin
@@ -141,16 +141,6 @@ _LAUNCHER = (
     "try:\n os.execvp(sys.argv[1],sys.argv[1:])\n"
     "except OSError as e:\n print(f'zuno: cannot execute {sys.argv[1]}: {e}',file=sys.stderr)\n"
     " sys.exit(127)\n"
-)
-
-# Outside the sandbox: die with the thread that started us, then become the sandbox's
-# launch. bwrap has --die-with-parent; the Landlock helper's outer process and an
-# unsandboxed command have nothing like it, and would outlive a Zuno killed by SIGKILL.
-_GUARD = (
-    "import ctypes,os,sys\n"
-    "ctypes.CDLL(None,use_errno=True).prctl(1,9)\n"  # PR_SET_PDEATHSIG, SIGKILL
-    "os.getppid()==int(sys.argv[1]) or os._exit(137)\n"  # the parent died before the prctl
-    "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
 
 _SCHEMA = [
@@ -459,9 +449,9 @@ class InteractiveProcess:
         st = os.fstat(ends[0])
         self.input_id = (st.st_dev, st.st_ino)
         self._slave_path = os.ttyname(ends[0]) if spec.tty else None
+        # Every sandbox's launch dies with this process, even on SIGKILL: bubblewrap's
+        # --die-with-parent, the Landlock helper's and the none guard's parent-death signal.
         argv = launch.argv
-        if spec.sandbox.name != "bubblewrap":
-            argv = [sys.executable, "-I", "-S", "-c", _GUARD, str(os.getpid()), *argv]
         try:
             self.popen = subprocess.Popen(
                 argv,

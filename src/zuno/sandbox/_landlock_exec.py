@@ -417,8 +417,9 @@ def main(argv: Sequence[str]) -> int:
     """``POLICY_JSON -- COMMAND...``: isolate, restrict, then exec COMMAND.
 
     POLICY_JSON holds ``write_dirs``, ``write_files``, ``network``, and
-    optionally ``read_only`` (paths bound read-only) and ``isolate`` (false:
-    no namespaces, only the ruleset; the probe uses it to tell the two apart).
+    optionally ``read_only`` (paths bound read-only), ``isolate`` (false:
+    no namespaces, only the ruleset; the probe uses it to tell the two apart)
+    and ``parent`` (the pid of the Zuno process: the command dies with it).
     """
     if len(argv) < 3 or argv[1] != "--":
         print("usage: _landlock_exec.py POLICY_JSON -- COMMAND...", file=sys.stderr)
@@ -426,6 +427,13 @@ def main(argv: Sequence[str]) -> int:
     policy = json.loads(argv[0])
     network = bool(policy["network"])
     command = list(argv[2:])
+    parent = policy.get("parent")
+    if isinstance(parent, int):
+        # Die with the Zuno process that started us, even when it is killed outright:
+        # PID 1 below dies with us, and the kernel ends everything in its namespace.
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            return 137  # it died before the line above: as if killed with it
     if not policy.get("isolate", True):
         return _exec(command, policy, network)
     try:

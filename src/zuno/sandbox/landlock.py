@@ -17,6 +17,7 @@ The workspace's control files are bound read-only over the writable workspace.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -68,6 +69,7 @@ class LandlockSandbox:
             "write_files": list(WRITABLE_DEVICES),
             "network": policy.network,
             "read_only": [str(p) for p in policy.read_only],
+            "parent": os.getpid(),  # the command dies with this process, even on SIGKILL
         }
         wrapped = [self._python, "-I", "-S", str(HELPER), json.dumps(rules), "--", *argv]
         return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp)

@@ -1,11 +1,15 @@
 """No sandbox: the command runs with the runtime's own rights.
 
 Used only when the configuration names it (``sandbox.kind = "none"``) or asks
-for ``full-access`` mode; ``auto`` never falls back to it.
+for ``full-access`` mode; ``auto`` never falls back to it. The command still
+dies with Zuno, even when Zuno is killed outright: it runs under a small guard
+(``_guard.py``) that kills everything below it when Zuno's process is gone.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -13,6 +17,8 @@ from typing import Literal
 from zuno.sandbox.policy import Launch, SandboxPolicy
 
 __all__ = ["NoSandbox"]
+
+GUARD = Path(__file__).with_name("_guard.py")
 
 
 class NoSandbox:
@@ -32,5 +38,6 @@ class NoSandbox:
         env: Mapping[str, str],
         private_tmp: Path,
     ) -> Launch:
-        """argv unchanged, with ``TMPDIR`` pointing at the private folder."""
-        return Launch.with_tmpdir(argv, env, cwd=cwd, private_tmp=private_tmp)
+        """argv under the guard, with ``TMPDIR`` pointing at the private folder."""
+        guarded = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), "--", *argv]
+        return Launch.with_tmpdir(guarded, env, cwd=cwd, private_tmp=private_tmp)
