@@ -32,3 +32,20 @@ async def test_a_shell_deny_rule_refuses_the_same_command_on_a_terminal(
         allowed = await rt.call(s, "exec_command", {"command": "echo fine", "yield_ms": 5000})
         assert allowed.outcome is Outcome.OK, allowed.output
     assert (workspace / "keep.txt").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("shell", ["bash --norc -i", "sh", "env bash"])
+async def test_no_interactive_shell_to_type_a_denied_command_into(
+    shell: str, workspace: Path, tmp_path: Path
+) -> None:
+    """What is typed into a terminal is not checked by rules, so under a deny rule
+    a shell that would read its commands from the terminal is not started at all."""
+    (workspace / "keep.txt").write_text("precious\n")
+    async with exec_runtime(workspace, tmp_path / "z.db", permission=DENY_RM) as rt:
+        s = rt.open_session()
+        started = await rt.call(s, "exec_command", {"command": shell, "yield_ms": 2000})
+        assert started.outcome is Outcome.BLOCKED, started.output
+        assert started.block_kind is BlockKind.DENIED
+        typed = await rt.call(s, "write_stdin", {"session": 1, "chars": "rm -f keep.txt\n"})
+        assert typed.outcome is not Outcome.OK
+    assert (workspace / "keep.txt").read_text() == "precious\n"
