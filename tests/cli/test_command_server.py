@@ -668,7 +668,8 @@ frame = len(payload).to_bytes(4, "big") + payload
 fds = array.array("i", [0, 1, 2]).tobytes()
 try:
     sent = sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-    sock.sendall(frame[sent:])
+    if sent < len(frame):  # (an empty send after the server answered and closed: EPIPE)
+        sock.sendall(frame[sent:])
 except OSError as error:
     print("SEND-FAILED", error.errno)
     raise SystemExit(0)
