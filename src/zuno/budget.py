@@ -24,6 +24,10 @@ the cap. Agents running at once (parallel tasks) may each finish the request
 they had already sent, so the cap can be passed by those requests' cost. It
 fails closed: with a cap on dollars, a model without a known price and a
 reply without token counts end the turn instead of spending uncounted money.
+
+A cap is stored with the session (``sessions.options``): a resume that names
+none keeps it, one that names a new cap replaces it (:func:`session_budget`),
+and a session queued with a cap (``zuno submit``) is held to it by the worker.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ __all__ = [
     "SessionUsage",
     "format_usd",
     "price_for",
+    "session_budget",
     "session_usage",
     "step_cost",
     "usage_from_events",
@@ -367,3 +372,34 @@ class Budget:
                 f"({self.tokens:,} so far in this session, child agents included)"
             )
         return None
+
+
+def session_budget(store: Store, session_id: str, given: Budget | None) -> Budget | None:
+    """The cap for a turn of ``session_id``: the one given now, else the one stored.
+
+    A cap given now is stored with the session, each of its two limits replacing
+    the stored one; a limit not given keeps the stored value. So a resume without
+    ``--max-budget`` is held to the cap the session was run (or queued) with.
+    """
+    from zuno.session_options import session_options, update_session_options
+
+    if given is not None:
+        changes = {
+            key: value
+            for key, value in (
+                ("max_budget", given.max_usd),
+                ("max_tokens_budget", given.max_tokens),
+            )
+            if value is not None
+        }
+        if changes:
+            update_session_options(store, session_id, changes)
+    stored = session_options(store, session_id)
+    usd, tokens = stored.get("max_budget"), stored.get("max_tokens_budget")
+    max_usd = float(usd) if isinstance(usd, int | float) and not isinstance(usd, bool) else None
+    max_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+    if max_usd is None and max_tokens is None:
+        return given
+    if given is not None and (given.max_usd, given.max_tokens) == (max_usd, max_tokens):
+        return given
+    return Budget(max_usd, max_tokens)

@@ -51,6 +51,7 @@ from zuno.calls import new_id
 from zuno.config import ConfigError
 from zuno.events import Event
 from zuno.permissions import ApproveAll, Approver, DenyAll
+from zuno.session_options import parse_options
 from zuno.store.errors import SessionBusy, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ def submit(
     approve: bool = False,
     title: str | None = None,
     mode: str | None = None,
+    max_budget: float | None = None,
+    max_tokens_budget: int | None = None,
 ) -> str:
     """Queue a session for the fleet; returns its id.
 
@@ -129,11 +132,18 @@ def submit(
         title: A short title (default: the prompt's first line).
         mode: The session's permission mode (stored with it, see :mod:`zuno.modes`;
             None: the workspace configuration's).
+        max_budget: A cap in US dollars the worker holds the session to (see
+            :func:`zuno.budget.session_budget`).
+        max_tokens_budget: A cap on tokens, likewise.
     """
     session_id = new_id("ses")
     options: dict[str, Any] = {"model": model, "max_steps": max_steps, "approve": approve}
     if mode is not None:
         options["mode"] = mode
+    if max_budget is not None:
+        options["max_budget"] = max_budget
+    if max_tokens_budget is not None:
+        options["max_tokens_budget"] = max_tokens_budget
     line = next((x.strip() for x in prompt.splitlines() if x.strip()), "")
     with store.transaction() as db:
         db.execute(
@@ -241,17 +251,13 @@ def claim_next(store: Store, worker_id: str) -> Claim | None:
         break
     else:
         return None  # every try lost its race: the caller asks again later
-    try:
-        parsed: Any = json.loads(options or "{}")
-    except ValueError:
-        parsed = {}
     return Claim(
         str(session_id),
         Path(str(workspace)),
         str(agent),
         str(model) if model else None,
         str(prompt),
-        dict(parsed) if isinstance(parsed, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+        parse_options(options),
         taken_from,
     )
 

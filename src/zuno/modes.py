@@ -10,11 +10,9 @@ changes it. What each mode admits is in :mod:`zuno.permissions`.
 
 from __future__ import annotations
 
-import json
-from typing import Any, cast
-
 from zuno.config import PermissionMode
 from zuno.permissions import MODES
+from zuno.session_options import session_options, update_session_options
 from zuno.store import Store
 
 __all__ = ["check_mode", "remember_mode", "stored_mode"]
@@ -31,35 +29,12 @@ def check_mode(mode: str) -> PermissionMode:
     return mode
 
 
-def _options(text: Any) -> dict[str, Any]:
-    try:
-        value: Any = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
 def stored_mode(store: Store, session_id: str) -> PermissionMode | None:
     """The mode chosen for the session and stored with it, or None."""
-    rows = store.query("SELECT options FROM sessions WHERE session_id = ?", (session_id,))
-    if not rows:
-        return None
-    mode = _options(rows[0][0]).get("mode")
+    mode = session_options(store, session_id).get("mode")
     return mode if mode in MODES else None
 
 
 def remember_mode(store: Store, session_id: str, mode: PermissionMode) -> None:
     """Store ``mode`` with the session; the session's other options are kept."""
-    with store.transaction() as db:
-        # Read and written in one transaction (the row locked on PostgreSQL): a
-        # fleet's options written meanwhile are not lost.
-        row = db.execute(
-            "SELECT options FROM sessions WHERE session_id = ? /*pg: FOR UPDATE*/", (session_id,)
-        ).fetchone()
-        if row is None:
-            return
-        options = {**_options(row[0]), "mode": mode}
-        db.execute(
-            "UPDATE sessions SET options = ? WHERE session_id = ?",
-            (json.dumps(options), session_id),
-        )
+    update_session_options(store, session_id, {"mode": mode})

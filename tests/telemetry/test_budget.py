@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.loop import AgentLoop, TurnStatus, provider_for
-from zuno.budget import Budget, SessionUsage, session_usage
+from zuno.budget import Budget, SessionUsage, session_budget, session_usage
 from zuno.config import Config
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
@@ -123,9 +123,14 @@ def test_a_run_stops_at_the_cap_and_resume_keeps_counting(cli: Any) -> None:
     proc = run.run("resume", sid, "--max-budget", "8")
     assert proc.returncode == 3, proc.stderr
     assert len(server.requests) == 4
-    # Without a cap the session goes on, and is still counted.
+    # The cap is stored with the session: a resume that names none keeps it.
     server.enqueue(Reply(text="Done.", input_tokens=1000, output_tokens=500))
     proc = run.run("resume", sid, "Stop now.")
+    assert proc.returncode == 3, proc.stderr
+    assert "budget of $8.00 is spent" in proc.stderr
+    assert len(server.requests) == 4
+    # A higher cap replaces it; the session goes on, and is still counted.
+    proc = run.run("resume", sid, "--max-budget", "20")
     assert proc.returncode == 0, proc.stderr
     assert len(server.requests) == 5
     assert "usage: 5,000 tokens in, 2,500 out; cost $10.00" in run.show(sid)
@@ -241,3 +246,28 @@ def test_spending_that_cannot_be_counted_stops_the_next_request() -> None:
     # No price and a cap on dollars: nothing may be sent.
     reason = Budget(max_usd=10.0).stop_reason("x:y", None)
     assert reason is not None and "no price is known for x:y" in reason
+
+
+def test_a_queued_session_keeps_its_cap_for_the_worker(cli: Any) -> None:
+    """`zuno submit --max-budget`: the cap is stored with the queued session and is the one
+    its turn runs under; a cap that cannot be kept (no price) is refused at submit."""
+    run, _server = cli
+    refused = run.run("submit", "Go.", "--model", MODEL, "--max-budget", "5")
+    assert refused.returncode == 2 and "price" in refused.stderr, refused.stderr
+    _user_config({"models": {MODEL: {"price": PRICE}}})
+    proc = run.run(
+        "submit", "Go.", "--model", MODEL, "--max-budget", "5", "--max-tokens-budget", "900"
+    )
+    assert proc.returncode == 0, proc.stderr
+    sid = proc.stdout.strip()
+    store = open_store(None)
+    try:
+        budget = session_budget(store, sid, None)
+        assert budget is not None and (budget.max_usd, budget.max_tokens) == (5.0, 900)
+        # A new cap for one limit replaces that one only.
+        again = session_budget(store, sid, Budget(max_usd=7.0))
+        assert again is not None and (again.max_usd, again.max_tokens) == (7.0, 900)
+        kept = session_budget(store, sid, None)
+        assert kept is not None and (kept.max_usd, kept.max_tokens) == (7.0, 900)
+    finally:
+        store.close()

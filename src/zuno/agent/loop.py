@@ -46,7 +46,7 @@ from zuno.agent.messages import (
 )
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
-from zuno.budget import price_for, step_cost
+from zuno.budget import price_for, session_budget, step_cost
 from zuno.config import AgentSettings, Config
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
@@ -326,10 +326,15 @@ class AgentLoop:
         Returns:
             How the turn ended; provider failures are reported here, not raised.
         """
-        budget: Budget | None = getattr(self.runtime, "budget", None)
-        if budget is not None and self.session.depth == 0:
-            # The count starts from what the session (and its children) already spent.
-            budget.load(self.runtime.store, self.session.session_id, self.runtime.config)
+        if self.session.depth == 0 and hasattr(self.runtime, "budget"):
+            # The cap given now, else the one stored with the session (a resume keeps it).
+            budget = session_budget(
+                self.runtime.store, self.session.session_id, self.runtime.budget
+            )
+            self.runtime.budget = budget
+            if budget is not None:
+                # The count starts from what the session (and its children) already spent.
+                budget.load(self.runtime.store, self.session.session_id, self.runtime.config)
         session = self.session
         with turn_span(
             session.session_id, session.agent_name, self.provider.label, session.depth

@@ -67,7 +67,8 @@ MaxBudgetOpt = Annotated[
         "--max-budget",
         metavar="USD",
         help="Stop before the next model request once the session has cost this many US "
-        "dollars (earlier turns and child agents included). Needs the model's price.",
+        "dollars (earlier turns and child agents included). Needs the model's price. "
+        "Stored with the session: a resume keeps it unless given a new one.",
     ),
 ]
 MaxTokensBudgetOpt = Annotated[
@@ -76,7 +77,7 @@ MaxTokensBudgetOpt = Annotated[
         "--max-tokens-budget",
         metavar="N",
         help="Stop before the next model request once the session has used N tokens "
-        "(input and output, earlier turns and child agents included).",
+        "(input and output, earlier turns and child agents included). Stored, as --max-budget.",
     ),
 ]
 

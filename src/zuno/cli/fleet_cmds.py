@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from zuno.cli.agent_cmds import MaxBudgetOpt, MaxTokensBudgetOpt
 from zuno.cli.app import (
     AgentOpt,
     Db,
@@ -64,6 +65,8 @@ def submit(
     ] = None,
     yes: Yes = False,
     mode: ModeOpt = None,
+    max_budget: MaxBudgetOpt = None,
+    max_tokens_budget: MaxTokensBudgetOpt = None,
     workspace: Workspace = Path("."),
     db: Db = None,
     json_: Json = False,
@@ -88,6 +91,13 @@ def submit(
             chosen = resolve_model(model, _agent_settings(config, agent), config)
         except ProviderError as exc:
             fail(str(exc))
+        if max_budget is not None or max_tokens_budget is not None:
+            from zuno.budget import Budget, BudgetError
+
+            try:  # a cap the worker could not keep is refused now, not when it runs
+                Budget(max_budget, max_tokens_budget).check_model(chosen, config)
+            except BudgetError as exc:
+                fail(str(exc))
         store = open_store(db)
         try:
             session_id = queue(
@@ -99,6 +109,8 @@ def submit(
                 max_steps=max_steps,
                 approve=yes,
                 mode=mode,
+                max_budget=max_budget,
+                max_tokens_budget=max_tokens_budget,
             )
         finally:
             store.close()
