@@ -577,7 +577,10 @@ def main() -> None:
         else:
             status = _serve(place, argv)
             if status == _START:
-                _start_server(place)
+                import atexit
+
+                # Once this command is done: the server's imports would slow it down now.
+                atexit.register(_start_server, place)
             elif status is not None:
                 os._exit(status)
     from zuno.cli.app import main as cli_main
