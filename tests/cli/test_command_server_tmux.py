@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +48,7 @@ def served_pane(workspace: Path, tmp_path: Path) -> Iterator[tuple[Pane, dict[st
         )
         if json.loads(state.stdout)["running"]:
             break
-        subprocess.run(["sleep", "0.2"])
+        time.sleep(0.2)
     folder = tmp_path / "tmux"
     folder.mkdir()
     pane = Pane(folder, workspace, env)
@@ -55,6 +57,7 @@ def served_pane(workspace: Path, tmp_path: Path) -> Iterator[tuple[Pane, dict[st
     finally:
         pane.close()
         subprocess.run([ZUNO, "server", "stop"], env=env, capture_output=True)
+        shutil.rmtree(run, ignore_errors=True)
 
 
 def _served(env: dict[str, str]) -> list[str]:
