@@ -1,5 +1,5 @@
-"""``python -m zuno``."""
+"""``python -m zuno``: the same as the ``zuno`` script (the command server included)."""
 
-from zuno.cli import main
+from zuno.launcher import main
 
 main()

@@ -496,6 +496,7 @@ class _Request:
             soft, _, hard = values.partition(":")
             self.limits[name] = (int(soft), int(hard))
         self.ignored = [int(signum) for signum in unpack(fields[9])]
+        self.main_package = os.fsdecode(fields[10])
         self.fds = fds
         if not self.argv:
             raise ValueError("an empty argv")
@@ -503,7 +504,7 @@ class _Request:
 
 def parse_request(fields: list[bytes], fds: list[int]) -> _Request:
     """A ``run`` request from its fields. Raises ValueError on anything malformed."""
-    if len(fields) != 10 or fields[0] != PROTOCOL or fields[1] != b"run":
+    if len(fields) != 11 or fields[0] != PROTOCOL or fields[1] != b"run":
         raise ValueError("not a zuno command server run request")
     return _Request(fields, fds)
 
@@ -605,17 +606,19 @@ def _take_caller(request: _Request) -> str | None:
             os.environb[key] = value
     os.umask(request.umask)
     sys.argv = request.argv
-    _as_a_script(request.argv[0])
+    _as_a_script(request.argv[0], request.main_package)
     _fresh_streams()
     return None
 
 
-def _as_a_script(path: str) -> None:
-    """``__main__`` as the console script's: click names the program from it."""
+def _as_a_script(path: str, package: str) -> None:
+    """``__main__`` as the caller's (the script, or ``python -m zuno``): click names the
+    program from it."""
     import types
 
     main = types.ModuleType("__main__")
     main.__file__ = path
+    main.__package__ = package or None
     sys.modules["__main__"] = main
 
 

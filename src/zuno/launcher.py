@@ -405,6 +405,9 @@ def _request(argv: list[str], tty: bool) -> bytes:
             pack(environ),
             pack(limits),
             pack(ignored),
+            # How Python was started (``python -m zuno`` or the script): click names
+            # the program from the ``__main__`` module's package.
+            os.fsencode(getattr(sys.modules["__main__"], "__package__", None) or ""),
         ]
     )
 

@@ -69,7 +69,7 @@ def test_the_server_parses_any_request_fields_or_says_value_error() -> None:
         | st.sampled_from([b"0", b"18", b"tty", b"RLIMIT_NOFILE=1:2", b"A=B"])
         | st.lists(st.sampled_from([b"RLIMIT_CORE=0:0", b"X=1", b"=", b"RLIMIT_CPU=a:b"])).map(pack)
     )
-    shaped = st.lists(field, min_size=7, max_size=7).map(lambda rest: [PROTOCOL, b"run", *rest])
+    shaped = st.lists(field, min_size=9, max_size=9).map(lambda rest: [PROTOCOL, b"run", *rest])
 
     @settings(max_examples=400, deadline=None)
     @given(shaped | st.lists(field, max_size=10))
