@@ -129,6 +129,9 @@ class ServerPlace:
         self.log = base + ".log"
 
 
+_IDENTITY: list[bytes] = []
+
+
 def identity() -> list[bytes]:
     """What must be equal between a caller and its server (and so names the server).
 
@@ -137,6 +140,8 @@ def identity() -> list[bytes]:
     The server checks the process part itself (:func:`process_identity` of the
     peer): a caller's word is not taken for its namespaces or confinement.
     """
+    if _IDENTITY:  # read once a process: the key and the request both need it
+        return list(_IDENTITY)
     search_path = sys.path if sys.flags.safe_path else sys.path[1:]
     parts = [
         PROTOCOL,
@@ -148,7 +153,8 @@ def identity() -> list[bytes]:
     for name in sorted(os.environ):
         if name.startswith("PYTHON") or name in _KEY_VARIABLES:
             parts.append(os.fsencode(name + "=" + os.environ[name]))
-    return parts + process_identity()
+    _IDENTITY[:] = parts + process_identity()
+    return list(_IDENTITY)
 
 
 def process_identity(pid: int | None = None) -> list[bytes]:
