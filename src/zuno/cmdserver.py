@@ -228,7 +228,7 @@ class _Log:
 
 class _Server:
     def __init__(
-        self, place: ServerPlace, lock: int, listener: socket.socket, env_read: set[str]
+        self, place: ServerPlace, lock: int, listener: socket.socket, imported: _RecordingEnviron
     ) -> None:
         self.place = place
         self.lock = lock
@@ -238,7 +238,8 @@ class _Server:
         self.process = process_identity()
         self.fingerprint = _Fingerprint()
         self.environ = dict(os.environ)
-        self.env_read = env_read
+        self.env_read = set(imported.read)
+        self.env_read_all = imported.everything
         self.idle = idle_seconds()
         self.started = time.time()
         self.last = time.monotonic()
@@ -272,31 +273,24 @@ class _Server:
                     self._accept()
                 else:
                     self._reap(key.fd)
-            if not self._socket_is_ours():
+            if not self.stopping and not self._socket_is_ours():
                 reason = "socket removed"
                 self._stop_listening()
         self.log.write(f"exit pid={os.getpid()} served={self.served} ({reason})")
         self._stop_listening()
 
-    def _socket_is_ours(self) -> bool:
-        if self.stopping:
-            return True
-        try:
-            return os.stat(self.place.socket).st_ino == self.socket_inode
-        except OSError:
-            return False
-
     def _stop_listening(self) -> None:
         if not self.stopping:
             self.stopping = True
-            if self._socket_is_ours_now():
+            if self._socket_is_ours():
                 with contextlib.suppress(OSError):
                     os.unlink(self.place.socket)
             self.selector.unregister(self.listener)
             self.listener.close()
             os.close(self.lock)  # a fresh server may start now, beside the commands still running
 
-    def _socket_is_ours_now(self) -> bool:
+    def _socket_is_ours(self) -> bool:
+        """Whether the socket's path still names the socket this server listens on."""
         try:
             return os.stat(self.place.socket).st_ino == self.socket_inode
         except OSError:
@@ -383,16 +377,12 @@ class _Server:
         if len(request.fds) not in (3, 4):
             return "the standard descriptors were not passed"
         environ = request.environ
-        if self.env_read_everything and environ != self.environ:
+        if self.env_read_all and environ != self.environ:
             return "the environment differs (read whole at import)"
         for key in self.env_read:
             if environ.get(key) != self.environ.get(key):
                 return f"{key} differs from when the server started"
         return _limits_problem(request.limits)
-
-    @property
-    def env_read_everything(self) -> bool:
-        return "*" in self.env_read
 
     def _answer_status(self, conn: socket.socket) -> None:
         import json
@@ -472,7 +462,7 @@ class _Server:
         # Ready: the caller may pass signals on from now.
         send_frame(conn, f"OK {os.getpid()}".encode())
         _watch_caller(conn)
-        _run_command(request.argv)
+        _run_command()
 
 
 class _Request:
@@ -676,7 +666,7 @@ def _watch_caller(conn: socket.socket) -> None:
     threading.Thread(target=watch, name="zuno-caller-watch", daemon=True).start()
 
 
-def _run_command(argv: list[str]) -> None:
+def _run_command() -> None:
     """Run the command as the ``zuno`` script would, and end this process as Python would."""
     import atexit
     import traceback
@@ -707,7 +697,6 @@ def _run_command(argv: list[str]) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
         code = 130
-    del argv
     os._exit(code)
 
 
@@ -745,9 +734,6 @@ def serve(folder: str, key: str) -> int:
 
     gc.collect()
     gc.freeze()  # what was imported is never collected: children do not copy it to scan it
-    env_read = set(recorder.read)
-    if recorder.everything:
-        env_read.add("*")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(place.socket)  # a dead server's; we hold the lock
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -760,7 +746,7 @@ def serve(folder: str, key: str) -> int:
         if folder_fd is not None:
             os.close(folder_fd)
     listener.listen(64)
-    server = _Server(place, lock, listener, env_read)
+    server = _Server(place, lock, listener, recorder)
     signal.signal(signal.SIGTERM, lambda _s, _f: server._stop_listening())  # pyright: ignore[reportPrivateUsage]
     server.run()
     return 0

@@ -30,7 +30,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
     from typing import Any
 
 __all__ = [
@@ -111,9 +111,9 @@ _FLAGS = (
 )
 
 
-def server_enabled(environ: Mapping[str, str] | None = None) -> bool:
+def server_enabled() -> bool:
     """Whether ``ZUNO_SERVER`` allows the command server (it does unless off)."""
-    value = (environ if environ is not None else os.environ).get("ZUNO_SERVER", "")
+    value = os.environ.get("ZUNO_SERVER", "")
     return value.strip().lower() not in {"off", "0", "no", "false"}
 
 
@@ -362,13 +362,14 @@ def server_state() -> dict[str, Any]:
         "pid": None,
         "socket": place.socket,
         "folder": place.folder,
-        "problem": private_folder(place.folder, create=False),
+        # A missing folder is made by the first command that uses a server.
+        "problem": private_folder(place.folder, create=False)
+        if os.path.lexists(place.folder)
+        else None,
         "served": 0,
         "started": None,
         "idle_exit": idle_seconds(),
     }
-    if state["problem"] == "it does not exist":
-        state["problem"] = None  # made by the first command that uses a server
     answer = ask_server(b"status") if state["problem"] is None else None
     try:
         told = json.loads(answer) if answer is not None else None
@@ -392,9 +393,7 @@ def _request(argv: list[str], tty: bool) -> bytes:
     import signal
 
     ignored = [
-        str(int(sig)).encode()
-        for sig in _forwarded(signal)
-        if signal.getsignal(sig) == signal.SIG_IGN
+        str(int(sig)).encode() for sig in _forwarded() if signal.getsignal(sig) == signal.SIG_IGN
     ]
     umask = os.umask(0)
     os.umask(umask)
@@ -432,9 +431,6 @@ def may_inspect(pid: int) -> bool:
         return False
     os.close(fd)
     return True
-
-
-_may_inspect = may_inspect
 
 
 def _terminal() -> int | None:
@@ -481,7 +477,7 @@ def _serve(place: ServerPlace, argv: list[str]) -> int | None:
         sock.close()
         return _START  # none listening (or a dead one's socket): start one
     server_pid = int.from_bytes(credentials[:4], sys.byteorder)
-    if int.from_bytes(credentials[4:8], sys.byteorder) != os.getuid() or not _may_inspect(
+    if int.from_bytes(credentials[4:8], sys.byteorder) != os.getuid() or not may_inspect(
         server_pid
     ):
         sock.close()
@@ -520,7 +516,7 @@ def _follow(sock: socket.socket, child: int) -> int:
         forward(signum, _frame)
         os.kill(os.getpid(), signal.SIGSTOP)
 
-    for signum in _forwarded(signal):
+    for signum in _forwarded():
         if signal.getsignal(signum) != signal.SIG_IGN:  # ignored by the child too
             signal.signal(signum, forward)
     signal.signal(signal.SIGTSTP, stop)
@@ -541,7 +537,9 @@ def _follow(sock: socket.socket, child: int) -> int:
     return int(status[3:])
 
 
-def _forwarded(signal: Any) -> list[int]:
+def _forwarded() -> list[int]:
+    import signal
+
     return [getattr(signal, name) for name in FORWARDED_SIGNALS]
 
 
