@@ -100,28 +100,24 @@ def test_a_missing_rg_still_stops_the_search_tools_with_one_clear_line(
     (workspace / "notes.txt").write_text("notes\n")
     env = {**os.environ, "ZUNO_RG": str(tmp_path / "no-such-rg")}
     args = {"glob": '{"pattern": "*.txt"}', "grep": '{"pattern": "notes"}'}[tool]
-    search = subprocess.run(
-        [sys.executable, "-m", "zuno", "call", tool, args],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+
+    def call(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "zuno", "call", *argv],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+    search = call(tool, args)
     assert search.returncode == 2, search.stdout + search.stderr
     assert "ripgrep >= 14 is required" in search.stderr
     assert "Traceback" not in search.stderr
     # A read needs no rg: it is no longer refused for a tool it does not use.
-    read = subprocess.run(
-        [sys.executable, "-m", "zuno", "call", "read", '{"path": "notes.txt"}'],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    read = call("read", '{"path": "notes.txt"}')
     assert read.returncode == 0, read.stderr
 
 
