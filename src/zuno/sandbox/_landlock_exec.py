@@ -13,14 +13,17 @@ What it does, in order:
    The parent stays outside, waits, and exits the way the command did.
 2. The child is PID 1 of the new namespace: it dies with the parent
    (``PR_SET_PDEATHSIG``), mounts a fresh ``/proc`` (only the command's own
-   processes are visible) and a private ``/dev/shm``, binds the policy's read-only paths (the
-   workspace's control files) read-only over themselves, and forks the command.
+   processes are visible), a private ``/dev/shm``, the command's private
+   folder over ``/tmp`` (see :func:`_cover_tmp`), binds the policy's read-only
+   paths (the workspace's control files) read-only over themselves, and forks
+   the command.
    It reaps orphans, and when the command exits it exits too, so that the
    kernel kills everything the command left behind (``setsid``, ``nohup``,
    ``cmd &``), as under bubblewrap.
 3. The command's process applies the ruleset, drops every capability (a root
-   command could otherwise load kernel modules), with the network off installs
-   the socket filter, and execs.
+   command could otherwise load kernel modules), installs the seccomp filter
+   of :mod:`_seccomp` (no ptrace, no keyring, no TIOCSTI; with the network
+   off, no host socket), and execs.
 
 The ruleset handles every write right Landlock knows at the running ABI and,
 with the network off and ABI >= 4, TCP bind and connect with no port allowed.
@@ -73,6 +76,7 @@ _MS_NOATIME = 1024
 _MS_NODIRATIME = 2048
 _MS_RELATIME = 1 << 21
 _SHM = "/dev/shm"
+_TMP = "/tmp"
 
 # Flags a remount inside a user namespace must keep (the kernel locks them).
 _KEPT_FLAGS = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
@@ -93,6 +97,10 @@ _NET_BIND_TCP = 1 << 0  # ABI 4
 _NET_CONNECT_TCP = 1 << 1  # ABI 4
 _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+
+_PrivateTmp = tuple[str, list[str], list[str]]
+"""The private folder to mount over /tmp, the tops to show again, the writable folders."""
 
 
 class LandlockUnavailable(OSError):
@@ -238,11 +246,47 @@ def _bind_read_only(path: str) -> None:
     if os.path.islink(path) or not os.path.exists(path):
         return
     _mount(path, path, None, _MS_BIND | _MS_REC)
+    _remount_read_only(path)
+
+
+def _remount_read_only(path: str) -> None:
     kept = os.statvfs(path).f_flag & _KEPT_FLAGS
     _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
 
 
-def isolate(network: bool, read_only: Sequence[str]) -> int:
+def _cover_tmp(private: str, tops: Sequence[str], writable: Sequence[str]) -> None:
+    """Mount the private folder over /tmp, as bubblewrap does.
+
+    What the command must still reach below the host's /tmp comes back: each of
+    tops (the first-level folders holding the workspace or a writable root)
+    read-only, so that nothing else in them can be written, then each writable
+    folder under /tmp read-write. Their descriptors are opened before /tmp is
+    covered, since their paths lead into the private folder afterwards.
+    """
+    held: list[tuple[int, str, bool]] = []
+    try:
+        for path, read_only in [(private, False), *((t, True) for t in tops)] + [
+            (w, False) for w in writable if w.startswith(_TMP + "/")
+        ]:
+            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            held.append((fd, path, read_only))
+        for fd, path, read_only in held:
+            target = _TMP if path == private else path
+            if read_only:
+                os.makedirs(target, mode=0o700, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+            if read_only:
+                _remount_read_only(target)
+    finally:
+        for fd, _, _ in held:
+            os.close(fd)
+    # A working folder under /tmp was reached through the covered mount: take it
+    # again through the new ones, so that the read-only binds below apply to it.
+    with contextlib.suppress(OSError):
+        os.chdir(os.getcwd())
+
+
+def isolate(network: bool, read_only: Sequence[str], tmp: _PrivateTmp | None = None) -> int:
     """Move into new namespaces; return in PID 1 of the new PID namespace only.
 
     The calling process forks. The parent never returns: it waits for the
@@ -273,7 +317,7 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
     # sent to the whole process group, which PID 1 has not left.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
-        _mount_private_views(read_only)
+        _mount_private_views(read_only, tmp)
     except OSError as exc:
         print(f"zuno: cannot isolate the command (mounts): {exc}", file=sys.stderr)
         os.write(status_write, b"exit 126")
@@ -281,8 +325,9 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
     return status_write
 
 
-def _mount_private_views(read_only: Sequence[str]) -> None:
-    """In the new mount namespace: fresh /proc and /dev/shm, read-only control files."""
+def _mount_private_views(read_only: Sequence[str], tmp: _PrivateTmp | None) -> None:
+    """In the new mount namespace: fresh /proc and /dev/shm, a private /tmp, read-only
+    control files."""
     # Private first, so that no mount below reaches the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -294,6 +339,8 @@ def _mount_private_views(read_only: Sequence[str]) -> None:
             ),
             f"mount {_SHM}",
         )
+    if tmp is not None:
+        _cover_tmp(*tmp)
     for path in read_only:
         _bind_read_only(path)
 
@@ -377,15 +424,15 @@ def drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
-def _load_seccomp() -> None:
+def _load_seccomp(network: bool) -> None:
     # The helper runs isolated (-I): its sibling module is loaded by path.
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_seccomp.py")
     spec = importlib.util.spec_from_file_location("_zuno_seccomp", path)
     if spec is None or spec.loader is None:
-        raise OSError(2, f"cannot load the socket filter from {path}")
+        raise OSError(2, f"cannot load the seccomp filter from {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.install_socket_filter()
+    module.install_command_filter(network)
 
 
 def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:
@@ -398,8 +445,7 @@ def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:
         restrict_self(write_dirs, policy["write_files"], network)  # type: ignore[arg-type]
         if isolated:
             drop_capabilities()
-            if not network:
-                _load_seccomp()
+            _load_seccomp(network)
     except OSError as exc:
         print(f"zuno: cannot apply the Landlock sandbox: {exc}", file=sys.stderr)
         return 126
@@ -417,7 +463,9 @@ def main(argv: Sequence[str]) -> int:
     """``POLICY_JSON -- COMMAND...``: isolate, restrict, then exec COMMAND.
 
     POLICY_JSON holds ``write_dirs``, ``write_files``, ``network``, and
-    optionally ``read_only`` (paths bound read-only), ``isolate`` (false:
+    optionally ``read_only`` (paths bound read-only), ``private_tmp`` and
+    ``tmp_tops`` (the folder mounted over /tmp, and the first-level folders of
+    the host's /tmp shown again read-only), ``isolate`` (false:
     no namespaces, only the ruleset; the probe uses it to tell the two apart)
     and ``parent`` (the pid of the Zuno process: the command dies with it).
     """
@@ -436,8 +484,11 @@ def main(argv: Sequence[str]) -> int:
             return 137  # it died before the line above: as if killed with it
     if not policy.get("isolate", True):
         return _exec(command, policy, network)
+    tmp: _PrivateTmp | None = None
+    if isinstance(policy.get("private_tmp"), str):
+        tmp = (policy["private_tmp"], policy.get("tmp_tops", []), policy["write_dirs"])
     try:
-        status_fd = isolate(network, policy.get("read_only", []))
+        status_fd = isolate(network, policy.get("read_only", []), tmp)
     except OSError as exc:
         print(f"zuno: cannot isolate the command (namespaces): {exc}", file=sys.stderr)
         return 126

@@ -1,6 +1,21 @@
-"""The seccomp filter that keeps a command with the network off away from host sockets.
+"""The seccomp filter every sandboxed command runs under.
 
-A network namespace takes away every TCP, UDP and abstract UNIX socket of the
+Always, whatever the network setting, it refuses (EPERM) what would let a
+command reach past its sandbox through the kernel rather than the file system:
+
+- ``ptrace``, ``process_vm_readv`` and ``process_vm_writev``: a command cannot
+  trace or read the memory of another process, its own children included;
+- ``keyctl``, ``add_key`` and ``request_key``: the kernel keyring is not
+  namespaced by a mount or PID namespace, and a session keyring inherited from
+  a login links the user's keyring, so a command could read the user's keys
+  (``keyctl search @s``, or ``@u`` where no user namespace is made);
+- ``ioctl(TIOCSTI)`` and ``ioctl(TIOCLINUX)``: nothing can be typed into a
+  terminal handed to the command (the one of ``exec_command`` included);
+- system calls of another ABI (x32, i386), so that the checks cannot be
+  bypassed through other syscall numbers.
+
+With the network off, it also keeps the command away from host sockets. A
+network namespace takes away every TCP, UDP and abstract UNIX socket of the
 host, but not UNIX sockets bound to a path: any socket file the command can
 see (a database's under ``/run``, a desktop bus, an agent under ``/tmp``)
 stays reachable, and connecting needs no write access. Where a socket file
@@ -12,9 +27,7 @@ lives cannot be known in advance, so the filter takes away the means instead:
   ignore addresses, and fails for datagram pairs, which could ``sendmsg`` to a
   path;
 - ``io_uring_setup`` fails, since io_uring can open and connect sockets
-  without the system calls above;
-- system calls of another ABI (x32, i386) fail, so that the checks cannot be
-  bypassed through other syscall numbers.
+  without the system calls above.
 
 Everything else is allowed. The module uses the standard library only: the
 Landlock exec helper loads it from its own folder.
@@ -27,8 +40,9 @@ import errno
 import os
 import platform
 import struct
+from typing import NamedTuple
 
-__all__ = ["install_socket_filter", "socket_filter_bytes"]
+__all__ = ["command_filter_bytes", "install_command_filter"]
 
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
@@ -49,10 +63,25 @@ _SOCK_TYPE_MASK = 0xF
 _SOCK_STREAM = 1
 _SOCK_SEQPACKET = 5
 
-# (audit arch, socket, socketpair, io_uring_setup, first number of a foreign ABI or None)
-_ARCHES: dict[str, tuple[int, int, int, int, int | None]] = {
-    "x86_64": (0xC000003E, 41, 53, 425, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 199, 425, None),
+_TIOCSTI = 0x5412
+_TIOCLINUX = 0x541C
+
+
+class _Arch(NamedTuple):
+    """The numbers the filter needs on one architecture."""
+
+    audit: int
+    socket: int
+    socketpair: int
+    io_uring_setup: int
+    ioctl: int
+    refused: tuple[int, ...]  # ptrace, process_vm_readv/writev, add_key, request_key, keyctl
+    foreign: int | None  # the first number of a foreign ABI
+
+
+_ARCHES: dict[str, _Arch] = {
+    "x86_64": _Arch(0xC000003E, 41, 53, 425, 16, (101, 310, 311, 248, 249, 250), 0x40000000),
+    "aarch64": _Arch(0xC00000B7, 198, 199, 425, 29, (117, 270, 271, 217, 218, 219), None),
 }
 
 _PR_SET_NO_NEW_PRIVS = 38
@@ -60,34 +89,50 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 
 
-def _program() -> list[tuple[int, int, int, int]]:
+def _program(network: bool) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jump if true, jump if false, k) instructions."""
     machine = platform.machine()
     if machine not in _ARCHES:
-        raise OSError(errno.ENOSYS, f"no socket filter for the {machine} architecture")
-    arch, nr_socket, nr_pair, nr_uring, foreign = _ARCHES[machine]
+        raise OSError(errno.ENOSYS, f"no seccomp filter for the {machine} architecture")
+    arch = _ARCHES[machine]
     # Labels are resolved below: a jump names the label it goes to.
     code: list[tuple[int, str | int, str | int, int] | str] = [
         (_LD_W_ABS, 0, 0, _OFF_ARCH),
-        (_JEQ_K, 0, "deny", arch),
+        (_JEQ_K, 0, "deny", arch.audit),
         (_LD_W_ABS, 0, 0, _OFF_NR),
     ]
-    if foreign is not None:
-        code.append((_JGE_K, "deny", 0, foreign))
+    if arch.foreign is not None:
+        code.append((_JGE_K, "deny", 0, arch.foreign))
+    code += [(_JEQ_K, "deny", 0, nr) for nr in arch.refused]
+    code.append((_JEQ_K, "ioctl", 0, arch.ioctl))
+    if not network:
+        code += [
+            (_JEQ_K, "socket", 0, arch.socket),
+            (_JEQ_K, "pair", 0, arch.socketpair),
+            (_JEQ_K, "deny", 0, arch.io_uring_setup),
+        ]
     code += [
-        (_JEQ_K, "socket", 0, nr_socket),
-        (_JEQ_K, "pair", 0, nr_pair),
-        (_JEQ_K, "deny", "allow", nr_uring),
-        "socket",
-        (_LD_W_ABS, 0, 0, _OFF_ARG0),
-        (_JEQ_K, "deny", "allow", _AF_UNIX),
-        "pair",
-        (_LD_W_ABS, 0, 0, _OFF_ARG0),
-        (_JEQ_K, 0, "allow", _AF_UNIX),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        "ioctl",
+        # The request is an unsigned int: the kernel ignores the upper half.
         (_LD_W_ABS, 0, 0, _OFF_ARG1),
-        (_AND_K, 0, 0, _SOCK_TYPE_MASK),
-        (_JEQ_K, "allow", 0, _SOCK_STREAM),
-        (_JEQ_K, "allow", "deny", _SOCK_SEQPACKET),
+        (_JEQ_K, "deny", 0, _TIOCSTI),
+        (_JEQ_K, "deny", "allow", _TIOCLINUX),
+    ]
+    if not network:
+        code += [
+            "socket",
+            (_LD_W_ABS, 0, 0, _OFF_ARG0),
+            (_JEQ_K, "deny", "allow", _AF_UNIX),
+            "pair",
+            (_LD_W_ABS, 0, 0, _OFF_ARG0),
+            (_JEQ_K, 0, "allow", _AF_UNIX),
+            (_LD_W_ABS, 0, 0, _OFF_ARG1),
+            (_AND_K, 0, 0, _SOCK_TYPE_MASK),
+            (_JEQ_K, "allow", 0, _SOCK_STREAM),
+            (_JEQ_K, "allow", "deny", _SOCK_SEQPACKET),
+        ]
+    code += [
         "deny",
         (_RET_K, 0, 0, _RET_EPERM),
         "allow",
@@ -113,18 +158,22 @@ def _program() -> list[tuple[int, int, int, int]]:
     return program
 
 
-def socket_filter_bytes() -> bytes:
-    """The filter as an array of ``struct sock_filter`` (what ``bwrap --seccomp`` reads)."""
-    return b"".join(struct.pack("=HBBI", *ins) for ins in _program())
+def command_filter_bytes(network: bool) -> bytes:
+    """The filter as an array of ``struct sock_filter`` (what ``bwrap --seccomp`` reads).
+
+    Args:
+        network: Whether the command may use the network (no socket rules then).
+    """
+    return b"".join(struct.pack("=HBBI", *ins) for ins in _program(network))
 
 
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_socket_filter() -> None:
+def install_command_filter(network: bool) -> None:
     """Apply the filter to this process and everything it starts (sets no_new_privs)."""
-    raw = socket_filter_bytes()
+    raw = command_filter_bytes(network)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     prog = _SockFprog(len(raw) // 8, ctypes.addressof(buffer))
     libc = ctypes.CDLL(None, use_errno=True)
@@ -135,4 +184,4 @@ def install_socket_filter() -> None:
     ):
         if libc.prctl(*args) != 0:
             err = ctypes.get_errno()
-            raise OSError(err, f"cannot install the socket filter: {os.strerror(err)}")
+            raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")

@@ -11,11 +11,11 @@ the bwrap process kills the namespace's init, and the kernel then kills every
 process left in the namespace, including ones that left the session.
 
 The workspace's control files (``policy.read_only``) are bound read-only over
-the writable workspace. With the network off, the command also gets the
-socket filter of :mod:`zuno.sandbox._seccomp` (no UNIX socket of the host is
-reachable through a path); bwrap reads it from a descriptor, which a
-``/bin/sh`` in front of bwrap opens from a file and then replaces itself with
-bwrap.
+the writable workspace. The command also gets the seccomp filter of
+:mod:`zuno.sandbox._seccomp` (no ptrace, no keyring, no TIOCSTI; with the
+network off, no UNIX socket of the host reachable through a path); bwrap
+reads it from a descriptor, which a ``/bin/sh`` in front of bwrap opens from a
+file and then replaces itself with bwrap.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from zuno.sandbox._seccomp import socket_filter_bytes
-from zuno.sandbox.policy import Launch, SandboxPolicy
+from zuno.sandbox._seccomp import command_filter_bytes
+from zuno.sandbox.policy import Launch, SandboxPolicy, tops_under_tmp
 
 __all__ = ["BASE_FLAGS", "BubblewrapSandbox"]
 
@@ -58,30 +58,21 @@ BASE_FLAGS: tuple[str, ...] = (
 _TMP = "/tmp"
 
 
-def _tops_under_tmp(paths: list[Path]) -> list[str]:
-    """The first-level folders of /tmp that hold one of paths, sorted."""
-    tops: set[str] = set()
-    for p in paths:
-        if p.is_relative_to(_TMP) and p != Path(_TMP):
-            tops.add(str(Path(_TMP) / p.relative_to(_TMP).parts[0]))
-    return sorted(tops)
-
-
 _FILTER_FD = "3"
 _filter_lock = threading.Lock()
-_filter_dir: list[Path] = []
+_filter_files: dict[bool, Path] = {}
 
 
-def socket_filter_file() -> Path:
-    """A file holding the socket filter, made once per process in a private folder.
+def command_filter_file(network: bool) -> Path:
+    """A file holding the seccomp filter, made once per process in a private folder.
 
     Made again when something (a cleaner of /tmp) removed it; the folder is
     removed when the process exits.
     """
-    data = socket_filter_bytes()
+    data = command_filter_bytes(network)
     with _filter_lock:
-        if _filter_dir:
-            path = _filter_dir[0] / "socket-filter.bpf"
+        path = _filter_files.get(network)
+        if path is not None:
             try:
                 if path.read_bytes() == data:
                     return path
@@ -89,11 +80,11 @@ def socket_filter_file() -> Path:
                 pass
         folder = Path(tempfile.mkdtemp(prefix="zuno-seccomp-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        path = folder / "socket-filter.bpf"
+        path = folder / "command-filter.bpf"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        _filter_dir[:] = [folder]
+        _filter_files[network] = path
         return path
 
 
@@ -120,15 +111,13 @@ class BubblewrapSandbox:
         flags += ["--bind", str(private_tmp), _TMP]
         private = private_tmp.resolve()
         writable = [r for r in policy.writable(private_tmp) if r != private]
-        for top in _tops_under_tmp([policy.workspace.resolve(), *writable]):
+        for top in tops_under_tmp([policy.workspace.resolve(), *writable]):
             flags += ["--ro-bind", top, top]
         for root in writable:
             flags += ["--bind", str(root), str(root)]
         for path in policy.read_only:
             flags += ["--ro-bind", str(path), str(path)]
-        if not policy.network:
-            flags += ["--seccomp", _FILTER_FD]
-        flags += ["--chdir", str(cwd)]
+        flags += ["--seccomp", _FILTER_FD, "--chdir", str(cwd)]
         return flags
 
     def launch(
@@ -140,10 +129,10 @@ class BubblewrapSandbox:
         env: Mapping[str, str],
         private_tmp: Path,
     ) -> Launch:
-        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp`` (behind ``sh`` when a filter is read)."""
+        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp``, behind ``sh`` opening the filter."""
         wrapped = [self.executable, *self.flags(policy, private_tmp, cwd), "--", *argv]
-        if not policy.network:
-            # sh opens the filter on the descriptor bwrap reads, then becomes bwrap.
-            opener = f'exec "$@" {_FILTER_FD}<"$0"'
-            wrapped = ["/bin/sh", "-c", opener, str(socket_filter_file()), *wrapped]
+        # sh opens the filter on the descriptor bwrap reads, then becomes bwrap.
+        opener = f'exec "$@" {_FILTER_FD}<"$0"'
+        filter_file = command_filter_file(policy.network)
+        wrapped = ["/bin/sh", "-c", opener, str(filter_file), *wrapped]
         return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp, tmp_inside=_TMP)

@@ -11,7 +11,10 @@ Like bubblewrap, the helper also gives the command its own PID, mount and
 IPC namespaces (and a network namespace with the network off, where a socket
 filter also keeps it from the host's UNIX sockets): when the command exits or
 is killed, nothing it started survives it, and it sees only its own processes.
-The workspace's control files are bound read-only over the writable workspace.
+The workspace's control files are bound read-only over the writable workspace,
+and the command's private temporary folder is mounted over ``/tmp``, as under
+bubblewrap. Every command also gets the seccomp filter of
+:mod:`zuno.sandbox._seccomp`: no ptrace, no kernel keyring, no TIOCSTI.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from pathlib import Path
 from typing import Literal
 
 from zuno.sandbox._landlock_exec import abi_version
-from zuno.sandbox.policy import Launch, SandboxPolicy
+from zuno.sandbox.policy import Launch, SandboxPolicy, tops_under_tmp
 
 __all__ = ["HELPER", "WRITABLE_DEVICES", "LandlockSandbox", "abi_version"]
+
+_TMP = Path("/tmp")
 
 HELPER = Path(__file__).with_name("_landlock_exec.py")
 """The script that restricts itself and execs the command."""
@@ -63,13 +68,30 @@ class LandlockSandbox:
         env: Mapping[str, str],
         private_tmp: Path,
     ) -> Launch:
-        """The helper's argv carrying the ruleset, then ``--`` and argv."""
-        rules = {
+        """The helper's argv carrying the ruleset, then ``--`` and argv.
+
+        The private folder is mounted over ``/tmp`` (and ``TMPDIR`` is ``/tmp``),
+        unless the workspace or a writable root is ``/tmp`` or holds it: the
+        command may write there anyway, and the private folder is then only
+        ``TMPDIR``.
+        """
+        private = private_tmp.resolve()
+        others = [p for p in policy.writable(private_tmp) if p != private]
+        workspace = policy.workspace.resolve()
+        cover_tmp = not any(_TMP.is_relative_to(p) for p in (workspace, *others))
+        rules: dict[str, object] = {
             "write_dirs": [str(p) for p in policy.writable(private_tmp)],
             "write_files": list(WRITABLE_DEVICES),
             "network": policy.network,
             "read_only": [str(p) for p in policy.read_only],
             "parent": os.getpid(),  # the command dies with this process, even on SIGKILL
         }
+        if cover_tmp:
+            rules["write_dirs"] = [str(_TMP), *(str(p) for p in others)]
+            rules["private_tmp"] = str(private)
+            rules["tmp_tops"] = tops_under_tmp([workspace, *others])
         wrapped = [self._python, "-I", "-S", str(HELPER), json.dumps(rules), "--", *argv]
-        return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp)
+        inside = str(_TMP) if cover_tmp else None
+        return Launch.with_tmpdir(
+            wrapped, env, cwd=cwd, private_tmp=private_tmp, tmp_inside=inside
+        )

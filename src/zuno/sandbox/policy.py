@@ -25,9 +25,24 @@ __all__ = [
     "SandboxError",
     "SandboxPolicy",
     "prepared_launch",
+    "tops_under_tmp",
 ]
 
 BackendName = Literal["bubblewrap", "landlock", "none"]
+
+
+def tops_under_tmp(paths: Sequence[Path]) -> list[str]:
+    """The first-level folders of /tmp that hold one of paths, sorted.
+
+    A sandbox that gives the command a private ``/tmp`` shows these again (read-only)
+    so that a workspace or a writable folder under ``/tmp`` stays reachable.
+    """
+    tmp = Path("/tmp")
+    tops: set[str] = set()
+    for p in paths:
+        if p.is_relative_to(tmp) and p != tmp:
+            tops.add(str(tmp / p.relative_to(tmp).parts[0]))
+    return sorted(tops)
 
 
 class SandboxError(Exception):
