@@ -225,6 +225,12 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         for backend in sandbox.get("backends", []):
             state = "available" if backend.get("available") else "unavailable"
             lines.append(f"             {backend['name']}: {state} ({backend.get('detail')})")
+        withheld: list[str] = sandbox.get("withheld_env") or []
+        if withheld:
+            lines.append(
+                f"             withheld from commands: {', '.join(withheld)} "
+                "(sandbox.env_keep lets a named one through)"
+            )
     server = report.get("command_server")
     if server:
         lines.append(f"server:      {_server_line(server)}")

@@ -64,6 +64,8 @@ class SandboxReport:
         selected: The sandbox commands will run under, or None when none can.
         error: Why the configured sandbox cannot start (a startup error), or None.
         backends: The probe of each sandbox.
+        withheld_env: The names (never the values) of this process's environment
+            variables that commands do not receive.
     """
 
     kind: str
@@ -72,6 +74,7 @@ class SandboxReport:
     selected: str | None
     error: str | None
     backends: list[BackendProbe] = field(default_factory=lambda: [])
+    withheld_env: list[str] = field(default_factory=lambda: [])
 
     @property
     def ok(self) -> bool:

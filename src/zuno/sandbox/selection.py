@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from zuno.sandbox.bubblewrap import BubblewrapSandbox
+from zuno.sandbox.environment import withheld_names
 from zuno.sandbox.landlock import LandlockSandbox
 from zuno.sandbox.none import NoSandbox
 from zuno.sandbox.policy import Sandbox, SandboxError, SandboxPolicy
@@ -77,6 +78,7 @@ def sandbox_report(settings: SandboxSettings | None = None) -> SandboxReport:
         selected=selected,
         error=error,
         backends=[probe_bubblewrap(), probe_landlock()],
+        withheld_env=withheld_names(settings.env_remove, keep=settings.env_keep),
     )
 
 

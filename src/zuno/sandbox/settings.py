@@ -28,8 +28,13 @@ DEFAULT_ENV_REMOVE: tuple[str, ...] = (
     "*PASSWD*",
     "*_CREDENTIALS",
     "*_COOKIE",
+    "*_AUTH",
+    "*_AUTHTOKEN",
 )
-"""Glob patterns of environment variables withheld from commands by default."""
+"""Glob patterns of environment variables withheld from commands by default.
+
+Values shaped like a credential are withheld too, whatever their name (see
+:mod:`zuno.sandbox.environment`)."""
 
 
 class SandboxSettings(BaseModel):
@@ -51,7 +56,8 @@ class SandboxSettings(BaseModel):
             variables that commands do not receive. The built-in patterns
             (:data:`DEFAULT_ENV_REMOVE`) always apply; a configured list adds to them.
         env_keep: Exact names of variables that commands receive even though a
-            pattern of ``env_remove`` matches them (a secret passed on purpose).
+            pattern of ``env_remove`` matches them or their value looks like a
+            credential (a secret passed on purpose).
     """
 
     # defer_build: validators are built on first use, not when zuno starts.
