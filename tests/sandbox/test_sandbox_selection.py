@@ -26,6 +26,7 @@ from zuno.sandbox import (
 @pytest.fixture
 def without_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Probes run as if bwrap were not installed (PATH without it)."""
+    probe_landlock()  # probed with the real PATH (its probe runs `true`), and cached
     probe_bubblewrap.cache_clear()
     monkeypatch.setenv("PATH", "/nonexistent")
     yield
