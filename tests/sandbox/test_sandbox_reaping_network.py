@@ -2,8 +2,9 @@
 
 Reaping: after a call returns (or times out, or its background job is
 cancelled) no process it started is alive, whatever it did to escape (a new
-session, ``nohup``, a background child holding the output pipes). Processes
-are found by a unique marker in their argv, by scanning ``/proc``.
+session, ``nohup``, a background child holding the output pipes), under both
+sandboxes and without one. Processes are found by a unique marker in their
+argv, by scanning ``/proc``.
 
 Network: with the network off, no socket outside the sandbox can be reached.
 Real listeners (a UNIX stream and datagram socket in a folder outside the
@@ -36,6 +37,8 @@ from zuno.sandbox import SandboxSettings
 from zuno.tool import ToolResult
 
 KINDS = ["bubblewrap", "landlock"]
+REAPING_KINDS = [*KINDS, "none"]
+"""Reaping holds without a sandbox too: the none sandbox's guard is a subreaper."""
 
 pytestmark = pytest.mark.anyio
 
@@ -119,7 +122,7 @@ ESCAPES = {
 }
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", REAPING_KINDS)
 @pytest.mark.parametrize("escape", sorted(ESCAPES))
 async def test_nothing_a_command_started_outlives_it(
     box: Box, kind: str, escape: str, marker: str
@@ -132,7 +135,7 @@ async def test_nothing_a_command_started_outlives_it(
     assert _gone(marker)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", REAPING_KINDS)
 async def test_a_timed_out_command_leaves_nothing_behind(box: Box, kind: str, marker: str) -> None:
     command = f"setsid {_sleeper(marker)} >/dev/null 2>&1 & nohup {_sleeper(marker)} & sleep 1000"
     result = await box.run(command, limit=2, kind=kind)
@@ -155,7 +158,7 @@ def _runtime(box: Box, tmp_path: Path, kind: str) -> Runtime:
 _ORPHAN = "(setsid {sleeper} >/dev/null 2>&1 &)"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", REAPING_KINDS)
 async def test_a_cancelled_background_job_leaves_nothing_behind(
     box: Box, tmp_path: Path, kind: str, marker: str
 ) -> None:
@@ -178,7 +181,7 @@ async def test_a_cancelled_background_job_leaves_nothing_behind(
         assert await anyio.to_thread.run_sync(_gone, marker)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", REAPING_KINDS)
 async def test_a_finished_background_job_leaves_nothing_behind(
     box: Box, tmp_path: Path, kind: str, marker: str
 ) -> None:

@@ -1,18 +1,26 @@
-"""Keep an unsandboxed command from outliving the Zuno process that started it.
+"""Keep an unsandboxed command, and all it started, from outliving its call or Zuno.
 
 Run as a script (``python -I -S _guard.py ZUNO_PID -- COMMAND...``) by the
 ``none`` sandbox; standard library only. Bubblewrap (``--die-with-parent``)
 and the Landlock helper run a command as the child of a PID namespace's init
-that dies with Zuno, so the kernel ends everything in it. Without a sandbox
-there is no namespace; this guard stands in for its init:
+that dies with Zuno and exits when the command does, so the kernel ends
+everything in it. Without a sandbox there is no namespace; this guard stands
+in for its init:
 
 * it becomes a child subreaper, so a process of the command that leaves its
-  session and is orphaned (``setsid``, ``nohup``, a double fork) is re-parented
-  to the guard, not to init, and stays findable;
+  session and is orphaned (``setsid``, ``nohup``, ``setsid -f``, a double
+  fork) is re-parented to the guard, not to init, and stays findable;
+* it forks the command and reaps what is re-parented to it; when the command
+  ends, it kills every process still below it (so ``sleep 25 & echo hi`` ends
+  with ``echo``: nothing is left to hold the output pipes or to run on after
+  the call), and ends the way the command ended (its exit status, or its
+  signal);
 * it asks the kernel for a signal when Zuno dies (``PR_SET_PDEATHSIG``), even
-  by SIGKILL, and then kills every process below it;
-* it forks the command, reaps what is re-parented to it, and ends the way the
-  command ended (its exit status, or its signal).
+  by SIGKILL, and then kills every process below it too.
+
+A deadline or a cancellation reaches the guard's tree from outside
+(:func:`zuno.process.kill_process_tree`, which finds the re-parented orphans
+among the guard's descendants).
 
 Signals meant for the command's process group reach the command directly; the
 guard itself ignores them, and the command gets default dispositions.
@@ -76,11 +84,15 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def _kill_everything_below(_signum: int, _frame: object) -> None:
-    """Zuno is gone: stop, then kill, every process below the guard, then end."""
+def _kill_everything_below() -> None:
+    """Stop, then kill, every process below the guard.
+
+    Stopped first: a parent killed before its children would orphan them, and a
+    member may fork while the others are being found.
+    """
     me = os.getpid()
     stopped: set[int] = set()
-    for _ in range(50):  # until none is left (a member may fork before it is stopped)
+    for _ in range(50):  # until none is left
         fresh = _descendants(me) - stopped
         if not fresh:
             break
@@ -91,6 +103,10 @@ def _kill_everything_below(_signum: int, _frame: object) -> None:
     for pid in stopped | _descendants(me):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _zuno_died(_signum: int, _frame: object) -> None:
+    _kill_everything_below()
     os._exit(137)
 
 
@@ -112,7 +128,7 @@ def main(argv: Sequence[str]) -> int:
     parent, command = int(argv[0]), list(argv[2:])
     for signum in _IGNORED:
         signal.signal(signum, signal.SIG_IGN)
-    signal.signal(_ZUNO_DIED, _kill_everything_below)
+    signal.signal(_ZUNO_DIED, _zuno_died)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _prctl(_PR_SET_PDEATHSIG, _ZUNO_DIED)
     if os.getppid() != parent:
@@ -127,6 +143,8 @@ def main(argv: Sequence[str]) -> int:
             return 125
         if pid != child:
             continue  # an orphan of the command, re-parented here
+        # The command is over: so is everything it left running.
+        _kill_everything_below()
         if os.WIFSIGNALED(status):
             signum = os.WTERMSIG(status)
             signal.signal(signum, signal.SIG_DFL)
