@@ -15,15 +15,16 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 KINDS = ["bubblewrap", "landlock"]
 ZUNO = str(Path(sys.executable).with_name("zuno"))
 
-_PROBE = r'''
+_PROBE = r"""
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -79,11 +80,16 @@ def tiocsti():
 
 globals()[sys.argv[1]](*sys.argv[2:])
 print("probe done")
-'''
+"""
 
 
-def _zuno(tmp_path: Path, kind: str, tool: str, args: dict[str, object]) -> dict[str, object]:
-    """The JSON result of ``zuno call TOOL ARGS`` in tmp_path/ws under sandbox kind."""
+def _zuno(
+    tmp_path: Path, kind: str, tool: str, args: Mapping[str, object], *, before: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The JSON result of ``zuno call TOOL ARGS`` in tmp_path/ws under sandbox kind.
+
+    before: a command that starts zuno (the argv is appended to it).
+    """
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     config = {
@@ -94,7 +100,7 @@ def _zuno(tmp_path: Path, kind: str, tool: str, args: dict[str, object]) -> dict
     (home / "zuno.json").write_text(json.dumps(config))
     env = {**os.environ, "ZUNO_CONFIG_HOME": str(home), "ZUNO_DB": str(tmp_path / "z.db")}
     proc = subprocess.run(
-        [ZUNO, "call", tool, json.dumps(args), "--json"],
+        [*before, ZUNO, "call", tool, json.dumps(args), "--json"],
         cwd=tmp_path / "ws",
         env=env,
         stdin=subprocess.DEVNULL,
@@ -103,9 +109,8 @@ def _zuno(tmp_path: Path, kind: str, tool: str, args: dict[str, object]) -> dict
         timeout=300,
         check=False,
     )
-    result = json.loads(proc.stdout)
-    assert isinstance(result, dict), proc.stdout
-    return result  # pyright: ignore[reportUnknownVariableType]
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
 
 
 @pytest.fixture
@@ -161,28 +166,14 @@ def test_the_users_keyring_is_out_of_reach(
     tmp_path: Path, ws: Path, kind: str, secret_key: tuple[str, str]
 ) -> None:
     description, value = secret_key
-    home = tmp_path / "home"
-    home.mkdir()
-    config = {"permission": {"mode": "permissive"}, "sandbox": {"kind": kind}}
-    (home / "zuno.json").write_text(json.dumps(config))
-    env = {**os.environ, "ZUNO_CONFIG_HOME": str(home), "ZUNO_DB": str(tmp_path / "z.db")}
-    command = json.dumps({"command": _probe("keyring", description)})
-    proc = subprocess.run(
-        [sys.executable, "-c", _WITH_SESSION_KEYRING, str(_KEYCTL), ZUNO, "call", "shell"]
-        + [command, "--json"],
-        cwd=ws,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    result = json.loads(proc.stdout)
+    login = [sys.executable, "-c", _WITH_SESSION_KEYRING, str(_KEYCTL)]
+    args = {"command": _probe("keyring", description)}
+    result = _zuno(tmp_path, kind, "shell", args, before=login)
+    output = str(result["result"])
     assert result["data"]["sandbox"] == kind, result
-    assert "probe done" in result["result"], result
-    assert value not in proc.stdout + proc.stderr
-    assert "read " not in result["result"], result
+    assert "probe done" in output, output
+    assert value not in json.dumps(result)
+    assert "read " not in output, output
 
 
 # --- A private, writable /tmp --------------------------------------------------------------
@@ -203,7 +194,7 @@ def test_tmp_is_private_and_writable(tmp_path: Path, ws: Path, kind: str) -> Non
     finally:
         host_marker.unlink()
     output = str(result["result"])
-    assert result["data"]["sandbox"] == kind, result  # type: ignore[index]
+    assert result["data"]["sandbox"] == kind, result
     assert "written" in output, output
     assert "mktemp-ok" in output, output
     assert "TMPDIR=/tmp" in output, output

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def _secrets() -> dict[str, str]:
 _PLAIN = {"PLAIN_SETTING": "https://example.com/a:b@c", "OTHER_PATHS": "/usr/bin:/bin"}
 
 
-def _run(tmp_path: Path, args: list[str], env: dict[str, str], config: dict[str, object]) -> str:
+def _run(tmp_path: Path, args: list[str], env: dict[str, str], config: Mapping[str, object]) -> str:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     (home / "zuno.json").write_text(json.dumps(config))
@@ -68,7 +69,8 @@ def _run(tmp_path: Path, args: list[str], env: dict[str, str], config: dict[str,
 def test_credentials_are_withheld_by_value(tmp_path: Path, kind: str) -> None:
     secrets = _secrets()
     config = {"permission": {"mode": "permissive"}, "sandbox": {"kind": kind}}
-    out = _run(tmp_path, ["call", "shell", '{"command": "env; echo done"}'], secrets | _PLAIN, config)
+    call = ["call", "shell", '{"command": "env; echo done"}']
+    out = _run(tmp_path, call, secrets | _PLAIN, config)
     assert "done" in out, out
     for name, value in secrets.items():
         assert value not in out, name

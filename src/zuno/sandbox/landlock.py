@@ -92,6 +92,4 @@ class LandlockSandbox:
             rules["tmp_tops"] = tops_under_tmp([workspace, *others])
         wrapped = [self._python, "-I", "-S", str(HELPER), json.dumps(rules), "--", *argv]
         inside = str(_TMP) if cover_tmp else None
-        return Launch.with_tmpdir(
-            wrapped, env, cwd=cwd, private_tmp=private_tmp, tmp_inside=inside
-        )
+        return Launch.with_tmpdir(wrapped, env, cwd=cwd, private_tmp=private_tmp, tmp_inside=inside)

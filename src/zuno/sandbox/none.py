@@ -1,9 +1,10 @@
 """No sandbox: the command runs with the runtime's own rights.
 
 Used only when the configuration names it (``sandbox.kind = "none"``) or asks
-for ``full-access`` mode; ``auto`` never falls back to it. The command still
-dies with Zuno, even when Zuno is killed outright: it runs under a small guard
-(``_guard.py``) that kills everything below it when Zuno's process is gone.
+for ``full-access`` mode; ``auto`` never falls back to it. Nothing the command
+starts outlives it or Zuno, even when Zuno is killed outright: it runs under a
+small guard (``_guard.py``), a subreaper that kills everything still below it
+when the command ends or when Zuno's process is gone.
 """
 
 from __future__ import annotations
