@@ -105,6 +105,15 @@ def _kill_everything_below() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _has_children() -> bool:
+    """Whether any process is still a child of the guard (running or not yet reaped)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def _zuno_died(_signum: int, _frame: object) -> None:
     _kill_everything_below()
     os._exit(137)
@@ -143,8 +152,10 @@ def main(argv: Sequence[str]) -> int:
             return 125
         if pid != child:
             continue  # an orphan of the command, re-parented here
-        # The command is over: so is everything it left running.
-        _kill_everything_below()
+        # The command is over: so is everything it left running. With no child
+        # left there is no descendant either, and /proc need not be read.
+        if _has_children():
+            _kill_everything_below()
         if os.WIFSIGNALED(status):
             signum = os.WTERMSIG(status)
             signal.signal(signum, signal.SIG_DFL)
