@@ -21,7 +21,8 @@ What it does, in order:
    kernel kills everything the command left behind (``setsid``, ``nohup``,
    ``cmd &``), as under bubblewrap.
 3. The command's process applies the ruleset, drops every capability (a root
-   command could otherwise load kernel modules), installs the seccomp filter
+   command could otherwise load kernel modules), joins a fresh session
+   keyring, installs the seccomp filter
    of :mod:`_seccomp` (no ptrace, no keyring, no TIOCSTI; with the network
    off, no host socket), and execs.
 
@@ -36,9 +37,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import importlib.util
 import json
 import os
+import platform
 import signal
 import sys
 from collections.abc import Sequence
@@ -57,6 +60,8 @@ _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _CAPABILITY_VERSION_3 = 0x20080522
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(platform.machine(), -1)
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
@@ -424,6 +429,19 @@ def drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
+def _join_fresh_session_keyring() -> None:
+    """Leave the session keyring inherited from Zuno (a login's links the user's keys).
+
+    The seccomp filter refuses every keyring call of the command; this also keeps
+    lookups the kernel makes on its behalf (filesystem keys) off the user's keys.
+    A kernel without keyrings has nothing to leave.
+    """
+    if _libc.syscall(_SYS_KEYCTL, _ulong(_KEYCTL_JOIN_SESSION_KEYRING), None) < 0:
+        err = ctypes.get_errno()
+        if err != errno.ENOSYS:
+            raise OSError(err, f"cannot join a fresh session keyring: {os.strerror(err)}")
+
+
 def _load_seccomp(network: bool) -> None:
     # The helper runs isolated (-I): its sibling module is loaded by path.
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_seccomp.py")
@@ -445,6 +463,7 @@ def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:
         restrict_self(write_dirs, policy["write_files"], network)  # type: ignore[arg-type]
         if isolated:
             drop_capabilities()
+            _join_fresh_session_keyring()
             _load_seccomp(network)
     except OSError as exc:
         print(f"zuno: cannot apply the Landlock sandbox: {exc}", file=sys.stderr)
