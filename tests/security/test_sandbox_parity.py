@@ -28,8 +28,8 @@ _PROBE = r"""
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-NR = {"x86_64": dict(keyctl=250, ptrace=101, vm_readv=310),
-      "aarch64": dict(keyctl=219, ptrace=117, vm_readv=270)}[os.uname().machine]
+NR = {"x86_64": dict(keyctl=250, ptrace=101, vm_readv=310, ioctl=16),
+      "aarch64": dict(keyctl=219, ptrace=117, vm_readv=270, ioctl=29)}[os.uname().machine]
 
 def err():
     return os.strerror(ctypes.get_errno())
@@ -77,6 +77,11 @@ def tiocsti():
         print("TIOCSTI-INJECTED")
     except OSError as exc:
         print(f"tiocsti: {exc.strerror}")
+    # The kernel reads the request as 32 bits: the same request with high bits set.
+    char = ctypes.c_char(b"#")
+    high = libc.syscall(NR["ioctl"], ctypes.c_long(0), ctypes.c_ulong((1 << 32) | termios.TIOCSTI),
+                        ctypes.byref(char))
+    print("TIOCSTI-HIGH-INJECTED" if high == 0 else f"tiocsti high: {err()}")
 
 globals()[sys.argv[1]](*sys.argv[2:])
 print("probe done")
@@ -228,3 +233,4 @@ def test_tiocsti_is_refused_on_the_commands_terminal(tmp_path: Path, ws: Path, k
     assert "probe done" in output, output
     assert "TIOCSTI-INJECTED" not in output, output
     assert "tiocsti: Operation not permitted" in output, output
+    assert "tiocsti high: Operation not permitted" in output, output
