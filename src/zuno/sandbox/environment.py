@@ -21,34 +21,39 @@ __all__ = ["command_environment", "looks_like_credential", "withheld_names"]
 _START = r"(?<![A-Za-z0-9])"
 """A token starts a value or follows a character that cannot belong to it."""
 
-_CREDENTIAL_SHAPES = re.compile(
-    "|".join(
-        [
-            # scheme://user:password@host (the user may be empty: redis://:pw@host)
-            r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:[^\s/@]+@",
-            _START + r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
-            _START + r"github_pat_[A-Za-z0-9_]{30,}",  # GitHub fine-grained tokens
-            _START + r"glpat-[A-Za-z0-9_\-]{20,}",  # GitLab personal access tokens
-            _START + r"npm_[A-Za-z0-9]{36}",  # npm tokens
-            _START + r"pypi-AgE[A-Za-z0-9_\-]{50,}",  # PyPI tokens
-            _START + r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
-            r"hooks\.slack\.com/services/T[A-Za-z0-9]+/",  # Slack webhooks
-            _START + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key ids
-            _START + r"sk-[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic and similar keys
-            _START + r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe keys
-            _START + r"AIza[0-9A-Za-z_\-]{35}",  # Google API keys
-            _START + r"hf_[A-Za-z0-9]{30,}",  # Hugging Face tokens
-            # A JSON Web Token: base64url of '{"' twice, then a signature.
-            _START + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-        ]
+# (a literal every match holds, the shape). The literal is looked for first, so a
+# long value without it costs one substring search per shape. A shape is matched
+# by its shortest form where nothing follows it ("{30}", not "{30,}").
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (literal, re.compile(shape))
+    for literal, shape in (
+        # scheme://user:password@host (the user may be empty: redis://:pw@host)
+        ("://", r"://[^\s/:@]*:[^\s/@]+@"),
+        ("gh", _START + r"gh[pousr]_[A-Za-z0-9]{30}"),  # GitHub tokens
+        ("github_pat_", _START + r"github_pat_[A-Za-z0-9_]{30}"),  # GitHub fine-grained
+        ("glpat-", _START + r"glpat-[A-Za-z0-9_\-]{20}"),  # GitLab personal access tokens
+        ("npm_", _START + r"npm_[A-Za-z0-9]{36}"),  # npm tokens
+        ("pypi-AgE", _START + r"pypi-AgE[A-Za-z0-9_\-]{50}"),  # PyPI tokens
+        ("xox", _START + r"xox[abposr]-[A-Za-z0-9\-]{10}"),  # Slack tokens
+        ("hooks.slack.com", r"hooks\.slack\.com/services/T[A-Za-z0-9]+/"),  # Slack webhooks
+        ("IA", _START + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),  # AWS access key ids
+        ("sk-", _START + r"sk-[A-Za-z0-9_\-]{20}"),  # OpenAI, Anthropic and similar keys
+        ("k_", _START + r"[sr]k_(?:live|test)_[A-Za-z0-9]{16}"),  # Stripe keys
+        ("AIza", _START + r"AIza[0-9A-Za-z_\-]{35}"),  # Google API keys
+        ("hf_", _START + r"hf_[A-Za-z0-9]{30}"),  # Hugging Face tokens
+        # A JSON Web Token: base64url of '{"' twice, then a signature.
+        (
+            "eyJ",
+            _START + r"eyJ[A-Za-z0-9_\-]{8,4096}\.eyJ[A-Za-z0-9_\-]{8,8192}\.[A-Za-z0-9_\-]{8}",
+        ),
+        ("PRIVATE KEY-----", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----"),
     )
 )
 
 
 def looks_like_credential(value: str) -> bool:
     """Whether value holds something shaped like a password or a token."""
-    return _CREDENTIAL_SHAPES.search(value) is not None
+    return any(literal in value and shape.search(value) for literal, shape in _SHAPES)
 
 
 def withheld_names(
