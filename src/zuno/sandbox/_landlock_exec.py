@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import importlib.util
 import json
 import os
@@ -434,12 +433,10 @@ def _join_fresh_session_keyring() -> None:
 
     The seccomp filter refuses every keyring call of the command; this also keeps
     lookups the kernel makes on its behalf (filesystem keys) off the user's keys.
-    A kernel without keyrings has nothing to leave.
+    A second line only, so a refusal is not an error: a kernel without keyrings,
+    a container whose own filter refuses keyctl, a user whose key quota is full.
     """
-    if _libc.syscall(_SYS_KEYCTL, _ulong(_KEYCTL_JOIN_SESSION_KEYRING), None) < 0:
-        err = ctypes.get_errno()
-        if err != errno.ENOSYS:
-            raise OSError(err, f"cannot join a fresh session keyring: {os.strerror(err)}")
+    _libc.syscall(_SYS_KEYCTL, _ulong(_KEYCTL_JOIN_SESSION_KEYRING), None)
 
 
 def _load_seccomp(network: bool) -> None:
