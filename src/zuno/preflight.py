@@ -353,6 +353,14 @@ class Preflight:
                 call.declaration,
             )
         control = next((p for p in touched if p.writes and is_control_file(p)), None)
+        own = next(
+            (
+                (p, label)
+                for p in touched
+                if p.writes and (label := rt.control_paths.covers(p.real_abs)) is not None
+            ),
+            None,
+        )
         if control is not None:
             # Neither an allow rule nor permissive mode skips this: a changed
             # zuno.json or git hook runs code outside the sandbox later.
@@ -361,12 +369,19 @@ class Preflight:
                 f"it changes {control.real}, a control file (zuno.json, .zuno/, .git/) "
                 "that is always asked about",
             )
+        elif own is not None:
+            # Zuno's own folders (the user's config, trust store, data folder) are
+            # authority too, wherever they lie: the workspace may be $HOME.
+            verdict = Verdict(
+                "ask",
+                f"it changes {own[0].real_abs}, in Zuno's own {own[1]}, which is always "
+                "asked about",
+            )
         if verdict.action == "allow":
             return
         await self._ask(session, call, verdict)
 
-    @staticmethod
-    def _edit_inside(call: Admitted, touched: list[TouchedPath]) -> bool:
+    def _edit_inside(self, call: Admitted, touched: list[TouchedPath]) -> bool:
         """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
 
         A file tool that names its paths, all inside the workspace by their real
@@ -376,7 +391,10 @@ class Preflight:
             call.tool.writes_files
             and call.declaration.effect is Effect.SIDE_EFFECTING
             and bool(touched)
-            and all(p.inside and not is_control_file(p) for p in touched)
+            and all(
+                p.inside and not is_control_file(p) and self._rt.control_paths.covers(p.real_abs) is None
+                for p in touched
+            )
         )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from zuno.config import AgentSettings, Config, ConfigError, PermissionMode, load_config
+from zuno.control_paths import control_paths
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
 from zuno.events import Event, EventBus
 from zuno.hooks import HookNotice, Hooks, PythonHook, failure_event
@@ -116,6 +117,8 @@ class Runtime:
         self.config = config if config is not None else load_config(self.workspace)
         self.store = store if store is not None else open_store(db_path)
         self.artifacts = ArtifactStore(self.store.artifacts_root)
+        self.control_paths = control_paths(self.store)
+        """Zuno's own folders, found once here (see :mod:`zuno.control_paths`)."""
         self.output_limits = OutputLimits(
             self.config.tool_output.max_bytes, self.config.tool_output.max_lines
         )

@@ -196,6 +196,16 @@ def warn_untrusted(config: Any) -> None:
         )
 
 
+def warn_control_paths(rt: Any) -> None:
+    """Say once per process when the workspace holds Zuno's own folders (config, data)."""
+    warning = rt.control_paths.workspace_warning(rt.workspace)
+    if warning and warning not in _warned:
+        _warned.add(warning)
+        err.print(
+            f"[yellow]zuno:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True
+        )
+
+
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
     from zuno.permissions import ApproveAll, default_approver
@@ -208,6 +218,7 @@ def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Ru
             approver=ApproveAll() if yes else default_approver(),
         )
     warn_untrusted(rt.config)
+    warn_control_paths(rt)
     try:
         with user_errors():
             yield rt

@@ -242,7 +242,7 @@ def _bind_read_only(path: str) -> None:
     _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
 
 
-def isolate(network: bool, read_only: Sequence[str]) -> int:
+def isolate(network: bool, read_only: Sequence[str], pinned: Sequence[str] = ()) -> int:
     """Move into new namespaces; return in PID 1 of the new PID namespace only.
 
     The calling process forks. The parent never returns: it waits for the
@@ -273,7 +273,7 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
     # sent to the whole process group, which PID 1 has not left.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
-        _mount_private_views(read_only)
+        _mount_private_views(read_only, pinned)
     except OSError as exc:
         print(f"zuno: cannot isolate the command (mounts): {exc}", file=sys.stderr)
         os.write(status_write, b"exit 126")
@@ -281,8 +281,12 @@ def isolate(network: bool, read_only: Sequence[str]) -> int:
     return status_write
 
 
-def _mount_private_views(read_only: Sequence[str]) -> None:
-    """In the new mount namespace: fresh /proc and /dev/shm, read-only control files."""
+def _mount_private_views(read_only: Sequence[str], pinned: Sequence[str] = ()) -> None:
+    """In the new mount namespace: fresh /proc and /dev/shm, read-only control files.
+
+    Each pinned folder is bound over itself first (still writable): a mount
+    point cannot be renamed or removed, so the way to a read-only folder stays.
+    """
     # Private first, so that no mount below reaches the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -294,6 +298,9 @@ def _mount_private_views(read_only: Sequence[str]) -> None:
             ),
             f"mount {_SHM}",
         )
+    for path in pinned:
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mount(path, path, None, _MS_BIND | _MS_REC)
     for path in read_only:
         _bind_read_only(path)
 
@@ -417,7 +424,8 @@ def main(argv: Sequence[str]) -> int:
     """``POLICY_JSON -- COMMAND...``: isolate, restrict, then exec COMMAND.
 
     POLICY_JSON holds ``write_dirs``, ``write_files``, ``network``, and
-    optionally ``read_only`` (paths bound read-only), ``isolate`` (false:
+    optionally ``read_only`` (paths bound read-only), ``pinned`` (folders
+    bound over themselves, before those), ``isolate`` (false:
     no namespaces, only the ruleset; the probe uses it to tell the two apart)
     and ``parent`` (the pid of the Zuno process: the command dies with it).
     """
@@ -437,7 +445,7 @@ def main(argv: Sequence[str]) -> int:
     if not policy.get("isolate", True):
         return _exec(command, policy, network)
     try:
-        status_fd = isolate(network, policy.get("read_only", []))
+        status_fd = isolate(network, policy.get("read_only", []), policy.get("pinned", []))
     except OSError as exc:
         print(f"zuno: cannot isolate the command (namespaces): {exc}", file=sys.stderr)
         return 126

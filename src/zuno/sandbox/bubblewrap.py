@@ -10,8 +10,9 @@ exists. All capabilities are dropped, so nothing inside can remount.
 the bwrap process kills the namespace's init, and the kernel then kills every
 process left in the namespace, including ones that left the session.
 
-The workspace's control files (``policy.read_only``) are bound read-only over
-the writable workspace. With the network off, the command also gets the
+The workspace's control files and Zuno's own folders (``policy.read_only``)
+are bound read-only over the writable folders, after the folders leading to
+them were pinned (``policy.pinned``, bound over themselves). With the network off, the command also gets the
 socket filter of :mod:`zuno.sandbox._seccomp` (no UNIX socket of the host is
 reachable through a path); bwrap reads it from a descriptor, which a
 ``/bin/sh`` in front of bwrap opens from a file and then replaces itself with
@@ -124,6 +125,8 @@ class BubblewrapSandbox:
             flags += ["--ro-bind", top, top]
         for root in writable:
             flags += ["--bind", str(root), str(root)]
+        for path in policy.pinned:
+            flags += ["--bind", str(path), str(path)]
         for path in policy.read_only:
             flags += ["--ro-bind", str(path), str(path)]
         if not policy.network:
