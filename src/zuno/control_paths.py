@@ -101,9 +101,7 @@ def control_paths(store: object | None = None) -> ControlPaths:
     store_file = getattr(store, "path", None)
     if isinstance(store_file, Path):
         found.append(("store", store_file))
-        found.extend(
-            ("store", store_file.with_name(store_file.name + s)) for s in _STORE_SIBLINGS
-        )
+        found.extend(("store", store_file.with_name(store_file.name + s)) for s in _STORE_SIBLINGS)
     artifacts = getattr(store, "artifacts_root", None)
     if isinstance(artifacts, Path):
         with contextlib.suppress(OSError):

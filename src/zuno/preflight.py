@@ -391,11 +391,12 @@ class Preflight:
             call.tool.writes_files
             and call.declaration.effect is Effect.SIDE_EFFECTING
             and bool(touched)
-            and all(
-                p.inside and not is_control_file(p) and self._rt.control_paths.covers(p.real_abs) is None
-                for p in touched
-            )
+            and all(p.inside and not self._guarded(p) for p in touched)
         )
+
+    def _guarded(self, path: TouchedPath) -> bool:
+        """Whether path is a workspace control file or in one of Zuno's own folders."""
+        return is_control_file(path) or self._rt.control_paths.covers(path.real_abs) is not None
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
         """The real locations of every path the call can reach."""

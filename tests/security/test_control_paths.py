@@ -85,9 +85,9 @@ class Home:
 
 ATTACKS = {
     "rewrite the user's zuno.json": (
-        "echo '{\"hooks\": {\"before\": [{\"command\": \"touch P\"}]}}' > .config/zuno/zuno.json"
+        'echo \'{"hooks": {"before": [{"command": "touch P"}]}}\' > .config/zuno/zuno.json'
     ),
-    "trust a folder": "echo '{\"folders\": {\"/x\": \"0\"}}' > .config/zuno/trust.json",
+    "trust a folder": 'echo \'{"folders": {"/x": "0"}}\' > .config/zuno/trust.json',
     "add a file to the config folder": "echo x > .config/zuno/new",
     "replace the config folder": "mv .config/zuno .config/old; mkdir .config/zuno && "
     "echo '{}' > .config/zuno/zuno.json",

@@ -12,11 +12,11 @@ process left in the namespace, including ones that left the session.
 
 The workspace's control files and Zuno's own folders (``policy.read_only``)
 are bound read-only over the writable folders, after the folders leading to
-them were pinned (``policy.pinned``, bound over themselves). With the network off, the command also gets the
-socket filter of :mod:`zuno.sandbox._seccomp` (no UNIX socket of the host is
-reachable through a path); bwrap reads it from a descriptor, which a
-``/bin/sh`` in front of bwrap opens from a file and then replaces itself with
-bwrap.
+them were pinned (``policy.pinned``, bound over themselves). With the network
+off, the command also gets the socket filter of :mod:`zuno.sandbox._seccomp`
+(no UNIX socket of the host is reachable through a path); bwrap reads it from
+a descriptor, which a ``/bin/sh`` in front of bwrap opens from a file and then
+replaces itself with bwrap.
 """
 
 from __future__ import annotations

@@ -239,5 +239,8 @@ def sealed_folders(authority: Iterable[Path], writable: Sequence[Path]) -> Seale
             pinned.add(parent)
     # A pin inside a read-only folder would open a writable window in it.
     pinned = {p for p in pinned if not any(_below(p, r) for r in read_only)}
-    depth = lambda p: len(p.parts)  # noqa: E731
-    return SealedFolders(tuple(sorted(read_only, key=depth)), tuple(sorted(pinned, key=depth)))
+    return SealedFolders(tuple(sorted(read_only, key=_depth)), tuple(sorted(pinned, key=_depth)))
+
+
+def _depth(path: Path) -> int:
+    return len(path.parts)
