@@ -7,7 +7,9 @@ see :mod:`zuno.sandbox.control_files`), Zuno takes orders from:
   and ``trust.json`` (which workspace files are honoured);
 - the data folder: the store, the artifacts folder with every session's saved
   outputs, and the checkpoint repositories, which git runs;
-- the command server's run folder (its sockets and keys).
+- the command server's run folder (its sockets and keys);
+- the workspace files a trusted ``zuno.json`` runs (hook scripts, servers),
+  pinned by ``zuno trust`` (see :mod:`zuno.trust_pins`).
 
 They are found once when a runtime starts, through symlinks, and then kept
 out of reach wherever they lie: sandboxed commands see them read-only (the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +30,8 @@ import platformdirs
 from zuno.real_paths import is_inside
 
 __all__ = ["ControlPaths", "control_paths"]
+
+_SCRIPT = "script a trusted zuno.json runs"
 
 _STORE_SIBLINGS = ("-wal", "-shm", "-journal")
 """SQLite's companion files beside the store file."""
@@ -66,7 +71,7 @@ class ControlPaths:
 
     def workspace_warning(self, workspace: Path) -> str | None:
         """One line when the workspace holds any of Zuno's own folders, else None."""
-        found = self.inside(workspace)
+        found = [f for f in self.inside(workspace) if not f.startswith(_SCRIPT)]
         if not found:
             return None
         return (
@@ -82,8 +87,10 @@ def run_folder() -> Path:
     return Path(runtime, "zuno") if runtime else Path(f"/tmp/zuno-{os.getuid()}")
 
 
-def control_paths(store: object | None = None) -> ControlPaths:
+def control_paths(store: object | None = None, scripts: Iterable[Path] = ()) -> ControlPaths:
     """Find Zuno's control paths now, for a runtime using ``store``.
+
+    ``scripts`` are the files a trusted workspace configuration runs.
 
     The user's config folder is made (mode 0700) when it is missing, so that a
     command cannot be the one to make it. The store's file and artifacts folder
@@ -108,6 +115,7 @@ def control_paths(store: object | None = None) -> ControlPaths:
             artifacts.mkdir(mode=0o700, parents=True, exist_ok=True)
         found.append(("artifacts folder", artifacts))
     found.append(("command server folder", run_folder()))
+    found.extend((_SCRIPT, path) for path in scripts)
     named: list[Path] = []
     real: list[Path] = []
     labels: list[str] = []

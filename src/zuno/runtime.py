@@ -37,6 +37,7 @@ from zuno.registry import Registry, Surface
 from zuno.scheduling import SessionBarrier
 from zuno.store import SessionBusy, SessionRecord, Store, StoreError, open_store
 from zuno.tool import Tool
+from zuno.trust import TrustError, TrustState, pinned_files
 from zuno.workers import WorkerLease, shared_lease, this_worker
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class Runtime:
         self.config = config if config is not None else load_config(self.workspace)
         self.store = store if store is not None else open_store(db_path)
         self.artifacts = ArtifactStore(self.store.artifacts_root)
-        self.control_paths = control_paths(self.store)
+        self.control_paths = control_paths(self.store, _trusted_scripts(self))
         """Zuno's own folders, found once here (see :mod:`zuno.control_paths`)."""
         self.output_limits = OutputLimits(
             self.config.tool_output.max_bytes, self.config.tool_output.max_lines
@@ -473,3 +474,13 @@ def _raise_mcp_error_from(exc: BaseException) -> None:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]  # pyright: ignore[reportUnknownMemberType]
     raise leaf from exc
+
+
+def _trusted_scripts(rt: Runtime) -> list[Path]:
+    """The workspace files a trusted workspace ``zuno.json`` runs (pinned by ``zuno trust``)."""
+    if rt.config.workspace_trust != TrustState.TRUSTED:
+        return []
+    try:
+        return pinned_files(rt.workspace)
+    except TrustError:
+        return []  # the configuration was trusted from the same records a moment ago
