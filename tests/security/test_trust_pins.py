@@ -189,3 +189,21 @@ def test_trust_on_a_terminal_lists_then_asks_default_no(tmp_path: Path, answer: 
         assert code == 0 and [r["state"] for r in rows] == ["trusted"]
     else:
         assert code != 0 and rows == []
+
+
+def test_the_allow_hint_names_the_file_where_the_rule_takes_effect(tmp_path: Path) -> None:
+    repo = Repo(tmp_path, mode="strict")
+    args = ("call", "write", json.dumps({"path": "notes.md", "content": "hi"}))
+
+    def hint() -> str:
+        proc = repo.zuno(*args)
+        assert proc.returncode != 0 and not (repo.ws / "notes.md").exists()
+        (line,) = [x for x in proc.stderr.splitlines() if "permission rule" in x]
+        return line
+
+    # Untrusted: an allow rule in the workspace's zuno.json would be ignored.
+    untrusted = hint()
+    assert str(repo.home / "zuno.json") in untrusted
+    assert str(repo.ws / "zuno.json") not in untrusted
+    assert repo.zuno("trust", "--yes").returncode == 0
+    assert str(repo.ws / "zuno.json") in hint()
