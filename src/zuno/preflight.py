@@ -331,9 +331,9 @@ class Preflight:
             subjects = []  # no rules: nothing to match, no subject work
         strict_reason = None
         if permissions.mode != "permissive":
-            strict_reason = self._outside_reads(permissions, call, touched) or tool.strict_reason(
-                call.args, rt.config
-            )
+            strict_reason = self._outside_reads(
+                session, permissions, call, touched
+            ) or tool.strict_reason(call.args, rt.config)
         verdict = evaluate(
             permissions,
             tool.name,
@@ -407,15 +407,25 @@ class Preflight:
         return [touch(raw, self._rt.workspace, writes=writes) for raw in raws]
 
     def _outside_reads(
-        self, permissions: PermissionSettings, call: Admitted, touched: list[TouchedPath]
+        self,
+        session: SessionState,
+        permissions: PermissionSettings,
+        call: Admitted,
+        touched: list[TouchedPath],
     ) -> str | None:
-        """Why a read-only file call needs approval in strict mode: it reads outside."""
+        """Why a read-only file call needs approval in strict mode: it reads outside.
+
+        The session's own saved outputs are read without asking (a truncated
+        result names its artifact); another session's are outside like
+        anything else: they may hold another workspace's secrets.
+        """
         if call.declaration.effect is not Effect.READ_ONLY or call.tool.workspace_only:
             return None
         outside = [p for p in touched if not p.inside]
         if not outside:
             return None
-        roots = [str(self._rt.store.artifacts_root), *permissions.read_roots]
+        own = self._rt.store.artifacts_root / session.session_id
+        roots = [str(own), *permissions.read_roots]
         readable = [real_path(_absolute(root, self._rt.workspace))[0] for root in roots]
         for path in outside:
             if not any(is_inside(path.real_abs, root) for root in readable):
