@@ -159,6 +159,17 @@ class HookCommand(_Section):
     ``closed`` denies (before: the call is blocked; after: its result is withheld),
     ``open`` is ignored. Either way a ``hook.failed`` event records it."""
 
+    _from_workspace: bool = PrivateAttr(default=False)
+
+    @property
+    def from_workspace(self) -> bool:
+        """Whether this entry comes from the workspace's (trusted) ``zuno.json``."""
+        return self._from_workspace
+
+    def mark_from_workspace(self) -> None:
+        """Record that this entry comes from the workspace's trusted ``zuno.json``."""
+        self._from_workspace = True
+
 
 _OBSERVERS = ("approval_asked", "approval_answered", "session_start", "session_end")
 
@@ -515,7 +526,28 @@ def load_config(
     config._workspace_digest = digest  # pyright: ignore[reportPrivateUsage]
     config._untrusted_ignored = ignored  # pyright: ignore[reportPrivateUsage]
     config._trust_changed = changed  # pyright: ignore[reportPrivateUsage]
+    if state == TrustState.TRUSTED:
+        _mark_workspace_entries(config, ws_data)
     return config
+
+
+def _mark_workspace_entries(config: Config, ws_data: dict[str, Any]) -> None:
+    """Mark the hooks and servers the trusted workspace file set (they start in the workspace)."""
+    hooks: Any = ws_data.get("hooks")
+    if isinstance(hooks, dict):
+        for phase in cast(dict[str, Any], hooks):
+            for hook in getattr(config.hooks, str(phase), []):
+                cast(HookCommand, hook).mark_from_workspace()
+    for section, found in (("mcp", config.mcp.servers), ("lsp", config.lsp.servers)):
+        block: Any = ws_data.get(section)
+        servers: Any = (
+            cast(dict[str, Any], block).get("servers") if isinstance(block, dict) else None
+        )
+        if isinstance(servers, dict):
+            for name in cast(dict[str, Any], servers):
+                entry = found.get(str(name).lower() if section == "lsp" else str(name))
+                if entry is not None:
+                    entry.mark_from_workspace()
 
 
 def _trust_state(

@@ -25,9 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from zuno.real_paths import is_inside
+from zuno.server_launch import launch_folder
 
 __all__ = ["ControlPaths", "control_paths"]
 
@@ -104,7 +103,9 @@ def control_paths(store: object | None = None, scripts: Iterable[Path] = ()) -> 
     with contextlib.suppress(OSError):
         config.mkdir(mode=0o700, parents=True, exist_ok=True)
     found.append(("config folder", config))
-    found.append(("data folder", Path(platformdirs.user_data_dir("zuno"))))
+    # The folder hooks and servers start in lies in the data folder: made now, so
+    # that the data folder exists, and is sealed, before any command runs.
+    found.append(("data folder", launch_folder().parent))
     store_file = getattr(store, "path", None)
     if isinstance(store_file, Path):
         found.append(("store", store_file))

@@ -48,6 +48,7 @@ from anyio.abc import Process
 
 from zuno.config import HookCommand, HookSettings
 from zuno.events import Event
+from zuno.server_launch import Launch, server_launch
 
 __all__ = [
     "MAX_CONTEXT",
@@ -342,19 +343,29 @@ def _broken(label: str, what: str) -> HookDecision:
     return HookDecision(False, f"hook `{label}` {what}", label, failed=True)
 
 
+def _launch(command: HookCommand, workspace: Path, extra: Mapping[str, str]) -> Launch:
+    """Where and how a hook command starts (see :mod:`zuno.server_launch`)."""
+    return server_launch(
+        ["/bin/sh", "-c", command.command],
+        workspace,
+        {**os.environ, **extra},
+        from_workspace=command.from_workspace,
+    )
+
+
 async def _run_command(
     command: HookCommand, phase: str, payload: str, workspace: Path, tool: str = ""
 ) -> HookDecision:
     label = _label(command)
-    env = {**os.environ, "ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": tool}
+    launch = _launch(command, workspace, {"ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": tool})
     stdout = b""
     process: Process | None = None
     try:
         with anyio.move_on_after(command.timeout) as scope:
             process = await anyio.open_process(
-                ["/bin/sh", "-c", command.command],
-                cwd=str(workspace),
-                env=env,
+                launch.argv,
+                cwd=str(launch.cwd),
+                env=launch.env,
                 stderr=subprocess.DEVNULL,  # never read: a chatty hook must not fill a pipe
                 start_new_session=True,
             )
@@ -389,12 +400,12 @@ def _run_command_now(
 ) -> HookDecision:
     """An observing command run from synchronous code; its output is not read."""
     label = _label(command)
-    env = {**os.environ, "ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": ""}
+    launch = _launch(command, workspace, {"ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": ""})
     try:
         process = subprocess.Popen(
-            ["/bin/sh", "-c", command.command],
-            cwd=str(workspace),
-            env=env,
+            launch.argv,
+            cwd=str(launch.cwd),
+            env=launch.env,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -28,6 +28,7 @@ from zuno.lsp.framing import json_object
 from zuno.lsp.inbound import InboundMessages
 from zuno.lsp.settings import LspServerSettings
 from zuno.lsp.watch import CHANGED, WorkspaceScan
+from zuno.server_launch import server_launch
 
 __all__ = ["CLIENT_CAPABILITIES", "LspClient"]
 
@@ -73,7 +74,8 @@ class LspClient:
 
         Args:
             argv: The server's command line.
-            workspace: The workspace root; the server runs there.
+            workspace: The workspace root (the server starts in a folder of
+                Zuno's own unless the trusted workspace file configured it).
             server: The server's settings (initialization options, settings, ready message).
             extensions: The file types it serves: changes to such files on disk
                 are reported to it (see :mod:`zuno.lsp.watch`).
@@ -84,7 +86,12 @@ class LspClient:
         """What the server said it can do, from ``initialize``."""
         # The inbound handler is shared, never a back-reference: see InboundHandler.
         self._inbound = InboundMessages(workspace, server)
-        self._connection = ServerConnection(argv, workspace, self._inbound)
+        # Started in a folder of Zuno's own unless the trusted workspace file set it
+        # (see zuno.server_launch); the workspace reaches it as its root URI.
+        launch = server_launch(
+            list(argv), workspace, os.environ, from_workspace=server.from_workspace
+        )
+        self._connection = ServerConnection(launch.argv, launch.cwd, self._inbound, env=launch.env)
         self.server_name = self._connection.argv[0]
         self._sync_lock = anyio.Lock()
         self._documents: dict[str, OpenDocument] = {}

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -97,16 +97,24 @@ def _notify_closing(fd: int) -> None:
 class ServerConnection:
     """The process of one language server and the message stream to and from it."""
 
-    def __init__(self, argv: Sequence[str], cwd: Path, inbound: InboundHandler) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        inbound: InboundHandler,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         """A connection to the server ``argv``, run in ``cwd``; not started yet.
 
         Args:
             argv: The server's command line.
             cwd: The directory the server runs in.
             inbound: Answers the server's requests and takes its notifications.
+            env: Its environment (None: Zuno's own).
         """
         self.argv = tuple(argv)
         self.cwd = cwd
+        self.env = None if env is None else dict(env)
         self._inbound = inbound
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdin = -1
@@ -157,6 +165,7 @@ class ServerConnection:
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
                 cwd=self.cwd,
+                env=self.env,
                 start_new_session=True,
                 close_fds=True,
             )

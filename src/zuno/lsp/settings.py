@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 __all__ = [
     "DEFAULT_SERVERS",
@@ -62,6 +62,17 @@ class LspServerSettings(_Section):
     """A regular expression: at startup, wait (within ``startup_timeout``) for a
     ``window/logMessage`` matching it, the server's sign that it knows the workspace's
     files. Without it, questions are asked as soon as ``initialize`` is answered."""
+
+    _from_workspace: bool = PrivateAttr(default=False)
+
+    @property
+    def from_workspace(self) -> bool:
+        """Whether this entry comes from the workspace's (trusted) ``zuno.json``."""
+        return self._from_workspace
+
+    def mark_from_workspace(self) -> None:
+        """Record that this entry comes from the workspace's trusted ``zuno.json``."""
+        self._from_workspace = True
 
     @field_validator("command")
     @classmethod
@@ -150,12 +161,20 @@ class LspSettings(_Section):
         return LANGUAGE_IDS.get(ext, ext.removeprefix(".") or "plaintext")
 
 
-def find_program(program: str) -> str | None:
-    """Where ``program`` is: as given when it has a slash, else next to Python, else on PATH."""
+def find_program(program: str, workspace: Path | None = None) -> str | None:
+    """Where ``program`` is: as given when it has a slash, else next to Python, else on PATH.
+
+    The ``PATH`` searched leaves out what would run the workspace's own code
+    (relative entries, the workspace, ``node_modules/.bin``: see
+    :func:`zuno.server_launch.safe_path`); workspace defaults to the current folder.
+    """
+    from zuno.server_launch import safe_path
+
     if os.sep in program or (os.altsep and os.altsep in program):
         path = Path(program).expanduser()
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
     beside = Path(sys.executable).parent / program
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    return shutil.which(program)
+    path = safe_path(os.environ.get("PATH", os.defpath), workspace or Path.cwd())
+    return shutil.which(program, path=path)

@@ -45,7 +45,7 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -55,6 +55,7 @@ from zuno.declarations import Replay
 from zuno.mcp.errors import McpServerError
 from zuno.mcp.http import LOST, NOT_SENT, failure_kind, resilient_http_client
 from zuno.mcp.settings import McpServerSettings
+from zuno.server_launch import server_launch
 from zuno.tool import Tool, ToolError, ToolUnavailable, TransientError, UncertainOutcome
 
 __all__ = ["McpConnection", "McpServerError", "McpServers", "connect_mcp_servers"]
@@ -145,11 +146,22 @@ class McpConnection:
         self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
             "w+", encoding="utf-8", errors="replace"
         )
+        # The library starts the program with its minimal safe environment plus
+        # these variables; the launch adds the workspace, PYTHONSAFEPATH and a PATH
+        # without the workspace's programs (see zuno.server_launch).
+        base = {**get_default_environment(), **settings.env}
+        launch = server_launch(
+            [settings.command, *settings.args],
+            self.workspace,
+            base,
+            from_workspace=settings.from_workspace,
+            cwd=self.workspace / settings.cwd if settings.cwd else None,
+        )
         params = StdioServerParameters(
-            command=settings.command,
-            args=list(settings.args),
-            env=dict(settings.env) or None,
-            cwd=str(self.workspace / settings.cwd) if settings.cwd else str(self.workspace),
+            command=launch.argv[0],
+            args=launch.argv[1:],
+            env=launch.env,
+            cwd=str(launch.cwd),
         )
         return stdio_client(params, errlog=self._stderr)
 
