@@ -158,6 +158,11 @@ class HookCommand(_Section):
     """What a before or after hook that errs, answers nonsense or times out does:
     ``closed`` denies (before: the call is blocked; after: its result is withheld),
     ``open`` is ignored. Either way a ``hook.failed`` event records it."""
+    sandbox: bool = True
+    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
+    out, and is honoured only in the user's own file."""
+    network: bool = False
+    """Whether the confined program may use the network."""
 
     _from_workspace: bool = PrivateAttr(default=False)
 

@@ -134,7 +134,14 @@ class Runtime:
             self.registry = Registry(tools)
         for tool in self.registry.instances():  # a lazy tool is checked when loaded
             tool.startup_check()
-        self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
+        self.hooks = Hooks(
+            self.config.hooks,
+            self.workspace,
+            list(before_hooks),
+            list(after_hooks),
+            sandbox=self.config.sandbox,
+            protected=self.control_paths.named,
+        )
         self.events = EventBus(self.store)
         self.dispatcher = Dispatcher(self)
         self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
@@ -393,7 +400,12 @@ class Runtime:
                 from zuno.mcp.client import connect_mcp_servers
 
                 servers = await stack.enter_async_context(
-                    connect_mcp_servers(self.config, self.workspace, skip_failed=True)
+                    connect_mcp_servers(
+                        self.config,
+                        self.workspace,
+                        skip_failed=True,
+                        protected=self.control_paths.named,
+                    )
                 )
                 self.add_tools(servers.tools())
                 for name, error in servers.failures.items():

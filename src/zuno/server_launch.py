@@ -18,6 +18,13 @@ Zuno's built-in language servers) start:
 The entries of a workspace ``zuno.json`` the user trusted are the workspace's
 own: they start in the workspace as before (``./scripts/hook.sh``), and
 ``zuno trust`` pins the files they run (see :mod:`zuno.trust_pins`).
+
+Every such program also runs confined by default (:func:`confined`): under
+the same sandbox as ``shell`` (``sandbox.kind`` and ``sandbox.mode``), without
+the variables ``sandbox.env_remove`` withholds (only what the entry's own
+``env`` names explicitly is added back), and with the network only when the
+entry says ``"network": true``. An entry of the user's own file may opt out
+with ``"sandbox": false``; an entry of a workspace file cannot.
 """
 
 from __future__ import annotations
@@ -25,15 +32,21 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
+
+if TYPE_CHECKING:
+    from zuno.sandbox.settings import SandboxSettings
 
 __all__ = [
     "WORKSPACE_VARIABLE",
     "Launch",
+    "confined",
     "launch_folder",
     "safe_path",
     "server_launch",
@@ -111,3 +124,40 @@ def server_launch(
         if found is not None:
             program = found
     return Launch([program, *argv[1:]], cwd or launch_folder(), started)
+
+
+@contextmanager
+def confined(
+    launch: Launch,
+    settings: SandboxSettings,
+    *,
+    workspace: Path,
+    network: bool,
+    protected: Sequence[Path] = (),
+    explicit_env: Mapping[str, str] | None = None,
+) -> Generator[Launch]:
+    """The launch wrapped in the sandbox commands run under, for as long as it is open.
+
+    Args:
+        launch: The program's launch (see :func:`server_launch`).
+        settings: The ``sandbox`` settings of the configuration.
+        workspace: The workspace (writable as for commands).
+        network: Whether this program may use the network (its own setting).
+        protected: Zuno's own folders (see :mod:`zuno.control_paths`).
+        explicit_env: Variables the entry names itself; kept even when their
+            name looks like a secret (the user gave them to this program).
+
+    Raises:
+        zuno.sandbox.SandboxError: The sandbox cannot start here.
+    """
+    from zuno.sandbox import command_environment, policy_for, prepared_launch, select_sandbox
+
+    chosen = settings.model_copy(update={"network": network})
+    sandbox = select_sandbox(chosen)
+    policy = policy_for(chosen, workspace, protected=protected)
+    env = {
+        **command_environment(chosen.env_remove, launch.env, keep=chosen.env_keep),
+        **(explicit_env or {}),
+    }
+    with prepared_launch(sandbox, launch.argv, policy, cwd=launch.cwd, env=env) as wrapped:
+        yield Launch(list(wrapped.argv), wrapped.cwd, dict(wrapped.env))

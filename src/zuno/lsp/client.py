@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ from zuno.lsp.framing import json_object
 from zuno.lsp.inbound import InboundMessages
 from zuno.lsp.settings import LspServerSettings
 from zuno.lsp.watch import CHANGED, WorkspaceScan
-from zuno.server_launch import server_launch
+from zuno.sandbox.settings import SandboxSettings
+from zuno.server_launch import Launch, confined, server_launch
 
 __all__ = ["CLIENT_CAPABILITIES", "LspClient"]
 
@@ -69,6 +70,8 @@ class LspClient:
         workspace: Path,
         server: LspServerSettings,
         extensions: Iterable[str] = (),
+        sandbox: SandboxSettings | None = None,
+        protected: Sequence[Path] = (),
     ) -> None:
         """A client of the server ``argv`` for ``workspace``, not started yet.
 
@@ -79,6 +82,9 @@ class LspClient:
             server: The server's settings (initialization options, settings, ready message).
             extensions: The file types it serves: changes to such files on disk
                 are reported to it (see :mod:`zuno.lsp.watch`).
+            sandbox: The sandbox it runs under unless the user's own file
+                says ``"sandbox": false`` (default settings when None).
+            protected: Zuno's own folders, read-only for it.
         """
         self.workspace = workspace
         self.server = server
@@ -91,7 +97,14 @@ class LspClient:
         launch = server_launch(
             list(argv), workspace, os.environ, from_workspace=server.from_workspace
         )
-        self._connection = ServerConnection(launch.argv, launch.cwd, self._inbound, env=launch.env)
+        wrap = None
+        if server.sandbox or server.from_workspace:
+            wrap = _confined_argv(
+                launch, sandbox or SandboxSettings(), workspace, server.network, protected
+            )
+        self._connection = ServerConnection(
+            launch.argv, launch.cwd, self._inbound, env=launch.env, wrap=wrap
+        )
         self.server_name = self._connection.argv[0]
         self._sync_lock = anyio.Lock()
         self._documents: dict[str, OpenDocument] = {}
@@ -311,3 +324,18 @@ class LspClient:
             await self._connection.wait_until(lambda: published.redone_after_others_changed(doc))
         doc.others_changed_at = None
         return published.of(doc.uri)
+
+
+@contextlib.contextmanager
+def _confined_argv(
+    launch: Launch,
+    sandbox: SandboxSettings,
+    workspace: Path,
+    network: bool,
+    protected: Sequence[Path],
+) -> Generator[list[str]]:
+    """The server's argv inside the sandbox, for as long as it runs."""
+    with confined(
+        launch, sandbox, workspace=workspace, network=network, protected=protected
+    ) as wrapped:
+        yield wrapped.argv

@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -103,6 +104,7 @@ class ServerConnection:
         cwd: Path,
         inbound: InboundHandler,
         env: Mapping[str, str] | None = None,
+        wrap: AbstractContextManager[Sequence[str]] | None = None,
     ) -> None:
         """A connection to the server ``argv``, run in ``cwd``; not started yet.
 
@@ -111,10 +113,15 @@ class ServerConnection:
             cwd: The directory the server runs in.
             inbound: Answers the server's requests and takes its notifications.
             env: Its environment (None: Zuno's own).
+            wrap: Entered at spawn and left at kill: the argv that actually
+                starts (the server inside a sandbox; see
+                :func:`zuno.server_launch.confined`).
         """
         self.argv = tuple(argv)
         self.cwd = cwd
         self.env = None if env is None else dict(env)
+        self._wrap = wrap
+        self._held = contextlib.ExitStack()
         self._inbound = inbound
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdin = -1
@@ -157,10 +164,16 @@ class ServerConnection:
         Raises:
             ServerUnavailable: the program could not be run.
         """
+        argv: Sequence[str] = self.argv
+        if self._wrap is not None:
+            try:
+                argv = self._held.enter_context(self._wrap)
+            except Exception as exc:  # the sandbox cannot start: say so, as for a missing program
+                raise ServerUnavailable(f"{self.description} could not be started: {exc}") from None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
         try:
             proc = subprocess.Popen(
-                self.argv,
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
@@ -171,6 +184,7 @@ class ServerConnection:
             )
         except OSError as exc:
             self._stderr.close()
+            self._held.close()
             raise ServerUnavailable(
                 f"{self.description} could not be started: {exc.strerror or exc}"
             ) from None
@@ -203,6 +217,7 @@ class ServerConnection:
                     stream.close()
         if self._stderr is not None:
             self._stderr.close()
+        self._held.close()  # the sandbox's private folder and held control files
         self._wake()
 
     def stderr_tail(self) -> str:

@@ -62,6 +62,11 @@ class LspServerSettings(_Section):
     """A regular expression: at startup, wait (within ``startup_timeout``) for a
     ``window/logMessage`` matching it, the server's sign that it knows the workspace's
     files. Without it, questions are asked as soon as ``initialize`` is answered."""
+    sandbox: bool = True
+    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
+    out, and is honoured only in the user's own file."""
+    network: bool = False
+    """Whether the confined server may use the network."""
 
     _from_workspace: bool = PrivateAttr(default=False)
 

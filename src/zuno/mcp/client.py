@@ -51,11 +51,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from zuno.config import Config
+from zuno.control_paths import control_paths
 from zuno.declarations import Replay
 from zuno.mcp.errors import McpServerError
 from zuno.mcp.http import LOST, NOT_SENT, failure_kind, resilient_http_client
 from zuno.mcp.settings import McpServerSettings
-from zuno.server_launch import server_launch
+from zuno.sandbox.settings import SandboxSettings
+from zuno.server_launch import confined, server_launch
 from zuno.tool import Tool, ToolError, ToolUnavailable, TransientError, UncertainOutcome
 
 __all__ = ["McpConnection", "McpServerError", "McpServers", "connect_mcp_servers"]
@@ -112,10 +114,15 @@ class McpConnection:
         settings: McpServerSettings,
         workspace: Path,
         limiter: anyio.CapacityLimiter,
+        sandbox: SandboxSettings | None = None,
+        protected: Sequence[Path] = (),
     ) -> None:
         self.name = name
         self.settings = settings
         self.workspace = workspace
+        self.sandbox = sandbox or SandboxSettings()
+        """The sandbox a stdio server runs under (see :func:`zuno.server_launch.confined`)."""
+        self.protected = tuple(protected)
         self.tools: list[types.Tool] = []
         """The server's tools, as it listed them at connection."""
         self.resources: list[types.Resource] = []
@@ -157,6 +164,17 @@ class McpConnection:
             from_workspace=settings.from_workspace,
             cwd=self.workspace / settings.cwd if settings.cwd else None,
         )
+        if settings.sandbox or settings.from_workspace:
+            launch = stack.enter_context(
+                confined(
+                    launch,
+                    self.sandbox,
+                    workspace=self.workspace,
+                    network=settings.network,
+                    protected=self.protected,
+                    explicit_env=settings.env,
+                )
+            )
         params = StdioServerParameters(
             command=launch.argv[0],
             args=launch.argv[1:],
@@ -458,6 +476,7 @@ async def connect_mcp_servers(
     *,
     only: Sequence[str] | None = None,
     skip_failed: bool = False,
+    protected: Sequence[Path] | None = None,
 ) -> AsyncGenerator[McpServers]:
     """Connect the enabled servers of ``config.mcp`` (or just ``only``) for the block.
 
@@ -467,6 +486,8 @@ async def connect_mcp_servers(
         only: Connect just these servers (disabled ones included).
         skip_failed: Leave out a server that cannot start, keeping its error in
             :attr:`McpServers.failures`, instead of raising.
+        protected: Zuno's own folders, read-only for confined servers (found
+            now when None; see :mod:`zuno.control_paths`).
 
     Raises:
         McpServerError: a server could not be started, connected or listed
@@ -474,6 +495,8 @@ async def connect_mcp_servers(
     """
     limiter = anyio.CapacityLimiter(config.concurrency.mcp_connections)
     root = await anyio.Path(workspace).resolve()
+    if protected is None:
+        protected = control_paths().named
     connections: list[McpConnection] = []
     failed: list[McpConnection] = []
     failures: dict[str, McpServerError] = {}
@@ -488,7 +511,9 @@ async def connect_mcp_servers(
                         only is None and not settings.enabled
                     ):
                         continue
-                    connection = McpConnection(name, settings, Path(root), limiter)
+                    connection = McpConnection(
+                        name, settings, Path(root), limiter, config.sandbox, protected
+                    )
                     try:
                         await connection.connect(tg)
                     except McpServerError as exc:

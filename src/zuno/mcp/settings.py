@@ -71,6 +71,11 @@ class McpServerSettings(_Section):
     """Seconds to start, connect and list tools before the server is a startup error."""
     call_timeout: float | None = Field(default=600.0, gt=0, le=86_400)
     """Seconds to wait for one call's answer; after that its outcome is uncertain."""
+    sandbox: bool = True
+    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
+    out, and is honoured only in the user's own file."""
+    network: bool = False
+    """Whether the confined server may use the network."""
 
     _from_workspace: bool = PrivateAttr(default=False)
 

@@ -214,6 +214,8 @@ async def _client(
             server,
             startup_timeout=settings.startup_timeout,
             extensions=extensions,
+            sandbox=ctx.config.sandbox,
+            protected=ctx.protected,
         )
     except ServerUnavailable as exc:
         how = server.install or "check lsp.servers in zuno.json"
