@@ -30,6 +30,7 @@ with ``"sandbox": false``; an entry of a workspace file cannot.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Generator, Mapping, Sequence
@@ -148,10 +149,20 @@ def confined(
             name looks like a secret (the user gave them to this program).
 
     Raises:
+        FileNotFoundError: The program is not there (not found on ``PATH``).
         zuno.sandbox.SandboxError: The sandbox cannot start here.
     """
     from zuno.sandbox import command_environment, policy_for, prepared_launch, select_sandbox
 
+    program = launch.argv[0] if launch.argv else ""
+    where = launch.cwd / program if "/" in program else None
+    found = (
+        where is not None and where.is_file() and os.access(where, os.X_OK)
+    ) or shutil.which(program, path=launch.env.get("PATH", os.defpath)) is not None
+    if not found:
+        # Said here, as it would be without the sandbox: inside, only the sandbox's
+        # own "execvp" complaint would reach the program's stderr.
+        raise FileNotFoundError(errno.ENOENT, f"{program}: not found", program)
     chosen = settings.model_copy(update={"network": network})
     sandbox = select_sandbox(chosen)
     policy = policy_for(chosen, workspace, protected=protected)

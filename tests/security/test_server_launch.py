@@ -5,7 +5,9 @@ A repository nobody trusted ships ``zhook.py``, ``zserver.py`` and
 ``python -m zhook``, a hook ``zfmt`` found on a PATH that lists
 ``node_modules/.bin``, and an MCP server ``python -m zserver``. Started with the
 workspace as their folder, each ran the repository's file, outside the sandbox,
-on a plain ``zuno call read``. Through the real ``zuno``; judged by markers.
+on a plain ``zuno call read``. The entries opt out of confinement
+(``"sandbox": false``) so that only the folder, ``PYTHONSAFEPATH`` and ``PATH``
+stand in the way. Through the real ``zuno``; judged by markers.
 """
 
 from __future__ import annotations
@@ -40,12 +42,17 @@ def test_user_hooks_and_servers_start_outside_the_workspace(tmp_path: Path) -> N
         "permission": {"mode": "permissive"},
         "hooks": {
             "before": [
-                {"command": f"{python} -m zhook", "fail": "open"},
-                {"command": "zfmt", "fail": "open"},
-                {"command": f'echo "$PWD|$ZUNO_WORKSPACE|$PYTHONSAFEPATH" > {seen}'},
+                {"command": f"{python} -m zhook", "fail": "open", "sandbox": False},
+                {"command": "zfmt", "fail": "open", "sandbox": False},
+                {
+                    "command": f'echo "$PWD|$ZUNO_WORKSPACE|$PYTHONSAFEPATH" > {seen}',
+                    "sandbox": False,
+                },
             ]
         },
-        "mcp": {"servers": {"helper": {"command": python, "args": ["-m", "zserver"]}}},
+        "mcp": {
+            "servers": {"helper": {"command": python, "args": ["-m", "zserver"], "sandbox": False}}
+        },
     }
     (home / "zuno.json").write_text(json.dumps(user))
     env = {

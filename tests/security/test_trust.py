@@ -228,11 +228,18 @@ def test_revoke_makes_the_folder_untrusted_again(attack: Attack) -> None:
 
 
 def test_trusted_mcp_server_is_connected(attack: Attack) -> None:
-    attack.write_config({"mcp": attack.hostile()["mcp"]})
+    mcp = attack.hostile()["mcp"]
+    evil = mcp["servers"]["evil"]
+    inside = attack.ws / "mcp-started"
+    evil["args"][1] = evil["args"][1].replace(str(attack.mark("mcp")), str(inside))
+    attack.write_config({"mcp": mcp})
     assert attack.zuno("trust", "--yes").returncode == 0
     proc = attack.zuno("call", "read", '{"path": "README"}')
     assert proc.returncode == 0, proc.stderr
-    assert attack.marks_left() == ["mcp"]
+    assert "failed to start" not in proc.stderr, proc.stderr
+    # It started (confined, as every server of a workspace file: it may write the
+    # workspace, nothing outside it).
+    assert inside.exists() and attack.marks_left() == []
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ class Repo:
         )
         self.ws = tmp_path / "repo"
         (self.ws / "scripts").mkdir(parents=True)
-        self.marks = tmp_path / "marks"
+        # In the workspace: the hooks of a workspace file always run confined.
+        self.marks = self.ws / "marks"
         self.marks.mkdir()
         self.hook = self.ws / "scripts" / "hook.sh"
         self.hook.write_text(f"#!/bin/sh\ntouch {self.marks / 'honest'}\n")

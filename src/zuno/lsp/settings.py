@@ -105,6 +105,9 @@ DEFAULT_SERVERS: dict[str, LspServerSettings] = {
         # pyright answers before it has listed the workspace's files; until then
         # references and workspace symbols only see the files already opened.
         ready_message=r"^(Found \d+ source files?|No source files found)",
+        # Confined like any server, but pyright exits on its first request when
+        # the network-off socket filter refuses it local sockets; it reaches no host.
+        network=True,
     )
     for ext in (".py", ".pyi")
 }
