@@ -156,9 +156,9 @@ def confined(
 
     program = launch.argv[0] if launch.argv else ""
     where = launch.cwd / program if "/" in program else None
-    found = (
-        where is not None and where.is_file() and os.access(where, os.X_OK)
-    ) or shutil.which(program, path=launch.env.get("PATH", os.defpath)) is not None
+    found = (where is not None and where.is_file() and os.access(where, os.X_OK)) or shutil.which(
+        program, path=launch.env.get("PATH", os.defpath)
+    ) is not None
     if not found:
         # Said here, as it would be without the sandbox: inside, only the sandbox's
         # own "execvp" complaint would reach the program's stderr.
