@@ -52,9 +52,18 @@ class ControlPaths:
     real: tuple[Path, ...] = ()
     labels: tuple[str, ...] = ()
 
-    def covers(self, path: str) -> str | None:
-        """The label of the control path that holds the absolute real ``path``, or None."""
+    def covers(self, path: str, workspace: Path | None = None) -> str | None:
+        """The label of the control path that holds the absolute real ``path``, or None.
+
+        A control folder that holds the whole workspace (``$ZUNO_CONFIG_HOME``
+        set to a parent of it) is left out: the workspace's files are not
+        Zuno's authority, and the folder's own files lie outside the
+        workspace, where the write tools do not go.
+        """
+        root = str(workspace.resolve()) if workspace is not None else None
         for label, real in zip(self.labels, self.real, strict=True):
+            if root is not None and is_inside(root, str(real)):
+                continue
             if is_inside(path, str(real)):
                 return label
         return None

@@ -357,7 +357,8 @@ class Preflight:
             (
                 (p, label)
                 for p in touched
-                if p.writes and (label := rt.control_paths.covers(p.real_abs)) is not None
+                if p.writes
+                and (label := rt.control_paths.covers(p.real_abs, rt.workspace)) is not None
             ),
             None,
         )
@@ -396,7 +397,10 @@ class Preflight:
 
     def _guarded(self, path: TouchedPath) -> bool:
         """Whether path is a workspace control file or in one of Zuno's own folders."""
-        return is_control_file(path) or self._rt.control_paths.covers(path.real_abs) is not None
+        return (
+            is_control_file(path)
+            or self._rt.control_paths.covers(path.real_abs, self._rt.workspace) is not None
+        )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
         """The real locations of every path the call can reach."""
