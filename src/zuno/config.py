@@ -40,7 +40,7 @@ from zuno.mcp.settings import McpSettings
 from zuno.narrowing import narrow
 from zuno.sandbox.settings import SandboxSettings
 from zuno.tool_names import ALL_NAMES, MCP_NAME_PATTERN, unknown_name_problem
-from zuno.trust import TrustError, TrustState, content_digest, is_trusted
+from zuno.trust import TrustError, TrustState, content_digest, trust_detail
 from zuno.web_settings import WebSettings
 
 __all__ = [
@@ -158,6 +158,22 @@ class HookCommand(_Section):
     """What a before or after hook that errs, answers nonsense or times out does:
     ``closed`` denies (before: the call is blocked; after: its result is withheld),
     ``open`` is ignored. Either way a ``hook.failed`` event records it."""
+    sandbox: bool = True
+    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
+    out, and is honoured only in the user's own file."""
+    network: bool = False
+    """Whether the confined program may use the network."""
+
+    _from_workspace: bool = PrivateAttr(default=False)
+
+    @property
+    def from_workspace(self) -> bool:
+        """Whether this entry comes from the workspace's (trusted) ``zuno.json``."""
+        return self._from_workspace
+
+    def mark_from_workspace(self) -> None:
+        """Record that this entry comes from the workspace's trusted ``zuno.json``."""
+        self._from_workspace = True
 
 
 _OBSERVERS = ("approval_asked", "approval_answered", "session_start", "session_end")
@@ -267,6 +283,7 @@ class Config(_Section):
     _workspace_trust: TrustState = PrivateAttr(default=TrustState.NO_FILE)
     _workspace_digest: str | None = PrivateAttr(default=None)
     _untrusted_ignored: list[str] = PrivateAttr(default_factory=lambda: [])
+    _trust_changed: str | None = PrivateAttr(default=None)
 
     @property
     def workspace_trust(self) -> TrustState:
@@ -279,6 +296,11 @@ class Config(_Section):
         return self._workspace_digest
 
     @property
+    def trust_changed(self) -> str | None:
+        """For a ``changed`` workspace: the file that changed (``zuno.json`` or one it runs)."""
+        return self._trust_changed
+
+    @property
     def untrusted_ignored(self) -> list[str]:
         """The keys of an untrusted workspace file that were ignored because they widen."""
         return list(self._untrusted_ignored)
@@ -287,7 +309,11 @@ class Config(_Section):
         """One line naming what an untrusted workspace file tried to widen, or None."""
         if not self._untrusted_ignored:
             return None
-        changed = " (it changed since it was trusted)" if self._workspace_trust == "changed" else ""
+        changed = (
+            f" ({self._trust_changed or 'it'} changed since it was trusted)"
+            if self._workspace_trust == "changed"
+            else ""
+        )
         return (
             f"the workspace zuno.json is not trusted{changed}; ignored: "
             f"{', '.join(self._untrusted_ignored)} (run `zuno trust` to honour them)"
@@ -483,12 +509,12 @@ def load_config(
     if found:
         # Validate each file alone first so an error names the file it is in.
         validate_config(user_data, str(user_path), servers=servers, tool_names=extra)
-    state, digest, ignored = TrustState.NO_FILE, None, []
+    state, digest, ignored, changed = TrustState.NO_FILE, None, [], None
     merged = user_data
     if ws_content is not None:
         ws_config = validate_config(ws_data, str(ws_path), servers=servers, tool_names=extra)
         digest = content_digest(ws_content)
-        state = _trust_state(workspace, ws_content, trusted)
+        state, changed = _trust_state(workspace, ws_content, trusted)
         if state == TrustState.TRUSTED:
             merged = _merge(user_data, ws_data)
         else:
@@ -504,14 +530,38 @@ def load_config(
     config._workspace_trust = state  # pyright: ignore[reportPrivateUsage]
     config._workspace_digest = digest  # pyright: ignore[reportPrivateUsage]
     config._untrusted_ignored = ignored  # pyright: ignore[reportPrivateUsage]
+    config._trust_changed = changed  # pyright: ignore[reportPrivateUsage]
+    if state == TrustState.TRUSTED:
+        _mark_workspace_entries(config, ws_data)
     return config
 
 
-def _trust_state(workspace: Path, content: bytes, trusted: bool | None) -> TrustState:
+def _mark_workspace_entries(config: Config, ws_data: dict[str, Any]) -> None:
+    """Mark the hooks and servers the trusted workspace file set (they start in the workspace)."""
+    hooks: Any = ws_data.get("hooks")
+    if isinstance(hooks, dict):
+        for phase in cast(dict[str, Any], hooks):
+            for hook in getattr(config.hooks, str(phase), []):
+                cast(HookCommand, hook).mark_from_workspace()
+    for section, found in (("mcp", config.mcp.servers), ("lsp", config.lsp.servers)):
+        block: Any = ws_data.get(section)
+        servers: Any = (
+            cast(dict[str, Any], block).get("servers") if isinstance(block, dict) else None
+        )
+        if isinstance(servers, dict):
+            for name in cast(dict[str, Any], servers):
+                entry = found.get(str(name).lower() if section == "lsp" else str(name))
+                if entry is not None:
+                    entry.mark_from_workspace()
+
+
+def _trust_state(
+    workspace: Path, content: bytes, trusted: bool | None
+) -> tuple[TrustState, str | None]:
     if trusted is not None:
-        return TrustState.TRUSTED if trusted else TrustState.UNTRUSTED
+        return (TrustState.TRUSTED if trusted else TrustState.UNTRUSTED), None
     try:
-        return is_trusted(workspace, content)
+        return trust_detail(workspace, content)
     except TrustError as exc:
         raise ConfigError(str(exc)) from exc
 

@@ -325,6 +325,7 @@ class Dispatcher:
             config=rt.config,
             services=rt,
             extra={"session": session, "snapshot": snapshot},
+            protected=rt.control_paths.named,
         )
         transient = False
         block_kind: BlockKind | None = None

@@ -38,7 +38,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -48,6 +48,9 @@ from anyio.abc import Process
 
 from zuno.config import HookCommand, HookSettings
 from zuno.events import Event
+from zuno.sandbox.policy import SandboxError
+from zuno.sandbox.settings import SandboxSettings
+from zuno.server_launch import Launch, confined, server_launch
 
 __all__ = [
     "MAX_CONTEXT",
@@ -242,6 +245,10 @@ class Hooks:
     workspace: Path = field(default_factory=Path.cwd)
     before_callables: list[PythonHook] = field(default_factory=lambda: [])
     after_callables: list[PythonHook] = field(default_factory=lambda: [])
+    sandbox: SandboxSettings | None = None
+    """The sandbox hook commands run under (None: the default settings)."""
+    protected: tuple[Path, ...] = ()
+    """Zuno's own folders, read-only for hook commands (see :mod:`zuno.control_paths`)."""
 
     def __bool__(self) -> bool:
         """Whether any before or after hook is configured (the dispatcher's fast path)."""
@@ -270,7 +277,7 @@ class Hooks:
         """Tell the observing hooks of ``notice``; returns the failures (nothing else counts)."""
         failures: list[HookDecision] = []
         for command in self._observers(notice):
-            decision = await _run_command(command, notice.phase, notice.as_json(), self.workspace)
+            decision = await _run_command(command, notice.phase, notice.as_json(), self)
             if decision.failed:
                 failures.append(decision)
         return failures
@@ -279,7 +286,7 @@ class Hooks:
         """:meth:`notify` for synchronous code (a session opened or released)."""
         failures: list[HookDecision] = []
         for command in self._observers(notice):
-            decision = _run_command_now(command, notice.phase, notice.as_json(), self.workspace)
+            decision = _run_command_now(command, notice.phase, notice.as_json(), self)
             if decision.failed:
                 failures.append(decision)
         return failures
@@ -299,7 +306,7 @@ def _command_runner(
     command: HookCommand, hooks: Hooks
 ) -> Callable[[HookCall], Awaitable[HookDecision]]:
     async def run(call: HookCall) -> HookDecision:
-        return await _run_command(command, call.phase, call.as_json(), hooks.workspace, call.tool)
+        return await _run_command(command, call.phase, call.as_json(), hooks, call.tool)
 
     return run
 
@@ -342,19 +349,45 @@ def _broken(label: str, what: str) -> HookDecision:
     return HookDecision(False, f"hook `{label}` {what}", label, failed=True)
 
 
+@contextlib.contextmanager
+def _launch(command: HookCommand, hooks: Hooks, extra: Mapping[str, str]) -> Generator[Launch]:
+    """Where and how a hook command starts (see :mod:`zuno.server_launch`), confined
+    unless the user's own file says ``"sandbox": false``."""
+    launch = server_launch(
+        ["/bin/sh", "-c", command.command],
+        hooks.workspace,
+        {**os.environ, **extra},
+        from_workspace=command.from_workspace,
+    )
+    if not (command.sandbox or command.from_workspace):
+        yield launch
+        return
+    with confined(
+        launch,
+        hooks.sandbox or SandboxSettings(),
+        workspace=hooks.workspace,
+        network=command.network,
+        protected=hooks.protected,
+        explicit_env=extra,
+    ) as wrapped:
+        yield wrapped
+
+
 async def _run_command(
-    command: HookCommand, phase: str, payload: str, workspace: Path, tool: str = ""
+    command: HookCommand, phase: str, payload: str, hooks: Hooks, tool: str = ""
 ) -> HookDecision:
     label = _label(command)
-    env = {**os.environ, "ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": tool}
     stdout = b""
     process: Process | None = None
     try:
-        with anyio.move_on_after(command.timeout) as scope:
+        with (
+            _launch(command, hooks, {"ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": tool}) as launch,
+            anyio.move_on_after(command.timeout) as scope,
+        ):
             process = await anyio.open_process(
-                ["/bin/sh", "-c", command.command],
-                cwd=str(workspace),
-                env=env,
+                launch.argv,
+                cwd=str(launch.cwd),
+                env=launch.env,
                 stderr=subprocess.DEVNULL,  # never read: a chatty hook must not fill a pipe
                 start_new_session=True,
             )
@@ -370,7 +403,7 @@ async def _run_command(
             await process.wait()
         if scope.cancelled_caught:
             return _broken(label, f"timed out after {command.timeout:g}s")
-    except OSError as exc:
+    except (OSError, SandboxError) as exc:
         return _broken(label, f"could not start: {exc}")
     finally:
         if process is not None:
@@ -384,17 +417,22 @@ async def _run_command(
     return _parse_answer(stdout, phase, label)
 
 
-def _run_command_now(
-    command: HookCommand, phase: str, payload: str, workspace: Path
-) -> HookDecision:
+def _run_command_now(command: HookCommand, phase: str, payload: str, hooks: Hooks) -> HookDecision:
     """An observing command run from synchronous code; its output is not read."""
+    try:
+        with _launch(command, hooks, {"ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": ""}) as launch:
+            return _observe(command, payload, launch)
+    except SandboxError as exc:
+        return _broken(_label(command), f"could not start: {exc}")
+
+
+def _observe(command: HookCommand, payload: str, launch: Launch) -> HookDecision:
     label = _label(command)
-    env = {**os.environ, "ZUNO_HOOK_PHASE": phase, "ZUNO_TOOL": ""}
     try:
         process = subprocess.Popen(
-            ["/bin/sh", "-c", command.command],
-            cwd=str(workspace),
-            env=env,
+            launch.argv,
+            cwd=str(launch.cwd),
+            env=launch.env,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

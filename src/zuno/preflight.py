@@ -331,9 +331,9 @@ class Preflight:
             subjects = []  # no rules: nothing to match, no subject work
         strict_reason = None
         if permissions.mode != "permissive":
-            strict_reason = self._outside_reads(permissions, call, touched) or tool.strict_reason(
-                call.args, rt.config
-            )
+            strict_reason = self._outside_reads(
+                session, permissions, call, touched
+            ) or tool.strict_reason(call.args, rt.config)
         verdict = evaluate(
             permissions,
             tool.name,
@@ -353,6 +353,15 @@ class Preflight:
                 call.declaration,
             )
         control = next((p for p in touched if p.writes and is_control_file(p)), None)
+        own = next(
+            (
+                (p, label)
+                for p in touched
+                if p.writes
+                and (label := rt.control_paths.covers(p.real_abs, rt.workspace)) is not None
+            ),
+            None,
+        )
         if control is not None:
             # Neither an allow rule nor permissive mode skips this: a changed
             # zuno.json or git hook runs code outside the sandbox later.
@@ -361,12 +370,19 @@ class Preflight:
                 f"it changes {control.real}, a control file (zuno.json, .zuno/, .git/) "
                 "that is always asked about",
             )
+        elif own is not None:
+            # Zuno's own folders (the user's config, trust store, data folder) are
+            # authority too, wherever they lie: the workspace may be $HOME.
+            verdict = Verdict(
+                "ask",
+                f"it changes {own[0].real_abs}, in Zuno's own {own[1]}, which is always "
+                "asked about",
+            )
         if verdict.action == "allow":
             return
         await self._ask(session, call, verdict)
 
-    @staticmethod
-    def _edit_inside(call: Admitted, touched: list[TouchedPath]) -> bool:
+    def _edit_inside(self, call: Admitted, touched: list[TouchedPath]) -> bool:
         """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
 
         A file tool that names its paths, all inside the workspace by their real
@@ -376,7 +392,14 @@ class Preflight:
             call.tool.writes_files
             and call.declaration.effect is Effect.SIDE_EFFECTING
             and bool(touched)
-            and all(p.inside and not is_control_file(p) for p in touched)
+            and all(p.inside and not self._guarded(p) for p in touched)
+        )
+
+    def _guarded(self, path: TouchedPath) -> bool:
+        """Whether path is a workspace control file or in one of Zuno's own folders."""
+        return (
+            is_control_file(path)
+            or self._rt.control_paths.covers(path.real_abs, self._rt.workspace) is not None
         )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
@@ -388,15 +411,25 @@ class Preflight:
         return [touch(raw, self._rt.workspace, writes=writes) for raw in raws]
 
     def _outside_reads(
-        self, permissions: PermissionSettings, call: Admitted, touched: list[TouchedPath]
+        self,
+        session: SessionState,
+        permissions: PermissionSettings,
+        call: Admitted,
+        touched: list[TouchedPath],
     ) -> str | None:
-        """Why a read-only file call needs approval in strict mode: it reads outside."""
+        """Why a read-only file call needs approval in strict mode: it reads outside.
+
+        The session's own saved outputs are read without asking (a truncated
+        result names its artifact); another session's are outside like
+        anything else: they may hold another workspace's secrets.
+        """
         if call.declaration.effect is not Effect.READ_ONLY or call.tool.workspace_only:
             return None
         outside = [p for p in touched if not p.inside]
         if not outside:
             return None
-        roots = [str(self._rt.store.artifacts_root), *permissions.read_roots]
+        own = self._rt.store.artifacts_root / session.session_id
+        roots = [str(own), *permissions.read_roots]
         readable = [real_path(_absolute(root, self._rt.workspace))[0] for root in roots]
         for path in outside:
             if not any(is_inside(path.real_abs, root) for root in readable):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from zuno.config import AgentSettings, Config, ConfigError, PermissionMode, load_config
+from zuno.control_paths import control_paths
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
 from zuno.events import Event, EventBus
 from zuno.hooks import HookNotice, Hooks, PythonHook, failure_event
@@ -36,6 +37,7 @@ from zuno.registry import Registry, Surface
 from zuno.scheduling import SessionBarrier
 from zuno.store import SessionBusy, SessionRecord, Store, StoreError, open_store
 from zuno.tool import Tool
+from zuno.trust import TrustError, TrustState, pinned_files
 from zuno.workers import WorkerLease, shared_lease, this_worker
 
 if TYPE_CHECKING:
@@ -116,6 +118,8 @@ class Runtime:
         self.config = config if config is not None else load_config(self.workspace)
         self.store = store if store is not None else open_store(db_path)
         self.artifacts = ArtifactStore(self.store.artifacts_root)
+        self.control_paths = control_paths(self.store, _trusted_scripts(self))
+        """Zuno's own folders, found once here (see :mod:`zuno.control_paths`)."""
         self.output_limits = OutputLimits(
             self.config.tool_output.max_bytes, self.config.tool_output.max_lines
         )
@@ -130,7 +134,14 @@ class Runtime:
             self.registry = Registry(tools)
         for tool in self.registry.instances():  # a lazy tool is checked when loaded
             tool.startup_check()
-        self.hooks = Hooks(self.config.hooks, self.workspace, list(before_hooks), list(after_hooks))
+        self.hooks = Hooks(
+            self.config.hooks,
+            self.workspace,
+            list(before_hooks),
+            list(after_hooks),
+            sandbox=self.config.sandbox,
+            protected=self.control_paths.named,
+        )
         self.events = EventBus(self.store)
         self.dispatcher = Dispatcher(self)
         self.delegations = anyio.CapacityLimiter(self.config.concurrency.delegations)
@@ -389,7 +400,12 @@ class Runtime:
                 from zuno.mcp.client import connect_mcp_servers
 
                 servers = await stack.enter_async_context(
-                    connect_mcp_servers(self.config, self.workspace, skip_failed=True)
+                    connect_mcp_servers(
+                        self.config,
+                        self.workspace,
+                        skip_failed=True,
+                        protected=self.control_paths.named,
+                    )
                 )
                 self.add_tools(servers.tools())
                 for name, error in servers.failures.items():
@@ -470,3 +486,13 @@ def _raise_mcp_error_from(exc: BaseException) -> None:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]  # pyright: ignore[reportUnknownMemberType]
     raise leaf from exc
+
+
+def _trusted_scripts(rt: Runtime) -> list[Path]:
+    """The workspace files a trusted workspace ``zuno.json`` runs (pinned by ``zuno trust``)."""
+    if rt.config.workspace_trust != TrustState.TRUSTED:
+        return []
+    try:
+        return pinned_files(rt.workspace)
+    except TrustError:
+        return []  # the configuration was trusted from the same records a moment ago

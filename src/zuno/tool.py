@@ -162,6 +162,9 @@ class ToolContext:
     """What the dispatcher stores if the call is cancelled while running, set by a tool
     that knows more than the default (the output a command printed so far; a question
     that changed nothing). Its ``uncertain`` flag decides ``uncertain`` over ``error``."""
+    protected: tuple[Path, ...] = ()
+    """Zuno's own folders (config, data, run folder: see :mod:`zuno.control_paths`),
+    which commands this call starts must not change wherever they lie."""
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute (relative ones are taken from the workspace)."""

@@ -1,10 +1,12 @@
 """Folder trust: which workspaces' ``zuno.json`` the user has accepted, and in which version.
 
 A record maps a workspace's real path to the SHA-256 of its ``zuno.json``
-content at the moment the user trusted it. The records live in
-``trust.json`` beside the user's own ``zuno.json`` (so ``$ZUNO_CONFIG_HOME``
-moves them too); a file whose content no longer matches its record is
-untrusted again until the user trusts the new version.
+content at the moment the user trusted it, and of every file inside the
+workspace that the configuration runs (see :mod:`zuno.trust_pins`). The
+records live in ``trust.json`` beside the user's own ``zuno.json`` (so
+``$ZUNO_CONFIG_HOME`` moves them too); a workspace whose ``zuno.json`` or any
+pinned file no longer matches its record is untrusted again until the user
+trusts the new version.
 
 The records are rewritten atomically (a temporary file renamed over the old
 one) under an advisory lock, so two ``zuno trust`` at once lose neither record
@@ -30,8 +32,11 @@ __all__ = [
     "TrustState",
     "content_digest",
     "is_trusted",
+    "pinned_files",
+    "pinned_now",
     "revoke",
     "trust",
+    "trust_detail",
     "trust_file",
     "trusted_folders",
     "workspace_file",
@@ -80,8 +85,8 @@ def _key(workspace: Path) -> str:
     return str(workspace.resolve())
 
 
-def trusted_folders() -> dict[str, str]:
-    """Every record: real folder path -> SHA-256 of the trusted ``zuno.json``."""
+def _records() -> dict[str, dict[str, Any]]:
+    """Every record: real folder path -> ``{"sha256": ..., "files": {name: sha256}}``."""
     path = trust_file()
     try:
         text = path.read_text(encoding="utf-8")
@@ -101,11 +106,49 @@ def trusted_folders() -> dict[str, str]:
             f'{path}: expected {{"folders": {{PATH: SHA256}}}}; fix it or delete it '
             "and trust folders again"
         )
-    return {str(k): v for k, v in cast(dict[str, Any], folders).items() if isinstance(v, str)}
+    records: dict[str, dict[str, Any]] = {}
+    for key, value in cast(dict[str, Any], folders).items():
+        if isinstance(value, str):  # a record written before files were pinned
+            records[str(key)] = {"sha256": value, "files": {}}
+        elif isinstance(value, dict) and isinstance(
+            digest := cast(dict[str, Any], value).get("sha256"), str
+        ):
+            files: Any = cast(dict[str, Any], value).get("files")
+            pinned = cast(dict[str, Any], files) if isinstance(files, dict) else {}
+            records[str(key)] = {
+                "sha256": digest,
+                "files": {str(k): v for k, v in pinned.items() if isinstance(v, str)},
+            }
+    return records
+
+
+def trusted_folders() -> dict[str, str]:
+    """Every record: real folder path -> SHA-256 of the trusted ``zuno.json``."""
+    return {folder: record["sha256"] for folder, record in _records().items()}
+
+
+def pinned_now(workspace: Path, content: bytes) -> dict[str, str]:
+    """The files ``content`` (a ``zuno.json``) runs inside workspace, with their digests now."""
+    from zuno.trust_pins import file_digests, named_files
+
+    try:
+        data: Any = json.loads(content)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return file_digests(workspace, named_files(workspace, cast(dict[str, Any], data)))
+
+
+def pinned_files(workspace: Path) -> list[Path]:
+    """The files the trust record of workspace pins (none when it has no record)."""
+    record = _records().get(_key(workspace))
+    files: dict[str, str] = record["files"] if record is not None else {}
+    return [workspace / name for name in files]
 
 
 def is_trusted(workspace: Path, content: bytes | None = None) -> TrustState:
-    """The trust state of ``workspace``'s ``zuno.json``.
+    """The trust state of ``workspace``'s ``zuno.json`` (and of the files it runs).
 
     Args:
         workspace: The workspace folder.
@@ -113,57 +156,76 @@ def is_trusted(workspace: Path, content: bytes | None = None) -> TrustState:
             state describes exactly the bytes it is about to use); read from
             disk otherwise.
     """
+    return trust_detail(workspace, content)[0]
+
+
+def trust_detail(workspace: Path, content: bytes | None = None) -> tuple[TrustState, str | None]:
+    """The trust state, and for ``changed`` which file changed (``zuno.json`` or a pinned one)."""
     if content is None:
         try:
             content = workspace_file(workspace).read_bytes()
         except FileNotFoundError:
-            return TrustState.NO_FILE
+            return TrustState.NO_FILE, None
         except OSError as exc:
             raise TrustError(
                 f"{workspace_file(workspace)}: cannot be read: {exc.strerror}"
             ) from exc
-    recorded = trusted_folders().get(_key(workspace))
-    if recorded is None:
-        return TrustState.UNTRUSTED
-    if recorded != content_digest(content):
-        return TrustState.CHANGED
-    return TrustState.TRUSTED
+    record = _records().get(_key(workspace))
+    if record is None:
+        return TrustState.UNTRUSTED, None
+    if record["sha256"] != content_digest(content):
+        return TrustState.CHANGED, _WORKSPACE_FILE
+    files: dict[str, str] = record["files"]
+    now = pinned_now(workspace, content)
+    for name in sorted({*files, *now}):
+        if files.get(name) != now.get(name):
+            return TrustState.CHANGED, name
+    return TrustState.TRUSTED, None
 
 
-def trust(workspace: Path, digest: str | None = None) -> str:
-    """Trust ``workspace``'s ``zuno.json`` as it is now; returns the recorded digest.
+def trust(workspace: Path, digest: str | None = None, files: dict[str, str] | None = None) -> str:
+    """Trust ``workspace``'s ``zuno.json`` and the files it runs as they are now.
 
     Args:
         workspace: The workspace folder.
         digest: The digest of the content the user was shown. Recording it
             (instead of re-reading the file) means a file swapped between the
             question and the answer stays untrusted.
+        files: The pinned files and digests the user was shown (see
+            :func:`pinned_now`); read from disk when omitted.
+
+    Returns:
+        The recorded digest of ``zuno.json``.
 
     Raises:
         TrustError: There is no ``zuno.json`` to trust, or the records cannot be written.
     """
-    if digest is None:
+    if digest is None or files is None:
         path = workspace_file(workspace)
         try:
-            digest = content_digest(path.read_bytes())
+            content = path.read_bytes()
         except FileNotFoundError:
             raise TrustError(f"{workspace} has no zuno.json; there is nothing to trust") from None
         except OSError as exc:
             raise TrustError(f"{path}: cannot be read: {exc.strerror}") from exc
+        if digest is None:
+            digest = content_digest(content)
+        if files is None:
+            files = pinned_now(workspace, content)
     with _locked():
-        folders = trusted_folders()
-        folders[_key(workspace)] = digest
-        _write(folders)
+        records = _records()
+        records[_key(workspace)] = {"sha256": digest, "files": dict(sorted(files.items()))}
+        _write(records)
     return digest
 
 
 def revoke(workspace: Path) -> bool:
     """Forget the trust of ``workspace``; True when there was a record."""
     with _locked():
-        folders = trusted_folders()
-        found = folders.pop(_key(workspace), None) is not None
+        records = _records()
+        found = records.pop(_key(workspace), None) is not None
         if found:
-            _write(folders)
+            _write(records)
     return found
 
 
@@ -183,7 +245,7 @@ def _locked() -> Generator[None]:
         os.close(fd)
 
 
-def _write(folders: dict[str, str]) -> None:
+def _write(folders: dict[str, dict[str, Any]]) -> None:
     path = trust_file()
     text = json.dumps({"folders": dict(sorted(folders.items()))}, indent=2) + "\n"
     try:

@@ -303,7 +303,7 @@ def test_the_cli_exits_1_on_a_nonzero_status_with_an_ok_outcome(
         )
     )
     db = tmp_path / "cli.db"
-    assert _cli(workspace, db, "trust").returncode == 0
+    assert _cli(workspace, db, "trust", "--yes").returncode == 0
     failed = _cli(workspace, db, "call", "shell", '{"command": "exit 4"}', "--json")
     assert failed.returncode == 1, failed.stderr
     body = json.loads(failed.stdout)

@@ -19,7 +19,12 @@ def hook_command(folder: Path, name: str, body: str, **settings: Any) -> dict[st
 
 
 def logging_hook(folder: Path, log: Path, **settings: Any) -> dict[str, Any]:
-    """A hook that appends what it was told to ``log`` (one JSON line) and answers nothing."""
+    """A hook that appends what it was told to ``log`` (one JSON line) and answers nothing.
+
+    It runs unconfined (``"sandbox": false``, the user's own opt-out) unless the
+    settings say otherwise: the log may lie outside the workspace.
+    """
+    settings.setdefault("sandbox", False)
     body = f"""
     payload = sys.stdin.read()
     with open({str(log)!r}, "a") as f:

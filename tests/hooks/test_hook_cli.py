@@ -88,7 +88,8 @@ def test_run_after_hook_context_reaches_the_model_and_hooks_see_the_session(
     workspace: Path, tmp_path: Path
 ) -> None:
     (workspace / "notes.txt").write_text("the answer is 42\n")
-    log = tmp_path / "notices.log"
+    # In the workspace: hooks of a (trusted) workspace file always run confined.
+    log = workspace / "notices.log"
     context = hook_command(
         tmp_path,
         "context",
@@ -99,7 +100,7 @@ def test_run_after_hook_context_reaches_the_model_and_hooks_see_the_session(
         """,
     )
     notices = {
-        phase: [logging_hook(tmp_path, log)]
+        phase: [logging_hook(tmp_path, log, sandbox=True)]
         for phase in ("approval_asked", "approval_answered", "session_start", "session_end")
     }
     configure(workspace, {"hooks": {"after": [context], **notices}})

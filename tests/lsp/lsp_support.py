@@ -45,4 +45,11 @@ requires_pyright = pytest.mark.skipif(
 
 def fake_server(mode: str) -> dict[str, Any]:
     """``lsp.servers`` entry for ``.fake`` files served by the fake server in ``mode``."""
-    return {".fake": {"command": [sys.executable, str(FAKE_SERVER), mode], "install": "no way"}}
+    # Unconfined: it logs its methods and pid outside the workspace.
+    return {
+        ".fake": {
+            "command": [sys.executable, str(FAKE_SERVER), mode],
+            "install": "no way",
+            "sandbox": False,
+        }
+    }

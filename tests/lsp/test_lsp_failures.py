@@ -150,7 +150,7 @@ async def test_close_sends_shutdown_and_exit(
 
 
 def _server(mode: str) -> LspServerSettings:
-    return LspServerSettings(command=[sys.executable, str(FAKE_SERVER), mode])
+    return LspServerSettings(command=[sys.executable, str(FAKE_SERVER), mode], sandbox=False)
 
 
 async def test_many_waiters_share_one_reader(fake_workspace: Path) -> None:
@@ -220,7 +220,9 @@ def test_servers_die_with_the_process(fake_workspace: Path, tmp_path: Path) -> N
         from zuno.lsp import LSP_SERVERS, LspServerSettings
 
         async def main():
-            settings = LspServerSettings(command=[sys.executable, {str(FAKE_SERVER)!r}, "ok"])
+            settings = LspServerSettings(
+                command=[sys.executable, {str(FAKE_SERVER)!r}, "ok"], sandbox=False
+            )
             await LSP_SERVERS.client(
                 settings.command, Path({str(fake_workspace)!r}), settings, startup_timeout=30
             )

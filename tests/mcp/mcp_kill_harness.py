@@ -155,6 +155,7 @@ def _config(stdio_marks: Path, url: str) -> Config:
                         "command": sys.executable,
                         "args": [str(FAULT)],
                         "env": {"FAULT_MARKS": str(stdio_marks)},
+                        "sandbox": False,  # it leaves marks outside the workspace
                         "tools": declared,
                         "call_timeout": 60,
                     },

@@ -36,6 +36,7 @@ def demo_config(marks: Path, *, trusted: bool = False, **server: Any) -> Config:
         "args": [str(DEMO)],
         "env": {"DEMO_MARKS": str(marks)},
         "trusted": trusted,
+        "sandbox": False,  # it leaves marks outside the workspace
         **server,
     }
     return Config.model_validate({"mcp": {"servers": {"demo": settings}}})

@@ -41,6 +41,7 @@ def stdio_server(marks: Path, **extra: Any) -> dict[str, Any]:
         "command": sys.executable,
         "args": [str(FAULT)],
         "env": {"FAULT_MARKS": str(marks)},
+        "sandbox": False,  # it leaves marks outside the workspace
         **extra,
     }
 

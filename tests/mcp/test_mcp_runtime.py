@@ -22,7 +22,12 @@ DEMO = Path(__file__).with_name("mcp_demo_server.py")
 
 
 def _config(marks: Path) -> dict[str, object]:
-    server = {"command": sys.executable, "args": [str(DEMO)], "env": {"DEMO_MARKS": str(marks)}}
+    server = {
+        "command": sys.executable,
+        "args": [str(DEMO)],
+        "env": {"DEMO_MARKS": str(marks)},
+        "sandbox": False,  # it leaves marks outside the workspace
+    }
     return {"mcp": {"servers": {"demo": server}}}
 
 

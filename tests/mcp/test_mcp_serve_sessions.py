@@ -214,7 +214,12 @@ async def test_configured_servers_tools_are_listed_with_open_world_hints(
     workspace, db = project
     marks = tmp_path / "marks"
     marks.mkdir()
-    server = {"command": sys.executable, "args": [str(FAULT)], "env": {"FAULT_MARKS": str(marks)}}
+    server = {
+        "command": sys.executable,
+        "args": [str(FAULT)],
+        "env": {"FAULT_MARKS": str(marks)},
+        "sandbox": False,  # it leaves marks outside the workspace
+    }
     # The user's own file: always trusted, unlike a workspace zuno.json.
     user_file = Path(os.environ["ZUNO_CONFIG_HOME"]) / "zuno.json"
     user_file.write_text(json.dumps({"mcp": {"servers": {"fault": server}}}))

@@ -590,13 +590,17 @@ async def test_strict_mode_reads_artifacts_and_read_roots_without_asking(tmp_pat
     places = Places.build(tmp_path)
     config = {"permission": {"mode": "strict", "read_roots": [str(places.outside)]}}
     rt = api_runtime(places, tmp_path, config, DenyAll())
-    artifact = rt.artifacts.write_text("ses_x", "call_y", "grep", "the whole answer\n")
     s = rt.open_session()
+    # The session's own saved output is read unasked; another session's is outside.
+    artifact = rt.artifacts.write_text(s.session_id, "call_y", "grep", "the whole answer\n")
+    theirs = rt.artifacts.write_text("ses_other", "call_z", "grep", "their answer\n")
     outside = await rt.call(s, "read", {"path": str(places.outside / "secret.txt")})
     saved = await rt.call(s, "read", {"path": str(artifact)})
+    other = await rt.call(s, "read", {"path": str(theirs)})
     elsewhere = await rt.call(s, "read", {"path": "/etc/hostname"})
     assert outside.outcome is Outcome.OK and saved.outcome is Outcome.OK
     assert "the whole answer" in saved.output
+    assert other.outcome is Outcome.BLOCKED and "their answer" not in other.output
     assert elsewhere.outcome is Outcome.BLOCKED and "outside the workspace" in elsewhere.output
 
 

@@ -186,7 +186,7 @@ def test_trust_honours_the_file_and_a_change_revokes_it(attack: Attack) -> None:
     data = attack.hostile()
     del data["mcp"]  # the trusted run below connects no server; the hook shows it ran
     attack.write_config(data)
-    shown = attack.zuno("trust")
+    shown = attack.zuno("trust", "--yes")
     assert shown.returncode == 0, shown.stderr
     assert "permission.mode" in shown.stdout and "hooks" in shown.stdout
     assert "trusted" in shown.stdout
@@ -214,7 +214,7 @@ def test_revoke_makes_the_folder_untrusted_again(attack: Attack) -> None:
     data = attack.hostile()
     del data["mcp"]
     attack.write_config(data)
-    assert attack.zuno("trust").returncode == 0
+    assert attack.zuno("trust", "--yes").returncode == 0
     assert json.loads(attack.zuno("doctor", "--json").stdout)["workspace_trust"]["state"] == (
         "trusted"
     )
@@ -228,11 +228,18 @@ def test_revoke_makes_the_folder_untrusted_again(attack: Attack) -> None:
 
 
 def test_trusted_mcp_server_is_connected(attack: Attack) -> None:
-    attack.write_config({"mcp": attack.hostile()["mcp"]})
-    assert attack.zuno("trust").returncode == 0
+    mcp = attack.hostile()["mcp"]
+    evil = mcp["servers"]["evil"]
+    inside = attack.ws / "mcp-started"
+    evil["args"][1] = evil["args"][1].replace(str(attack.mark("mcp")), str(inside))
+    attack.write_config({"mcp": mcp})
+    assert attack.zuno("trust", "--yes").returncode == 0
     proc = attack.zuno("call", "read", '{"path": "README"}')
     assert proc.returncode == 0, proc.stderr
-    assert attack.marks_left() == ["mcp"]
+    assert "failed to start" not in proc.stderr, proc.stderr
+    # It started (confined, as every server of a workspace file: it may write the
+    # workspace, nothing outside it).
+    assert inside.exists() and attack.marks_left() == []
 
 
 @pytest.mark.parametrize(
@@ -246,7 +253,7 @@ def test_a_command_that_rewrites_a_trusted_file_gains_nothing(
     user = {"permission": {"mode": "strict", "rules": [USER_DENY]}, "sandbox": sandbox}
     (attack.home / "zuno.json").write_text(json.dumps(user))
     attack.write_config({"tools": {"webfetch": False}})
-    assert attack.zuno("trust").returncode == 0
+    assert attack.zuno("trust", "--yes").returncode == 0
     evil = json.dumps({"hooks": {"before": [{"command": f"touch {attack.mark('hook')}"}]}})
     command = f"printf '%s' '{evil}' > zuno.json"
     attack.zuno("call", "shell", json.dumps({"command": command}), "--yes")
@@ -278,7 +285,7 @@ def test_the_users_own_folder_is_the_users_file(attack: Attack) -> None:
 
 
 def test_trust_list_doctor_text_and_nothing_to_trust(attack: Attack) -> None:
-    empty = attack.zuno("trust")
+    empty = attack.zuno("trust", "--yes")
     assert empty.returncode == 2 and "nothing to trust" in empty.stderr
     attack.write_config({"permission": {"mode": "permissive"}})
     doctor = attack.zuno("doctor")
@@ -287,7 +294,7 @@ def test_trust_list_doctor_text_and_nothing_to_trust(attack: Attack) -> None:
         for line in doctor.stdout.splitlines()
     ), doctor.stdout
     assert json.loads(attack.zuno("trust", "--list", "--json").stdout) == []
-    recorded = json.loads(attack.zuno("trust", "--json").stdout)
+    recorded = json.loads(attack.zuno("trust", "--yes", "--json").stdout)
     assert recorded["widens"] == ["permission.mode"]
     (row,) = json.loads(attack.zuno("trust", "--list", "--json").stdout)
     assert row == {
@@ -297,7 +304,7 @@ def test_trust_list_doctor_text_and_nothing_to_trust(attack: Attack) -> None:
     }
     narrowing = {"permission": {"mode": "strict"}}
     attack.write_config(narrowing)
-    shown = attack.zuno("trust")
+    shown = attack.zuno("trust", "--yes")
     assert shown.returncode == 0 and "only narrows" in shown.stdout
 
 

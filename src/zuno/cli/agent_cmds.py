@@ -30,6 +30,7 @@ from zuno.cli.app import (
     lazy_console,
     open_waiting,
     wait_for_own_jobs,
+    warn_control_paths,
     warn_untrusted,
 )
 from zuno.cli.signals import Stopped, run_until_stopped
@@ -140,6 +141,7 @@ def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
         fail(f"cannot start: {exc}")
     warn_untrusted(rt.config)
+    warn_control_paths(rt)
     # The question tool looks for a questioner on the runtime (see zuno.tools.question).
     setattr(rt, "questioner", shared if questioner is not None else None)  # noqa: B010
     return rt

@@ -196,6 +196,16 @@ def warn_untrusted(config: Any) -> None:
         )
 
 
+def warn_control_paths(rt: Any) -> None:
+    """Say once per process when the workspace holds Zuno's own folders (config, data)."""
+    warning = rt.control_paths.workspace_warning(rt.workspace)
+    if warning and warning not in _warned:
+        _warned.add(warning)
+        err.print(
+            f"[yellow]zuno:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True
+        )
+
+
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
     from zuno.permissions import ApproveAll, default_approver
@@ -208,6 +218,7 @@ def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Ru
             approver=ApproveAll() if yes else default_approver(),
         )
     warn_untrusted(rt.config)
+    warn_control_paths(rt)
     try:
         with user_errors():
             yield rt
@@ -553,6 +564,21 @@ def _denied_unasked(rt: Runtime) -> set[str]:
     return denied
 
 
+def rule_file(rt: Runtime) -> Path:
+    """The file where an allow rule takes effect for this runtime's workspace.
+
+    The workspace's ``zuno.json`` only when it is trusted (an untrusted one may
+    only narrow, so an allow rule there would be ignored); the user's own file
+    otherwise.
+    """
+    from zuno.config import CONFIG_NAME, user_config_path
+    from zuno.trust import TrustState
+
+    if rt.config.workspace_trust == TrustState.TRUSTED:
+        return rt.workspace / CONFIG_NAME
+    return user_config_path()
+
+
 def _print_how_to_allow(rt: Runtime, tool: str, arguments: Any) -> None:
     """One line on stderr: how a call refused for want of an approver can be allowed.
 
@@ -572,7 +598,7 @@ def _print_how_to_allow(rt: Runtime, tool: str, arguments: Any) -> None:
     rule = json.dumps({"tool": tool, "pattern": pattern, "action": "allow"}, ensure_ascii=False)
     err.print(
         f"zuno: {tool} needed approval and there is no terminal to ask: add --yes to allow "
-        f"it, or allow it with a permission rule in zuno.json: "
+        f"it, or allow it with a permission rule in {rule_file(rt)}: "
         f'{{"permission": {{"rules": [{rule}]}}}}',
         markup=False,
         highlight=False,

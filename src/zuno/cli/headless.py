@@ -371,9 +371,12 @@ def _open(workspace: Path, db: Path | None, yes: bool) -> Runtime:
         raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
     except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
         raise _Ended("usage_error", ExitStatus.USAGE, f"cannot start: {exc}") from None
-    warning = rt.config.untrusted_warning()
-    if warning:
-        _say(warning)
+    for warning in (
+        rt.config.untrusted_warning(),
+        rt.control_paths.workspace_warning(rt.workspace),
+    ):
+        if warning:
+            _say(warning)
     # No questioner: the question tool answers that no one can answer.
     setattr(rt, "questioner", None)  # noqa: B010
     return rt

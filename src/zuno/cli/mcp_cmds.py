@@ -28,6 +28,7 @@ from zuno.cli.app import (
     fail,
     out,
     user_errors,
+    warn_control_paths,
     warn_untrusted,
 )
 from zuno.cli.signals import run_until_stopped
@@ -103,6 +104,7 @@ def serve(
                 workspace, db_path=db, approver=ApproveAll() if yes else NoApprovalsOverMcp()
             )
         warn_untrusted(rt.config)
+        warn_control_paths(rt)
         try:
             with user_errors():
                 server = ZunoMcpServer(rt, agent=agent, session_id=session)

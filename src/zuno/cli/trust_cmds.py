@@ -9,6 +9,7 @@ any later change makes it untrusted again.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,9 @@ from zuno.cli.app import Json, app, err, escape, fail, out, user_errors
 from zuno.trust import (
     TrustError,
     TrustState,
+    content_digest,
     is_trusted,
+    pinned_now,
     revoke,
     trust,
     trust_file,
@@ -31,7 +34,7 @@ from zuno.trust import (
 if TYPE_CHECKING:
     from zuno.config import Config
 
-__all__ = ["offer_trust", "trust_command", "widening_lines"]
+__all__ = ["offer_trust", "pinned_lines", "trust_command", "widening_lines"]
 
 _SHOWN_CHARS = 160
 
@@ -45,11 +48,15 @@ def trust_command(
         bool, typer.Option("--revoke", help="Forget the trust of this folder.")
     ] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the trusted folders.")] = False,
+    show: Annotated[
+        bool, typer.Option("--show", help="Print what trusting would honour; trust nothing.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Trust without asking (needed without a terminal).")
+    ] = False,
     json_: Json = False,
 ) -> None:
-    """Trust FOLDER's zuno.json: show what it widens, then honour it until it changes."""
-    from zuno.config import CONFIG_NAME, load_config
-
+    """Trust FOLDER's zuno.json: show what it widens and runs, ask, honour it until it changes."""
     with user_errors(), _trust_errors():
         if list_:
             _list(json_)
@@ -58,41 +65,100 @@ def trust_command(
         if not workspace.is_dir():
             fail(f"{folder} is not a folder")
         if revoke_:
-            found = revoke(workspace)
-            if json_:
-                _print({"folder": str(workspace), "revoked": found})
-            elif found:
-                out.print(
-                    f"{workspace}: no longer trusted; its zuno.json can only narrow.", markup=False
-                )
-            else:
-                out.print(f"{workspace}: was not trusted; nothing changed.", markup=False)
+            _revoke(workspace, json_)
             return
-        if not (workspace / CONFIG_NAME).is_file():
-            fail(f"{workspace} has no {CONFIG_NAME}; there is nothing to trust")
-        config = load_config(workspace, trusted=False)
-        lines = widening_lines(workspace, config)
-        digest = trust(workspace, config.workspace_digest)
-        if json_:
-            _print({"folder": str(workspace), "sha256": digest, "widens": config.untrusted_ignored})
-            return
-        if lines:
-            out.print(
-                f"{workspace / CONFIG_NAME} widens what your own configuration allows:",
-                markup=False,
+        _trust(workspace, show=show, yes=yes, json_=json_)
+
+
+def _revoke(workspace: Path, json_: bool) -> None:
+    found = revoke(workspace)
+    if json_:
+        _print({"folder": str(workspace), "revoked": found})
+    elif found:
+        out.print(f"{workspace}: no longer trusted; its zuno.json can only narrow.", markup=False)
+    else:
+        out.print(f"{workspace}: was not trusted; nothing changed.", markup=False)
+
+
+def _trust(workspace: Path, *, show: bool, yes: bool, json_: bool) -> None:
+    from zuno.config import CONFIG_NAME, load_config
+
+    path = workspace / CONFIG_NAME
+    if not path.is_file():
+        fail(f"{workspace} has no {CONFIG_NAME}; there is nothing to trust")
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        fail(f"{path}: cannot be read: {exc.strerror}")
+    config = load_config(workspace, trusted=False)
+    if config.workspace_digest != content_digest(content):
+        fail(f"{path} changed while it was being read; run `zuno trust` again")
+    files = pinned_now(workspace, content)
+    digest = content_digest(content)
+    shown: dict[str, Any] = {
+        "folder": str(workspace),
+        "sha256": digest,
+        "widens": config.untrusted_ignored,
+        "files": files,
+    }
+    if not json_:
+        _show(workspace, config, files)
+    if not show and not yes:
+        if not sys.stdin.isatty():
+            fail(
+                f"zuno trust asks before trusting {path}, and there is no terminal to ask: "
+                "read what it would honour with `zuno trust --show`, then run "
+                "`zuno trust --yes` to trust it"
             )
-            for line in lines:
-                out.print(f"  {line}", markup=False, highlight=False)
+        if not typer.confirm(f"Trust {path} and the files it runs?", default=False, err=True):
+            if json_:
+                _print({**shown, "trusted": False})
+            else:
+                out.print("not trusted; nothing changed.", markup=False)
+            raise typer.Exit(1)
+    if show:
+        if json_:
+            _print({**shown, "trusted": False})
         else:
             out.print(
-                f"{workspace / CONFIG_NAME} only narrows; trusting it changes nothing today.",
+                "nothing was trusted (--show); `zuno trust --yes` trusts it as shown.",
                 markup=False,
             )
+        return
+    trust(workspace, digest, files)
+    if json_:
+        _print({**shown, "trusted": True})
+        return
+    out.print(
+        f"trusted: {workspace} (sha256 {digest[:12]}); a change to zuno.json or to a file "
+        "it runs makes it untrusted again. `zuno trust --revoke` undoes this.",
+        markup=False,
+    )
+
+
+def _show(workspace: Path, config: Config, files: dict[str, str]) -> None:
+    """Print what trusting would honour: each widening setting, each pinned file."""
+    from zuno.config import CONFIG_NAME
+
+    lines = widening_lines(workspace, config)
+    if lines:
         out.print(
-            f"trusted: {workspace} (sha256 {digest[:12]}); a change to the file "
-            "makes it untrusted again. `zuno trust --revoke` undoes this.",
+            f"{workspace / CONFIG_NAME} widens what your own configuration allows:", markup=False
+        )
+        for line in lines:
+            out.print(f"  {line}", markup=False, highlight=False)
+    else:
+        out.print(
+            f"{workspace / CONFIG_NAME} only narrows; trusting it changes nothing today.",
             markup=False,
         )
+    for line in pinned_lines(files):
+        out.print(f"  {line}", markup=False, highlight=False)
+
+
+def pinned_lines(files: dict[str, str]) -> list[str]:
+    """One line per workspace file the configuration runs, with its digest (pinned on trust)."""
+    return [f"runs {name} (sha256 {digest[:12]}, pinned)" for name, digest in files.items()]
 
 
 def widening_lines(workspace: Path, config: Config) -> list[str]:
@@ -137,18 +203,29 @@ def offer_trust(workspace: Path) -> None:
     if not config.untrusted_ignored:
         return
     state = config.workspace_trust
-    why = "changed since you trusted it" if state == TrustState.CHANGED else "is not trusted"
+    why = (
+        f"changed since you trusted it ({config.trust_changed or 'zuno.json'} changed)"
+        if state == TrustState.CHANGED
+        else "is not trusted"
+    )
     err.print(
         f"[yellow]{escape(str(workspace.resolve() / CONFIG_NAME))} {why}.[/] Until it is, "
         "these settings that widen what your own configuration allows are ignored:",
         markup=True,
     )
-    for line in widening_lines(workspace.resolve(), config):
+    try:
+        content = (workspace.resolve() / CONFIG_NAME).read_bytes()
+    except OSError:
+        return
+    if content_digest(content) != config.workspace_digest:
+        return  # changed while it was read: the next run asks about the new one
+    files = pinned_now(workspace.resolve(), content)
+    for line in [*widening_lines(workspace.resolve(), config), *pinned_lines(files)]:
         err.print(f"  {line}", markup=False, highlight=False)
     answer = typer.confirm("Trust this folder's zuno.json?", default=False, err=True)
     if answer and config.workspace_digest is not None:
         try:
-            trust(workspace.resolve(), config.workspace_digest)
+            trust(workspace.resolve(), config.workspace_digest, files)
         except TrustError as exc:
             fail(str(exc))
 

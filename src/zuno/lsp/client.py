@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from zuno.lsp.framing import json_object
 from zuno.lsp.inbound import InboundMessages
 from zuno.lsp.settings import LspServerSettings
 from zuno.lsp.watch import CHANGED, WorkspaceScan
+from zuno.sandbox.settings import SandboxSettings
+from zuno.server_launch import Launch, confined, server_launch
 
 __all__ = ["CLIENT_CAPABILITIES", "LspClient"]
 
@@ -68,15 +70,21 @@ class LspClient:
         workspace: Path,
         server: LspServerSettings,
         extensions: Iterable[str] = (),
+        sandbox: SandboxSettings | None = None,
+        protected: Sequence[Path] = (),
     ) -> None:
         """A client of the server ``argv`` for ``workspace``, not started yet.
 
         Args:
             argv: The server's command line.
-            workspace: The workspace root; the server runs there.
+            workspace: The workspace root (the server starts in a folder of
+                Zuno's own unless the trusted workspace file configured it).
             server: The server's settings (initialization options, settings, ready message).
             extensions: The file types it serves: changes to such files on disk
                 are reported to it (see :mod:`zuno.lsp.watch`).
+            sandbox: The sandbox it runs under unless the user's own file
+                says ``"sandbox": false`` (default settings when None).
+            protected: Zuno's own folders, read-only for it.
         """
         self.workspace = workspace
         self.server = server
@@ -84,7 +92,19 @@ class LspClient:
         """What the server said it can do, from ``initialize``."""
         # The inbound handler is shared, never a back-reference: see InboundHandler.
         self._inbound = InboundMessages(workspace, server)
-        self._connection = ServerConnection(argv, workspace, self._inbound)
+        # Started in a folder of Zuno's own unless the trusted workspace file set it
+        # (see zuno.server_launch); the workspace reaches it as its root URI.
+        launch = server_launch(
+            list(argv), workspace, os.environ, from_workspace=server.from_workspace
+        )
+        wrap = None
+        if server.sandbox or server.from_workspace:
+            wrap = _confined_argv(
+                launch, sandbox or SandboxSettings(), workspace, server.network, protected
+            )
+        self._connection = ServerConnection(
+            launch.argv, launch.cwd, self._inbound, env=launch.env, wrap=wrap
+        )
         self.server_name = self._connection.argv[0]
         self._sync_lock = anyio.Lock()
         self._documents: dict[str, OpenDocument] = {}
@@ -304,3 +324,18 @@ class LspClient:
             await self._connection.wait_until(lambda: published.redone_after_others_changed(doc))
         doc.others_changed_at = None
         return published.of(doc.uri)
+
+
+@contextlib.contextmanager
+def _confined_argv(
+    launch: Launch,
+    sandbox: SandboxSettings,
+    workspace: Path,
+    network: bool,
+    protected: Sequence[Path],
+) -> Generator[list[str]]:
+    """The server's argv inside the sandbox, for as long as it runs."""
+    with confined(
+        launch, sandbox, workspace=workspace, network=network, protected=protected
+    ) as wrapped:
+        yield wrapped.argv

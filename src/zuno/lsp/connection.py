@@ -27,7 +27,8 @@ import signal
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -97,16 +98,30 @@ def _notify_closing(fd: int) -> None:
 class ServerConnection:
     """The process of one language server and the message stream to and from it."""
 
-    def __init__(self, argv: Sequence[str], cwd: Path, inbound: InboundHandler) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        inbound: InboundHandler,
+        env: Mapping[str, str] | None = None,
+        wrap: AbstractContextManager[Sequence[str]] | None = None,
+    ) -> None:
         """A connection to the server ``argv``, run in ``cwd``; not started yet.
 
         Args:
             argv: The server's command line.
             cwd: The directory the server runs in.
             inbound: Answers the server's requests and takes its notifications.
+            env: Its environment (None: Zuno's own).
+            wrap: Entered at spawn and left at kill: the argv that actually
+                starts (the server inside a sandbox; see
+                :func:`zuno.server_launch.confined`).
         """
         self.argv = tuple(argv)
         self.cwd = cwd
+        self.env = None if env is None else dict(env)
+        self._wrap = wrap
+        self._held = contextlib.ExitStack()
         self._inbound = inbound
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdin = -1
@@ -149,19 +164,27 @@ class ServerConnection:
         Raises:
             ServerUnavailable: the program could not be run.
         """
+        argv: Sequence[str] = self.argv
+        if self._wrap is not None:
+            try:
+                argv = self._held.enter_context(self._wrap)
+            except Exception as exc:  # the sandbox cannot start: say so, as for a missing program
+                raise ServerUnavailable(f"{self.description} could not be started: {exc}") from None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
         try:
             proc = subprocess.Popen(
-                self.argv,
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
                 cwd=self.cwd,
+                env=self.env,
                 start_new_session=True,
                 close_fds=True,
             )
         except OSError as exc:
             self._stderr.close()
+            self._held.close()
             raise ServerUnavailable(
                 f"{self.description} could not be started: {exc.strerror or exc}"
             ) from None
@@ -194,6 +217,7 @@ class ServerConnection:
                     stream.close()
         if self._stderr is not None:
             self._stderr.close()
+        self._held.close()  # the sandbox's private folder and held control files
         self._wake()
 
     def stderr_tail(self) -> str:

@@ -22,6 +22,7 @@ import anyio
 
 from zuno.lsp.client import LspClient
 from zuno.lsp.settings import LspServerSettings
+from zuno.sandbox.settings import SandboxSettings
 
 __all__ = ["LSP_SERVERS", "ServerPool"]
 
@@ -47,10 +48,13 @@ class ServerPool:
         *,
         startup_timeout: float,
         extensions: Iterable[str] = (),
+        sandbox: SandboxSettings | None = None,
+        protected: Sequence[Path] = (),
     ) -> LspClient:
         """The running client for ``argv`` in ``workspace``, started (or restarted) if need be.
 
-        ``extensions`` are the file types the server serves (their changes are reported).
+        ``extensions`` are the file types the server serves (their changes are reported);
+        ``sandbox`` and ``protected`` confine it (see :class:`LspClient`).
 
         Raises:
             ServerUnavailable: the server could not be started.
@@ -65,7 +69,7 @@ class ServerPool:
                 # It died or broke the protocol: a fresh one replaces it.
                 client.kill()
                 del self._clients[key]
-            client = LspClient(argv, workspace, server, extensions)
+            client = LspClient(argv, workspace, server, extensions, sandbox, protected)
             await client.start(timeout=startup_timeout)
             self._clients[key] = client
             return client

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 __all__ = [
     "DEFAULT_SERVERS",
@@ -62,6 +62,22 @@ class LspServerSettings(_Section):
     """A regular expression: at startup, wait (within ``startup_timeout``) for a
     ``window/logMessage`` matching it, the server's sign that it knows the workspace's
     files. Without it, questions are asked as soon as ``initialize`` is answered."""
+    sandbox: bool = True
+    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
+    out, and is honoured only in the user's own file."""
+    network: bool = False
+    """Whether the confined server may use the network."""
+
+    _from_workspace: bool = PrivateAttr(default=False)
+
+    @property
+    def from_workspace(self) -> bool:
+        """Whether this entry comes from the workspace's (trusted) ``zuno.json``."""
+        return self._from_workspace
+
+    def mark_from_workspace(self) -> None:
+        """Record that this entry comes from the workspace's trusted ``zuno.json``."""
+        self._from_workspace = True
 
     @field_validator("command")
     @classmethod
@@ -89,6 +105,9 @@ DEFAULT_SERVERS: dict[str, LspServerSettings] = {
         # pyright answers before it has listed the workspace's files; until then
         # references and workspace symbols only see the files already opened.
         ready_message=r"^(Found \d+ source files?|No source files found)",
+        # Confined like any server, but pyright exits on its first request when
+        # the network-off socket filter refuses it local sockets; it reaches no host.
+        network=True,
     )
     for ext in (".py", ".pyi")
 }
@@ -150,12 +169,20 @@ class LspSettings(_Section):
         return LANGUAGE_IDS.get(ext, ext.removeprefix(".") or "plaintext")
 
 
-def find_program(program: str) -> str | None:
-    """Where ``program`` is: as given when it has a slash, else next to Python, else on PATH."""
+def find_program(program: str, workspace: Path | None = None) -> str | None:
+    """Where ``program`` is: as given when it has a slash, else next to Python, else on PATH.
+
+    The ``PATH`` searched leaves out what would run the workspace's own code
+    (relative entries, the workspace, ``node_modules/.bin``: see
+    :func:`zuno.server_launch.safe_path`); workspace defaults to the current folder.
+    """
+    from zuno.server_launch import safe_path
+
     if os.sep in program or (os.altsep and os.altsep in program):
         path = Path(program).expanduser()
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
     beside = Path(sys.executable).parent / program
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    return shutil.which(program)
+    path = safe_path(os.environ.get("PATH", os.defpath), workspace or Path.cwd())
+    return shutil.which(program, path=path)

@@ -42,7 +42,8 @@ __all__ = [
 APPROVAL_NOTE = (
     "Approvals cannot be asked over MCP, so what strict mode would ask is denied. "
     "To allow such calls, restart `zuno mcp serve --yes`, or allow this tool with a "
-    "permission rule in zuno.json (permission.rules)."
+    "permission rule (permission.rules) in the user's own zuno.json (a workspace's "
+    "zuno.json is honoured only once `zuno trust` trusted it)."
 )
 """What a client of ``zuno mcp serve`` is told when strict mode denied its call."""
 

@@ -45,16 +45,19 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from zuno.config import Config
+from zuno.control_paths import control_paths
 from zuno.declarations import Replay
 from zuno.mcp.errors import McpServerError
 from zuno.mcp.http import LOST, NOT_SENT, failure_kind, resilient_http_client
 from zuno.mcp.settings import McpServerSettings
+from zuno.sandbox.settings import SandboxSettings
+from zuno.server_launch import confined, server_launch
 from zuno.tool import Tool, ToolError, ToolUnavailable, TransientError, UncertainOutcome
 
 __all__ = ["McpConnection", "McpServerError", "McpServers", "connect_mcp_servers"]
@@ -111,10 +114,15 @@ class McpConnection:
         settings: McpServerSettings,
         workspace: Path,
         limiter: anyio.CapacityLimiter,
+        sandbox: SandboxSettings | None = None,
+        protected: Sequence[Path] = (),
     ) -> None:
         self.name = name
         self.settings = settings
         self.workspace = workspace
+        self.sandbox = sandbox or SandboxSettings()
+        """The sandbox a stdio server runs under (see :func:`zuno.server_launch.confined`)."""
+        self.protected = tuple(protected)
         self.tools: list[types.Tool] = []
         """The server's tools, as it listed them at connection."""
         self.resources: list[types.Resource] = []
@@ -145,11 +153,33 @@ class McpConnection:
         self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
             "w+", encoding="utf-8", errors="replace"
         )
+        # The library starts the program with its minimal safe environment plus
+        # these variables; the launch adds the workspace, PYTHONSAFEPATH and a PATH
+        # without the workspace's programs (see zuno.server_launch).
+        base = {**get_default_environment(), **settings.env}
+        launch = server_launch(
+            [settings.command, *settings.args],
+            self.workspace,
+            base,
+            from_workspace=settings.from_workspace,
+            cwd=self.workspace / settings.cwd if settings.cwd else None,
+        )
+        if settings.sandbox or settings.from_workspace:
+            launch = stack.enter_context(
+                confined(
+                    launch,
+                    self.sandbox,
+                    workspace=self.workspace,
+                    network=settings.network,
+                    protected=self.protected,
+                    explicit_env=settings.env,
+                )
+            )
         params = StdioServerParameters(
-            command=settings.command,
-            args=list(settings.args),
-            env=dict(settings.env) or None,
-            cwd=str(self.workspace / settings.cwd) if settings.cwd else str(self.workspace),
+            command=launch.argv[0],
+            args=launch.argv[1:],
+            env=launch.env,
+            cwd=str(launch.cwd),
         )
         return stdio_client(params, errlog=self._stderr)
 
@@ -446,6 +476,7 @@ async def connect_mcp_servers(
     *,
     only: Sequence[str] | None = None,
     skip_failed: bool = False,
+    protected: Sequence[Path] | None = None,
 ) -> AsyncGenerator[McpServers]:
     """Connect the enabled servers of ``config.mcp`` (or just ``only``) for the block.
 
@@ -455,6 +486,8 @@ async def connect_mcp_servers(
         only: Connect just these servers (disabled ones included).
         skip_failed: Leave out a server that cannot start, keeping its error in
             :attr:`McpServers.failures`, instead of raising.
+        protected: Zuno's own folders, read-only for confined servers (found
+            now when None; see :mod:`zuno.control_paths`).
 
     Raises:
         McpServerError: a server could not be started, connected or listed
@@ -462,6 +495,8 @@ async def connect_mcp_servers(
     """
     limiter = anyio.CapacityLimiter(config.concurrency.mcp_connections)
     root = await anyio.Path(workspace).resolve()
+    if protected is None:
+        protected = control_paths().named
     connections: list[McpConnection] = []
     failed: list[McpConnection] = []
     failures: dict[str, McpServerError] = {}
@@ -476,7 +511,9 @@ async def connect_mcp_servers(
                         only is None and not settings.enabled
                     ):
                         continue
-                    connection = McpConnection(name, settings, Path(root), limiter)
+                    connection = McpConnection(
+                        name, settings, Path(root), limiter, config.sandbox, protected
+                    )
                     try:
                         await connection.connect(tg)
                     except McpServerError as exc:

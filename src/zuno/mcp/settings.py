@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from zuno.declarations import Concurrency, Effect, Replay
 
@@ -71,6 +71,22 @@ class McpServerSettings(_Section):
     """Seconds to start, connect and list tools before the server is a startup error."""
     call_timeout: float | None = Field(default=600.0, gt=0, le=86_400)
     """Seconds to wait for one call's answer; after that its outcome is uncertain."""
+    sandbox: bool = True
+    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
+    out, and is honoured only in the user's own file."""
+    network: bool = False
+    """Whether the confined server may use the network."""
+
+    _from_workspace: bool = PrivateAttr(default=False)
+
+    @property
+    def from_workspace(self) -> bool:
+        """Whether this entry comes from the workspace's (trusted) ``zuno.json``."""
+        return self._from_workspace
+
+    def mark_from_workspace(self) -> None:
+        """Record that this entry comes from the workspace's trusted ``zuno.json``."""
+        self._from_workspace = True
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSettings:

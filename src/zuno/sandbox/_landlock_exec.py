@@ -290,7 +290,12 @@ def _cover_tmp(private: str, tops: Sequence[str], writable: Sequence[str]) -> No
         os.chdir(os.getcwd())
 
 
-def isolate(network: bool, read_only: Sequence[str], tmp: _PrivateTmp | None = None) -> int:
+def isolate(
+    network: bool,
+    read_only: Sequence[str],
+    tmp: _PrivateTmp | None = None,
+    pinned: Sequence[str] = (),
+) -> int:
     """Move into new namespaces; return in PID 1 of the new PID namespace only.
 
     The calling process forks. The parent never returns: it waits for the
@@ -321,7 +326,7 @@ def isolate(network: bool, read_only: Sequence[str], tmp: _PrivateTmp | None = N
     # sent to the whole process group, which PID 1 has not left.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
-        _mount_private_views(read_only, tmp)
+        _mount_private_views(read_only, tmp, pinned)
     except OSError as exc:
         print(f"zuno: cannot isolate the command (mounts): {exc}", file=sys.stderr)
         os.write(status_write, b"exit 126")
@@ -329,9 +334,15 @@ def isolate(network: bool, read_only: Sequence[str], tmp: _PrivateTmp | None = N
     return status_write
 
 
-def _mount_private_views(read_only: Sequence[str], tmp: _PrivateTmp | None) -> None:
+def _mount_private_views(
+    read_only: Sequence[str], tmp: _PrivateTmp | None, pinned: Sequence[str] = ()
+) -> None:
     """In the new mount namespace: fresh /proc and /dev/shm, a private /tmp, read-only
-    control files."""
+    control files.
+
+    Each pinned folder is bound over itself first (still writable): a mount
+    point cannot be renamed or removed, so the way to a read-only folder stays.
+    """
     # Private first, so that no mount below reaches the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -345,6 +356,9 @@ def _mount_private_views(read_only: Sequence[str], tmp: _PrivateTmp | None) -> N
         )
     if tmp is not None:
         _cover_tmp(*tmp)
+    for path in pinned:
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mount(path, path, None, _MS_BIND | _MS_REC)
     for path in read_only:
         _bind_read_only(path)
 
@@ -479,7 +493,8 @@ def main(argv: Sequence[str]) -> int:
     """``POLICY_JSON -- COMMAND...``: isolate, restrict, then exec COMMAND.
 
     POLICY_JSON holds ``write_dirs``, ``write_files``, ``network``, and
-    optionally ``read_only`` (paths bound read-only), ``private_tmp`` and
+    optionally ``read_only`` (paths bound read-only), ``pinned`` (folders
+    bound over themselves, before those), ``private_tmp`` and
     ``tmp_tops`` (the folder mounted over /tmp, and the first-level folders of
     the host's /tmp shown again read-only), ``isolate`` (false:
     no namespaces, only the ruleset; the probe uses it to tell the two apart)
@@ -504,7 +519,9 @@ def main(argv: Sequence[str]) -> int:
     if isinstance(policy.get("private_tmp"), str):
         tmp = (policy["private_tmp"], policy.get("tmp_tops", []), policy["write_dirs"])
     try:
-        status_fd = isolate(network, policy.get("read_only", []), tmp)
+        status_fd = isolate(
+            network, policy.get("read_only", []), tmp, policy.get("pinned", [])
+        )
     except OSError as exc:
         print(f"zuno: cannot isolate the command (namespaces): {exc}", file=sys.stderr)
         return 126

@@ -10,12 +10,13 @@ exists. All capabilities are dropped, so nothing inside can remount.
 the bwrap process kills the namespace's init, and the kernel then kills every
 process left in the namespace, including ones that left the session.
 
-The workspace's control files (``policy.read_only``) are bound read-only over
-the writable workspace. The command also gets the seccomp filter of
-:mod:`zuno.sandbox._seccomp` (no ptrace, no keyring, no TIOCSTI; with the
-network off, no UNIX socket of the host reachable through a path); bwrap
-reads it from a descriptor, which a ``/bin/sh`` in front of bwrap opens from a
-file and then replaces itself with bwrap.
+The workspace's control files and Zuno's own folders (``policy.read_only``)
+are bound read-only over the writable folders, after the folders leading to
+them were pinned (``policy.pinned``, bound over themselves). The command also
+gets the seccomp filter of :mod:`zuno.sandbox._seccomp` (no ptrace, no keyring,
+no TIOCSTI; with the network off, no UNIX socket of the host reachable through
+a path); bwrap reads it from a descriptor, which a ``/bin/sh`` in front of
+bwrap opens from a file and then replaces itself with bwrap.
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ class BubblewrapSandbox:
             flags += ["--ro-bind", top, top]
         for root in writable:
             flags += ["--bind", str(root), str(root)]
+        for path in policy.pinned:
+            flags += ["--bind", str(path), str(path)]
         for path in policy.read_only:
             flags += ["--ro-bind", str(path), str(path)]
         flags += ["--seccomp", _FILTER_FD, "--chdir", str(cwd)]

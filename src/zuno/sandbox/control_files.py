@@ -17,6 +17,16 @@ Several commands, in this process or another, may share a placeholder: each
 holds a shared ``flock`` on it while its command runs, and whoever ends last
 (an exclusive lock succeeds) removes it. A placeholder left by a crash is
 recognised by its mode and removed the same way by the next command.
+
+Zuno's own folders (the user's config folder with the trust store, the data
+folder, the command server's run folder) may lie inside a writable folder too:
+the workspace may be ``$HOME``, or the config folder a symlink into the
+workspace. :func:`sealed_folders` says how to keep them out of reach wherever
+they lie: each one's real folder is mounted read-only; every folder between a
+writable root and it is *pinned* (bound over itself, still writable) so that
+it can be neither renamed nor removed, which would let a command put a fresh
+folder under the old name; and a symlink on the way is protected by making the
+folder that holds it read-only (a link cannot carry a mount of its own).
 """
 
 from __future__ import annotations
@@ -26,10 +36,17 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Collection, Generator
+from collections.abc import Collection, Generator, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CONTROL_NAMES", "PLACEHOLDER_MODE", "held_control_files"]
+__all__ = [
+    "CONTROL_NAMES",
+    "PLACEHOLDER_MODE",
+    "SealedFolders",
+    "held_control_files",
+    "sealed_folders",
+]
 
 CONTROL_NAMES: tuple[str, ...] = ("zuno.json", ".zuno", ".git")
 """Entries of the workspace's top folder that commands may read but not change."""
@@ -135,3 +152,95 @@ def held_control_files(
     finally:
         for path, fd in reversed(held):
             _release(path, fd)
+
+
+@dataclass(frozen=True, slots=True)
+class SealedFolders:
+    """The mounts that keep Zuno's own folders out of a command's reach.
+
+    Attributes:
+        read_only: Real paths to bind read-only, parents before children.
+        pinned: Real folders to bind over themselves (still writable), parents
+            before children, so that they cannot be renamed or removed.
+    """
+
+    read_only: tuple[Path, ...] = ()
+    pinned: tuple[Path, ...] = ()
+
+
+def _below(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _walk(path: Path) -> tuple[Path, list[Path]]:
+    """The real location of path, and the folders holding each symlink met on the way."""
+    holders: list[Path] = []
+    current = Path("/")
+    parts = list(path.parts[1:])
+    links = 0
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = current.parent
+            continue
+        candidate = current / name
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            current = candidate
+            continue
+        links += 1
+        if links > 40:  # a loop: the kernel would refuse it as well
+            return candidate, holders
+        holders.append(current)
+        if target.startswith("/"):
+            current = Path("/")
+        parts[:0] = [p for p in target.split("/") if p]
+    return current, holders
+
+
+def sealed_folders(authority: Iterable[Path], writable: Sequence[Path]) -> SealedFolders:
+    """How to keep each authority path unchangeable for a command that may write writable.
+
+    Args:
+        authority: Absolute paths Zuno reads as authority, as Zuno names them
+            (symlinks are followed here, once, before the command starts).
+        writable: The real folders the command may write.
+
+    A path outside every writable folder needs nothing (it is read-only
+    already); a missing one is skipped (nothing to mount: the caller makes the
+    folders that must exist before the command starts).
+    """
+    roots = [w.resolve() for w in writable]
+
+    def inside(p: Path) -> Path | None:
+        return next((r for r in roots if _below(p, r)), None)
+
+    read_only: set[Path] = set()
+    for path in authority:
+        real, holders = _walk(Path(os.path.abspath(path)))
+        for holder in holders:
+            # A link right in a writable root would take the whole root with it;
+            # that layout is reported at start instead (see zuno.control_paths).
+            if inside(holder) is not None and holder not in roots:
+                read_only.add(holder)
+        if inside(real) is not None and os.path.lexists(real):
+            read_only.add(real)
+    pinned: set[Path] = set()
+    for folder in read_only:
+        root = inside(folder)
+        if root is None:
+            continue
+        for parent in folder.parents:
+            if parent == root or not _below(parent, root):
+                break
+            pinned.add(parent)
+    # A pin inside a read-only folder would open a writable window in it.
+    pinned = {p for p in pinned if not any(_below(p, r) for r in read_only)}
+    return SealedFolders(tuple(sorted(read_only, key=_depth)), tuple(sorted(pinned, key=_depth)))
+
+
+def _depth(path: Path) -> int:
+    return len(path.parts)

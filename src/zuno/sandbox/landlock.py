@@ -84,6 +84,7 @@ class LandlockSandbox:
             "write_files": list(WRITABLE_DEVICES),
             "network": policy.network,
             "read_only": [str(p) for p in policy.read_only],
+            "pinned": [str(p) for p in policy.pinned],
             "parent": os.getpid(),  # the command dies with this process, even on SIGKILL
         }
         if cover_tmp:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
-from zuno.sandbox.control_files import held_control_files
+from zuno.sandbox.control_files import held_control_files, sealed_folders
 from zuno.sandbox.settings import SandboxMode
 
 __all__ = [
@@ -59,8 +59,15 @@ class SandboxPolicy:
         network: Whether the command may use the network.
         writable_roots: Extra writable folders in ``workspace-write`` mode.
         read_only: Paths inside the writable folders that stay read-only (the
-            workspace's control files; filled in by :func:`prepared_launch`,
-            which makes sure each exists while the command runs).
+            workspace's control files and Zuno's own folders; filled in by
+            :func:`prepared_launch`, which makes sure each exists while the
+            command runs).
+        protected: Zuno's own folders and files (config folder, trust store,
+            data folder, command server's run folder), as Zuno names them:
+            read-only for the command wherever they lie (see
+            :func:`zuno.sandbox.control_files.sealed_folders`).
+        pinned: Folders bound over themselves so they cannot be renamed or
+            removed (filled in by :func:`prepared_launch`).
     """
 
     mode: SandboxMode
@@ -68,6 +75,8 @@ class SandboxPolicy:
     network: bool = False
     writable_roots: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
+    protected: tuple[Path, ...] = ()
+    pinned: tuple[Path, ...] = ()
 
     def writable(self, private_tmp: Path) -> list[Path]:
         """The folders a command may write, parents before children.
@@ -172,5 +181,13 @@ def prepared_launch(
             held = stack.enter_context(held_control_files(policy.workspace, policy.writable_roots))
             policy = replace(policy, read_only=(*policy.read_only, *held))
         private_tmp = Path(tempfile.mkdtemp(prefix="zuno-tmp-"))
+        if sandbox.name != "none" and policy.protected:
+            writable = [p for p in policy.writable(private_tmp) if p != private_tmp.resolve()]
+            sealed = sealed_folders(policy.protected, writable)
+            policy = replace(
+                policy,
+                read_only=(*sealed.read_only, *policy.read_only),
+                pinned=(*policy.pinned, *sealed.pinned),
+            )
         stack.callback(shutil.rmtree, private_tmp, ignore_errors=True)
         yield sandbox.launch(argv, policy, cwd=cwd, env=env, private_tmp=private_tmp)

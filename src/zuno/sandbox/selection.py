@@ -9,6 +9,7 @@ mode, which is unsandboxed by definition).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from zuno.sandbox.bubblewrap import BubblewrapSandbox
@@ -82,10 +83,13 @@ def sandbox_report(settings: SandboxSettings | None = None) -> SandboxReport:
     )
 
 
-def policy_for(settings: SandboxSettings, workspace: Path) -> SandboxPolicy:
+def policy_for(
+    settings: SandboxSettings, workspace: Path, *, protected: Sequence[Path] = ()
+) -> SandboxPolicy:
     """The policy of a command in workspace under settings.
 
     Relative ``writable_roots`` are taken from the workspace; ``~`` is expanded.
+    ``protected`` lists Zuno's own folders, which stay read-only wherever they lie.
     """
     roots: list[Path] = []
     for raw in settings.writable_roots:
@@ -96,4 +100,5 @@ def policy_for(settings: SandboxSettings, workspace: Path) -> SandboxPolicy:
         workspace=workspace,
         network=settings.network,
         writable_roots=tuple(roots),
+        protected=tuple(protected),
     )

@@ -265,7 +265,7 @@ class ExecCommandTool(Tool[ExecCommandArgs]):
             cwd=Path(cwd),
             env=command_environment(settings.env_remove, keep=settings.env_keep),
             sandbox=sandbox,
-            policy=policy_for(settings, ctx.workspace),
+            policy=policy_for(settings, ctx.workspace, protected=ctx.protected),
             tty=args.tty,
             time_limit=seconds,
             transcript=ctx.artifact_path("transcript"),

@@ -191,8 +191,8 @@ class LspTool(Tool[LspArgs]):
 # --- servers ---------------------------------------------------------------------
 
 
-def _argv(server: LspServerSettings, what: str) -> list[str]:
-    program = find_program(server.command[0])
+def _argv(server: LspServerSettings, what: str, workspace: Path) -> list[str]:
+    program = find_program(server.command[0], workspace)
     if program is None:
         how = server.install or "install it, or set its command in lsp.servers in zuno.json"
         raise ToolError(
@@ -205,7 +205,7 @@ def _argv(server: LspServerSettings, what: str) -> list[str]:
 async def _client(
     server: LspServerSettings, what: str, ctx: ToolContext, settings: LspSettings
 ) -> LspClient:
-    argv = _argv(server, what)
+    argv = _argv(server, what, ctx.workspace)
     extensions = [e for e, s in settings.all_servers().items() if s.command == server.command]
     try:
         return await LSP_SERVERS.client(
@@ -214,6 +214,8 @@ async def _client(
             server,
             startup_timeout=settings.startup_timeout,
             extensions=extensions,
+            sandbox=ctx.config.sandbox,
+            protected=ctx.protected,
         )
     except ServerUnavailable as exc:
         how = server.install or "check lsp.servers in zuno.json"

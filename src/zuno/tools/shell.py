@@ -217,7 +217,7 @@ async def run_sandboxed(
     if check_program:
         _check_program(argv[0], cwd, dict(env))
     sandbox = _selected(settings)
-    policy: SandboxPolicy = policy_for(settings, ctx.workspace)
+    policy: SandboxPolicy = policy_for(settings, ctx.workspace, protected=ctx.protected)
     out_limits, err_limits = _split_limits(ctx.limits)
     cap = _artifact_cap(ctx)
     stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
@@ -354,7 +354,7 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
             argv=argv,
             workdir=_resolve_workdir(ctx, args.workdir),
             sandbox=_selected(settings),
-            policy=policy_for(settings, ctx.workspace),
+            policy=policy_for(settings, ctx.workspace, protected=ctx.protected),
             env=command_environment(settings.env_remove, keep=settings.env_keep),
             time_limit=timeout,
         )
