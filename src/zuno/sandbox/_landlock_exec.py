@@ -519,9 +519,7 @@ def main(argv: Sequence[str]) -> int:
     if isinstance(policy.get("private_tmp"), str):
         tmp = (policy["private_tmp"], policy.get("tmp_tops", []), policy["write_dirs"])
     try:
-        status_fd = isolate(
-            network, policy.get("read_only", []), tmp, policy.get("pinned", [])
-        )
+        status_fd = isolate(network, policy.get("read_only", []), tmp, policy.get("pinned", []))
     except OSError as exc:
         print(f"zuno: cannot isolate the command (namespaces): {exc}", file=sys.stderr)
         return 126
