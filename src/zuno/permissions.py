@@ -88,13 +88,19 @@ WORK_STATE_UPDATES = frozenset({"plan_update", "todo_update", "goal_update"})
 """The tools plan mode runs although they change something: the session's own plan,
 todos and goal, kept in the store (never the workspace)."""
 
+PLAN_USER_MEDIATED = frozenset({"question"})
+"""The user-mediated tools plan mode runs: a question changes nothing. Others (a
+``memory_propose`` queues a row for a person to review) are refused like writes."""
+
 _ASKING_MODES = frozenset({"plan", "accept-edits", "strict"})
 """The modes that ask what strict mode asks (accept-edits skips file edits)."""
 
 
 def plan_refusal(tool: str, declaration: Declaration) -> str | None:
     """What plan mode tells the model about a call it refuses, or None when it admits it."""
-    if declaration.effect in (Effect.READ_ONLY, Effect.USER_MEDIATED):
+    if declaration.effect is Effect.READ_ONLY:
+        return None
+    if declaration.effect is Effect.USER_MEDIATED and tool in PLAN_USER_MEDIATED:
         return None
     if tool in WORK_STATE_UPDATES:
         return None
