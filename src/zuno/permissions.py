@@ -53,7 +53,7 @@ import anyio.to_thread
 
 from zuno.config import AgentSettings, PermissionMode, PermissionRule, PermissionSettings
 from zuno.declarations import Declaration, Effect
-from zuno.shell_rules import command_rule_matches
+from zuno.shell_rules import command_rule_matches, command_unseen
 
 __all__ = [
     "MODES",
@@ -174,14 +174,7 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
     A rule written for ``shell`` also holds for ``exec_command`` (and the other way
     round): the same command started on a terminal must not walk around it.
     """
-    if (
-        rule.tool != "*"
-        and not fnmatchcase(tool, rule.tool)
-        and (
-            tool not in _COMMAND_LINE_TOOLS
-            or not any(fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS)
-        )
-    ):
+    if not _names_tool(rule, tool):
         return False
     if rule.pattern in ("*", "**"):
         return True
@@ -194,6 +187,42 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
         # command only; deny/ask see every command, however spelled or wrapped.
         return command_rule_matches(rule.pattern, rule.action, subject)
     return fnmatchcase(subject, rule.pattern)
+
+
+def _names_tool(rule: PermissionRule, tool: str) -> bool:
+    return (
+        rule.tool == "*"
+        or fnmatchcase(tool, rule.tool)
+        or (
+            tool in _COMMAND_LINE_TOOLS
+            and any(fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS)
+        )
+    )
+
+
+def _unseen_under_rule(
+    settings: PermissionSettings, tool: str, subjects: list[str | None], kind: MatchKind
+) -> Verdict | None:
+    """An approval for a command a deny or ask rule on commands cannot see into.
+
+    Such a rule is enforced on what the parse sees; a program not known to be
+    inert (``python3``, ``prlimit``, ``git -c``) may run the denied command
+    where no parse can see it, so while the rule is in force it is asked about.
+    """
+    if kind != "prefix":
+        return None
+    for rule in settings.rules:
+        if rule.action == "allow" or rule.pattern in ("*", "**") or not _names_tool(rule, tool):
+            continue
+        for subject in subjects:
+            unseen = command_unseen(subject) if subject is not None else None
+            if unseen is not None:
+                return Verdict(
+                    "ask",
+                    f"{unseen}, and the {rule.action} rule on {rule.pattern!r} cannot see "
+                    "what it runs",
+                )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +295,9 @@ def evaluate(
         rule = covering[0]
         assert rule is not None
         return _rule_verdict(rule)
+    unseen = _unseen_under_rule(settings, tool, subjects, kind)
+    if unseen is not None:
+        return unseen
     mode = settings.mode
     if mode == "plan" and tool in WORK_STATE_UPDATES:
         return Verdict("allow", "plan mode: an update of the session's own work state")

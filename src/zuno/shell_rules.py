@@ -52,10 +52,31 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from zuno.shell_inert import Kind, judge
+from zuno.shell_wrappers import (
+    FD_EXEC,
+    FIND_EXEC,
+    OTHER_SHELLS,
+    SHELL_ARG_OPTIONS,
+    SHELL_WHEN_EMPTY,
+    SHELLS,
+    STRING_RUNNERS,
+    Wrapper,
+    is_runner,
+    takes_value,
+    wrapper_for,
+)
+
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
-__all__ = ["CommandAnalysis", "SimpleCommand", "analyse", "command_rule_matches"]
+__all__ = [
+    "CommandAnalysis",
+    "SimpleCommand",
+    "analyse",
+    "command_rule_matches",
+    "command_unseen",
+]
 
 _MAX_DEPTH = 12
 """Nested ``bash -c`` strings and wrappers followed before giving up (opaque)."""
@@ -71,79 +92,13 @@ _CODE_BUILTINS = frozenset(
 _NAME_BUILTINS = frozenset(
     {"read", "getopts", "wait", "unset", "printf", "test", "[", "mapfile", "readarray"}
 )
+# Builtins declaring variables: an argument like `a[$(cmd)]=1` runs cmd.
+_DECLARATIONS = frozenset({"declare", "typeset", "local", "export", "readonly"})
 # Variables whose value bash itself runs or expands as a prompt (PS4 under set -x).
 _CODE_VARIABLES = frozenset(
     {"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "BASH_ENV", "ENV", "SHELLOPTS"}
     | {"BASHOPTS", "BASH_ALIASES", "BASH_CMDS"}
 )
-# Shells whose -c string is parsed here as bash; other shells have their own
-# syntax (zsh runs `=rm` as /usr/bin/rm), so what they run is not seen.
-_SHELLS = frozenset({"bash", "sh", "dash", "ash", "rbash"})
-_OTHER_SHELLS = frozenset({"zsh", "ksh", "mksh", "yash", "posh", "fish", "tcsh", "csh", "pwsh"})
-# Shell options that take the next word as their argument.
-_SHELL_ARG_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
-# Programs that take a command string as an option argument: (program, option).
-_STRING_RUNNERS = {"su": "-c", "runuser": "-c", "script": "-c", "flock": "-c", "sg": "-c"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Wrapper:
-    """A program that runs the command given in its own arguments."""
-
-    arg_options: frozenset[str] = frozenset()
-    """Options that take the next word as their value."""
-    positionals: int = 0
-    """Words between the options and the command (``timeout DURATION``)."""
-    assignments: bool = False
-    """``NAME=value`` words may precede the command (``env``)."""
-
-
-def _w(options: str = "", positionals: int = 0, assignments: bool = False) -> _Wrapper:
-    return _Wrapper(frozenset(options.split()), positionals, assignments)
-
-
-_WRAPPERS: dict[str, _Wrapper] = {
-    "command": _w(),
-    "builtin": _w(),
-    "exec": _w("-a"),
-    "nohup": _w(),
-    "time": _w("-f --format -o --output"),
-    "coproc": _w(),
-    "setsid": _w(),
-    "unbuffer": _w(),
-    "busybox": _w(),
-    "firejail": _w(),
-    "catchsegv": _w(),
-    "proxychains": _w("-f"),
-    "proxychains4": _w("-f"),
-    "torsocks": _w("-u -p -a -P"),
-    "env": _w("-u --unset -C --chdir", assignments=True),
-    "sudo": _w(
-        "-u --user -g --group -h --host -p --prompt -C --close-from -D --chdir -r --role "
-        "-t --type -T --command-timeout -U --other-user -R --chroot"
-    ),
-    "doas": _w("-u -C"),
-    "nice": _w("-n --adjustment"),
-    "ionice": _w("-c --class -n --classdata -p --pid -P --pgid -u --uid"),
-    "timeout": _w("-s --signal -k --kill-after", positionals=1),
-    "stdbuf": _w("-i -o -e --input --output --error"),
-    "chrt": _w("-T -P -D", positionals=1),
-    "taskset": _w("", positionals=1),
-    "flock": _w("-w --timeout -E --conflict-exit-code", positionals=1),
-    "chroot": _w("--userspec --groups", positionals=1),
-    "unshare": _w("--map-user --map-group --setuid --setgid --wd -R --root -w -S -G"),
-    "nsenter": _w("-t --target -S -G --setuid --setgid -r -w --wd"),
-    "strace": _w("-e -o -p -s -u -E -a -b -I -O -P -S -X"),
-    "ltrace": _w("-e -o -p -s -u -a -A -D -F -n"),
-    "xargs": _w(
-        "-I -n -L -P -s -d -E -a --arg-file --delimiter --max-args --max-procs "
-        "--max-lines --max-chars --eof --replace --process-slot-var"
-    ),
-}
-# find's actions that run a command up to `;` or `+`; fd's options that run the rest.
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_FD_EXEC = frozenset({"-x", "--exec", "-X", "--exec-batch"})
-
 # A word bash leaves literal: unquoted characters that are not special,
 # backslash escapes, single quotes, double quotes with nothing expanded.
 _PLAIN_WORD = re.compile(
@@ -192,16 +147,27 @@ class CommandAnalysis:
     """Every simple command anywhere in the command, wrappers seen through."""
     opaque: str | None
     """Why the analysis cannot see everything the command runs, or None."""
+    unseen: str | None = None
+    """Why some command in it may do more than its words show (a program not known to be
+    inert, a builtin evaluating data, ``git -c``), or None: see :mod:`zuno.shell_inert`."""
+    allowable: bool = False
+    """Whether an allow rule naming the plain command may cover it: plain, and neither a
+    builtin evaluating data, nor a program told to run a program, nor a wrapper."""
 
 
 @dataclass
 class _Findings:
     commands: list[SimpleCommand] = field(default_factory=list[SimpleCommand])
     opaque: str | None = None
+    unseen: str | None = None
 
     def hide(self, reason: str) -> None:
         if self.opaque is None:
             self.opaque = reason
+
+    def unsee(self, reason: str) -> None:
+        if self.unseen is None:
+            self.unseen = reason
 
 
 _parser_lock = threading.Lock()
@@ -376,6 +342,7 @@ class _Walker:
             elif value.startswith(("-", "+")) and ("i" in value or "n" in value):
                 self.found.hide(f"`{keyword} {value}` evaluates data as code")
         self.found.commands.append(SimpleCommand(keyword, (keyword, *words)))
+        self.found.unsee(f"`{keyword}` takes names, subscripts or text as code")
 
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
@@ -440,24 +407,38 @@ class _Walker:
         name = _command_name(raw)
         self.found.commands.append(SimpleCommand(name, tuple(words)))
         args = words[1:]
+        kind, reason = judge(words)
+        if kind is not Kind.INERT and kind is not Kind.WRAPPER and not is_runner(name):
+            self.found.unsee(reason or f"`{name}` may do more than its words show")
         if name in _CODE_BUILTINS:
             self.found.hide(f"`{name}` runs text as code")
-        elif name in _OTHER_SHELLS:
+        elif name in OTHER_SHELLS:
             self.found.hide(f"`{name}` runs code in a syntax the rules do not parse")
         elif name in _NAME_BUILTINS:
             self._names(name, args)
-        elif name in _SHELLS:
+        elif name in _DECLARATIONS:
+            self._declared(name, args)
+        elif name in SHELLS:
             self._shell(name, args)
-        elif name in _STRING_RUNNERS:
-            self._string_runner(_STRING_RUNNERS[name], args, name)
+        elif name in STRING_RUNNERS:
+            self._string_runner(STRING_RUNNERS[name], args, name)
         elif name == "watch":
             self._watch(args)
         elif name == "find":
             self._find(args)
         elif name in ("fd", "fdfind"):
             self._fd(args)
-        if name in _WRAPPERS:
-            self._wrapped(name, _WRAPPERS[name], args)
+        wrapper = wrapper_for(name)
+        if wrapper is not None and (name != "jobs" or kind is Kind.WRAPPER):
+            self._wrapped(name, wrapper, args)
+
+    def _declared(self, keyword: str, args: list[str | None]) -> None:
+        """``declare`` and its kin given as words (``builtin declare ...``)."""
+        for value in args:
+            if value is None or "[" in value or value.partition("=")[0] in _CODE_VARIABLES:
+                self.found.hide(f"`{keyword}` with this argument can run code held in data")
+            elif value.startswith(("-", "+")) and ("i" in value or "n" in value):
+                self.found.hide(f"`{keyword} {value}` evaluates data as code")
 
     def _inner(self) -> _Walker:
         return _Walker(self.found, self.depth + 1)
@@ -472,9 +453,10 @@ class _Walker:
                 self.found.hide(f"`{name} -v` evaluates a variable name as code")
             return
         if name == "printf":
-            if "-v" not in args:
-                return
-            args = args[args.index("-v") + 1 : args.index("-v") + 2]
+            first = args[0] if args else ""
+            if first is None or first == "-v" or (first.startswith("-v")):
+                self.found.hide("`printf -v` assigns to a name bash evaluates")
+            return
         if any(a is None or "[" in a or a in _CODE_VARIABLES for a in args):
             self.found.hide(f"`{name}` with this variable name can run code")
 
@@ -488,7 +470,7 @@ class _Walker:
             if arg == "--" or not arg.startswith(("-", "+")) or arg in ("-", "+"):
                 i += arg == "--"
                 break
-            if arg in _SHELL_ARG_OPTIONS:
+            if arg in SHELL_ARG_OPTIONS:
                 i += 1
             elif not arg.startswith("--") and "c" in arg[1:]:
                 has_c = True
@@ -498,15 +480,27 @@ class _Walker:
             return
         self._inner().source(args[i], f"`{name} -c`")
 
-    def _string_runner(self, option: str, args: list[str | None], name: str) -> None:
+    def _string_runner(self, letter: str, args: list[str | None], name: str) -> None:
+        """A command string given as an option's value: ``su -c``, ``script -qc``, ``--command``."""
+        given = False
         for i, arg in enumerate(args):
-            if arg is not None and arg.startswith("--command="):
-                self._inner().source(arg.partition("=")[2], f"`{name} --command`")
-            elif arg in (option, "--command"):
-                value = args[i + 1] if i + 1 < len(args) else ""
-                self._inner().source(value, f"`{name} {option}`")
-            elif arg is None:
+            if arg is None:
                 self.found.hide(f"`{name}` gets an argument the analysis cannot read")
+                return
+            value: str | None = None
+            if arg.startswith("--command="):
+                value = arg.partition("=")[2]
+            elif takes_value(arg, frozenset({"--command"})):
+                value = args[i + 1] if i + 1 < len(args) else ""
+            elif re.fullmatch(r"-[^-].*", arg) and letter in arg[1:]:
+                # A cluster of short options: `-qc CMD`, `-ecCMD`.
+                attached = arg[arg.index(letter, 1) + 1 :]
+                value = attached or (args[i + 1] if i + 1 < len(args) else "")
+            if value is not None:
+                given = True
+                self._inner().source(value, f"`{name} -{letter}`")
+        if not given and name in SHELL_WHEN_EMPTY:
+            self.found.hide(f"`{name}` without -{letter} starts a shell reading stdin")
 
     def _watch(self, args: list[str | None]) -> None:
         # watch runs its arguments joined by spaces through `sh -c`.
@@ -530,7 +524,7 @@ class _Walker:
             return
         i = 0
         while i < len(args):
-            if args[i] in _FIND_EXEC:
+            if args[i] in FIND_EXEC:
                 end = i + 1
                 while end < len(args) and args[end] not in (";", "+"):
                     end += 1
@@ -543,11 +537,11 @@ class _Walker:
             if arg is None:
                 self.found.hide("`fd` gets an argument the analysis cannot read")
                 return
-            if arg in _FD_EXEC:
+            if arg in FD_EXEC:
                 self._inner()._words(list(args[i + 1 :]))
                 return
 
-    def _wrapped(self, name: str, wrapper: _Wrapper, args: list[str | None]) -> None:
+    def _wrapped(self, name: str, wrapper: Wrapper, args: list[str | None]) -> None:
         i, unsure = 0, False
         positionals = wrapper.positionals
         while i < len(args):
@@ -558,13 +552,13 @@ class _Walker:
             if arg == "--":
                 i += 1
                 break
-            if name == "env" and arg.startswith(("-S", "--split-string")):
+            if name == "env" and (re.fullmatch(r"-[^-]*S.*", arg) or arg.startswith("--s")):
                 self.found.hide("`env -S` splits a string into a command")
                 return
-            if arg.startswith("-") and arg != "-":
-                if arg in wrapper.arg_options:
+            if arg.startswith("-") and (arg != "-" or name == "env"):
+                if takes_value(arg, wrapper.arg_options):
                     i += 1
-                elif "=" not in arg:
+                elif "=" not in arg and not wrapper.is_flag(arg):
                     unsure = True  # an option this table does not know may take a value
             elif wrapper.assignments and "=" in arg:
                 if arg.partition("=")[0] in _CODE_VARIABLES:
@@ -576,6 +570,8 @@ class _Walker:
             i += 1
         rest = list(args[i:])
         if not rest:
+            if name in SHELL_WHEN_EMPTY:
+                self.found.hide(f"`{name}` without a command starts a shell reading stdin")
             return
         self._inner()._words(rest)
         if unsure and len(rest) > 1:
@@ -715,7 +711,11 @@ def analyse(command: str) -> CommandAnalysis:
     plain = None
     if root is not None and found.opaque is None and "\\\n" not in command:
         plain = _plain_words(root, command.encode("utf-8", "surrogateescape"))
-    return CommandAnalysis(plain, tuple(found.commands), found.opaque)
+    allowable = False
+    if plain is not None:
+        kind, _ = judge(plain)
+        allowable = kind in (Kind.INERT, Kind.UNKNOWN) and not is_runner(_command_name(plain[0]))
+    return CommandAnalysis(plain, tuple(found.commands), found.opaque, found.unseen, allowable)
 
 
 @lru_cache(maxsize=256)
@@ -772,7 +772,16 @@ def command_rule_matches(pattern: str, action: str, command: str) -> bool:
         return False
     found = analyse(command)
     if action == "allow":
-        return found.plain is not None and _starts_with(found.plain, rule)
+        return found.allowable and found.plain is not None and _starts_with(found.plain, rule)
     if found.opaque is not None:
         return True
     return any(_names_command(rule, c) for c in found.commands)
+
+
+def command_unseen(command: str) -> str | None:
+    """Why a command may run more than a parse can see (see :mod:`zuno.shell_inert`), or None.
+
+    A ``deny`` or ``ask`` rule on commands asks about such a command while it is in
+    force: the denied program could run inside it.
+    """
+    return analyse(command).unseen
