@@ -3,7 +3,7 @@
 A session runs in one of four modes (``permission.mode``, or chosen per
 session with ``--mode`` and switched by the user while it runs):
 
-- ``plan``: only ReadOnly and UserMediated calls, and updates of the session's
+- ``plan``: only ReadOnly calls, ``question``, and updates of the session's
   plan, todos and goal (not asked about). Everything else is refused
   (``blocked: denied``) before anyone is asked.
 - ``accept-edits``: as ``strict``, except that a file edit (a tool that
@@ -20,7 +20,9 @@ A call is authorized in these steps:
    are collected. A deny rule denies in every mode.
 2. Plan mode refuses what it does not admit: it is stronger than any ask or
    allow rule (an allow rule cannot let a write through in plan mode).
-3. Otherwise ask beats allow among the matching rules. A call touching several
+3. Otherwise ask beats allow among the matching rules; with no allow rule
+   covering it, a command a ``deny`` or ``ask`` rule on commands cannot see
+   into is asked about (:func:`zuno.shell_rules.command_unseen`). A call touching several
    paths (or one path by a name that is not its real location) is matched on
    each: a deny or ask on any of them applies, an allow must cover all of them.
 4. With no matching rule, the mode's default decides (the list above).

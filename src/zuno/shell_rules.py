@@ -18,8 +18,15 @@ gives two answers:
   its normalised name (quotes and backslashes removed, directory dropped:
   ``\\rm``, ``'r'm``, ``/bin/rm`` all give ``rm``). Wrappers are seen through
   (``env``, ``command``, ``exec``, ``sudo``, ``nice``, ``timeout 5``,
-  ``xargs``, ``find -exec``, ...) and ``bash -c``/``sh -c`` strings are parsed
-  recursively. ``deny`` and ``ask`` rules match any of them.
+  ``xargs``, ``find -exec``, ...: :mod:`zuno.shell_wrappers`) and
+  ``bash -c``/``sh -c`` strings are parsed recursively. ``deny`` and ``ask``
+  rules match any of them.
+* **unseen**: why some command in it may do more than its words show, judged
+  by the closed tables of :mod:`zuno.shell_inert` (a program not known to be
+  inert, a builtin that evaluates data, ``git -c``). An ``allow`` rule never
+  covers a builtin that evaluates data, a known program told to run one, or a
+  wrapper; while a ``deny`` or ``ask`` rule on commands is in force, an unseen
+  command is asked about (:func:`command_unseen`).
 
 Some commands hide what they run: a command name that is an expansion
 (``$X rm``), ``eval`` and ``source``, a shell reading a script or stdin,
@@ -37,10 +44,9 @@ tree-sitter-bash's one known misreading that matters here, a
 backslash-newline inside a word (``r\\<newline>m``), is covered by analysing
 the command both as written and with line continuations removed.
 
-What this cannot see: a program that runs other programs by its own logic
-(``python -c``, ``make``, ``git -c core.pager=...``, a script in the
-workspace). A ``deny`` rule on a command name is a guard against mistakes,
-not a sandbox; the sandbox is the boundary.
+What this cannot see: what a program does by its own logic (``python -c``,
+``make``, a script in the workspace); those are unseen, so asked about under a
+``deny`` rule, and once approved the sandbox is the boundary.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 ZUNO = str(Path(sys.executable).with_name("zuno"))
 
@@ -34,9 +35,7 @@ def test_plan_mode_refuses_memory_propose(workspace: Path, tmp_path: Path) -> No
     home.mkdir()
     (home / "zuno.json").write_text(json.dumps({"memory": {"enabled": True}}))
     env = {**os.environ, "ZUNO_CONFIG_HOME": str(home), "ZUNO_DB": str(tmp_path / "z.db")}
-    step = json.dumps(
-        [{"tool": "memory_propose", "args": {"text": "always run make lint first"}}]
-    )
+    step = json.dumps([{"tool": "memory_propose", "args": {"text": "always run make lint first"}}])
     proc = subprocess.run(
         [ZUNO, "batch", "-", "--mode", "plan", "--json"],
         cwd=workspace,
@@ -48,8 +47,10 @@ def test_plan_mode_refuses_memory_propose(workspace: Path, tmp_path: Path) -> No
     )
     out = proc.stdout
     assert proc.returncode == 1, proc.stderr
-    results = json.loads(out)
-    calls = results["results"] if isinstance(results, dict) else results
+    results: Any = json.loads(out)
+    calls = cast(
+        "list[dict[str, Any]]", results["results"] if isinstance(results, dict) else results
+    )
     assert [(c["outcome"], c.get("block_kind")) for c in calls] == [("blocked", "denied")], out
     assert "plan mode" in calls[0]["result"]
     listed = _zuno(workspace, env, "memory", "list")

@@ -12,6 +12,7 @@ tables do not know (``python3``) are left out: an allow rule naming one trusts i
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from collections import Counter
@@ -30,8 +31,10 @@ from zuno.tools.shell import ShellTool
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
-NAMES = sorted({*BUILTINS, *WRAPPERS, *SHELLS, *STRING_RUNNERS, "xargs", "find", "watch"})
-NAMES += ["git", "/lib64/ld-linux-x86-64.so.2", "env", "printf", "jobs", "builtin", "command"]
+NAMES = [
+    *sorted({*BUILTINS, *WRAPPERS, *SHELLS, *STRING_RUNNERS, "xargs", "find", "watch"}),
+    *["git", "/lib64/ld-linux-x86-64.so.2", "env", "printf", "jobs", "builtin", "command"],
+]
 _PAYLOADS = [
     "touch M",
     "a[$(touch M)]",
@@ -62,10 +65,12 @@ _CHUNKS = [
     *[["touch", "M"]] * 4,
     ["/usr/bin/touch", "M"],
 ]
-_PLAIN = ["touch", "M", "x", "1", "0", "%s", "/usr/bin/touch", "-", "--", "read", "declare"]
-_PLAIN += ["eval", "printf", "-x", "-v", "-p", "-c", "-C", "-S", "-i", "-n", "-R", "-e", "-a"]
-_PLAIN += ["-f", "-q", "-s", "-u", "-lx", "-qc", "-iS", "-exec", "{}", ";", "+", "/dev/null"]
-_PLAIN += ["x86_64", "--", "-I{}", "log", "-p", "status", "help"]
+_PLAIN = [
+    *("touch", "M", "x", "1", "0", "%s", "/usr/bin/touch", "-", "--", "read", "declare"),
+    *("eval", "printf", "-x", "-v", "-p", "-c", "-C", "-S", "-i", "-n", "-R", "-e", "-a"),
+    *("-f", "-q", "-s", "-u", "-lx", "-qc", "-iS", "-exec", "{}", ";", "+", "/dev/null"),
+    *("x86_64", "-I{}", "log", "status", "help"),
+]
 
 
 @st.composite
@@ -93,9 +98,11 @@ def _verdict(name: str, command: str) -> str:
 
 def _run_sandboxed(command: str, work: Path) -> None:
     subprocess.run(
-        ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        + ["--tmpfs", "/tmp", "--bind", str(work), str(work), "--chdir", str(work)]
-        + ["--unshare-all", "--die-with-parent", "--new-session", "bash", "-c", command],
+        [
+            *["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
+            *["--tmpfs", "/tmp", "--bind", str(work), str(work), "--chdir", str(work)],
+            *["--unshare-all", "--die-with-parent", "--new-session", "bash", "-c", command],
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -115,10 +122,8 @@ def test_commands_an_allow_rule_admits_leave_no_marker(tmp_path: Path) -> None:
         admitted = _verdict(name, command) == "allow"
         work = tmp_path / f"run{next(runs)}"
         work.mkdir()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             _run_sandboxed(f"timeout -s KILL 5 bash -c {quote(command)}", work)
-        except subprocess.TimeoutExpired:
-            pass
         marked = (work / "M").exists()
         shutil.rmtree(work, ignore_errors=True)
         side = "admitted" if admitted else "refused"

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -149,8 +149,8 @@ class Zuno:
             text=True,
             timeout=600,
         )
-        data = json.loads(proc.stdout)
-        return data["results"] if isinstance(data, dict) else data
+        data: Any = json.loads(proc.stdout)
+        return cast("list[dict[str, Any]]", data["results"] if isinstance(data, dict) else data)
 
 
 def _steps(commands: list[str]) -> list[dict[str, Any]]:
@@ -199,10 +199,8 @@ def test_shells_started_through_wrappers_are_refused_under_a_deny_rule(
     kind: str, tmp_path: Path
 ) -> None:
     zuno = Zuno(tmp_path, kind, [DENY])
-    steps = [
-        {"tool": "exec_command", "args": {"command": c, "yield_ms": 2000}} for c in SHELLS
-    ]
+    steps = [{"tool": "exec_command", "args": {"command": c, "yield_ms": 2000}} for c in SHELLS]
     results = zuno.batch(steps, "--yes")
-    assert [(r["outcome"], r.get("block_kind")) for r in results] == [
-        ("blocked", "denied")
-    ] * len(SHELLS), results
+    assert [(r["outcome"], r.get("block_kind")) for r in results] == [("blocked", "denied")] * len(
+        SHELLS
+    ), results
