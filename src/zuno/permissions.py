@@ -214,7 +214,14 @@ def _unseen_under_rule(
     if kind != "prefix":
         return None
     for rule in settings.rules:
-        if rule.action == "allow" or rule.pattern in ("*", "**") or not _names_tool(rule, tool):
+        # A rule for every tool ("*") is usually a path rule (`.env`): only rules
+        # written for the command tools make every unseen command ask.
+        if (
+            rule.action == "allow"
+            or rule.tool == "*"
+            or rule.pattern in ("*", "**")
+            or not _names_tool(rule, tool)
+        ):
             continue
         for subject in subjects:
             unseen = command_unseen(subject) if subject is not None else None

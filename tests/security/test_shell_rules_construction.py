@@ -19,6 +19,11 @@ from typing import Any, cast
 
 import pytest
 
+from zuno.config import PermissionRule, PermissionSettings
+from zuno.permissions import evaluate
+from zuno.shell_inert import BUILTINS
+from zuno.tools.shell import ShellTool
+
 ZUNO = str(Path(sys.executable).with_name("zuno"))
 
 ALLOW_RULES = [
@@ -204,3 +209,54 @@ def test_shells_started_through_wrappers_are_refused_under_a_deny_rule(
     assert [(r["outcome"], r.get("block_kind")) for r in results] == [("blocked", "denied")] * len(
         SHELLS
     ), results
+
+
+# ---------------------------------------------------------------- the tables and the verdicts
+
+
+def test_every_builtin_of_this_bash_is_in_the_closed_table() -> None:
+    names = subprocess.run(
+        ["bash", "-c", "compgen -b"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(names) > 50
+    assert set(names) <= set(BUILTINS), set(names) - set(BUILTINS)
+
+
+def _verdict(command: str, *rules: dict[str, Any]) -> str:
+    settings = PermissionSettings(
+        mode="permissive", rules=[PermissionRule.model_validate(r) for r in rules]
+    )
+    return evaluate(settings, "shell", ShellTool.declaration, command, "prefix").action
+
+
+@pytest.mark.parametrize(
+    ("command", "rules", "expected"),
+    [
+        # Under a deny rule on commands, what is known inert runs; the rest asks.
+        ("ls -la", [DENY], "allow"),
+        ("git status --short", [DENY], "allow"),
+        ("echo rm", [DENY], "allow"),
+        ("python3 build.py", [DENY], "ask"),
+        ("make", [DENY], "ask"),
+        ("git -c core.pager=less log", [DENY], "ask"),
+        ("git submodule foreach ls", [DENY], "ask"),
+        ("export A=1", [DENY], "ask"),
+        ("nice -n 5 ls", [DENY], "allow"),  # a wrapper seen through to an inert command
+        ("nice -n 5 make", [DENY], "ask"),
+        ("prlimit rm x", [DENY], "deny"),
+        # An allow rule naming an unknown program trusts it, over the deny's question.
+        (
+            "python3 build.py",
+            [DENY, {"tool": "shell", "pattern": "python3", "action": "allow"}],
+            "allow",
+        ),
+        # A rule for every tool is a path rule: it does not make every command ask.
+        ("python3 build.py", [{"tool": "*", "pattern": ".env", "action": "deny"}], "allow"),
+        # No rule on commands: nothing changes.
+        ("python3 build.py", [], "allow"),
+    ],
+)
+def test_what_a_deny_rule_on_commands_asks_about(
+    command: str, rules: list[dict[str, Any]], expected: str
+) -> None:
+    assert _verdict(command, *rules) == expected
