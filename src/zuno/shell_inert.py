@@ -58,21 +58,44 @@ def _never(_args: Words) -> str | None:
     return None
 
 
+def _hits(arg: str, option: str) -> bool:
+    """Whether an argument word gives ``option``, however spelled.
+
+    ``--long`` also by a unique prefix (``--compress=cmd`` for ``--compress-program``,
+    as getopt_long and git accept) and with ``=value``; ``-x`` also with its value
+    attached or inside a cluster (``-qx``); a one-dash word (``-exec``) only exactly.
+    """
+    if option.startswith("--"):
+        name = arg.split("=", 1)[0]
+        return arg.startswith(option) or (len(name) > 3 and option.startswith(name))
+    if len(option) == 2:
+        return arg.startswith(option) or bool(
+            re.fullmatch(r"-[A-Za-z]+", arg) and option[1] in arg[1:]
+        )
+    return arg == option
+
+
 def _options(*bad: str) -> Check:
-    """Not inert when an option word starts with one of ``bad`` or holds it in a cluster."""
+    """Not inert when an argument gives one of the ``bad`` options (see :func:`_hits`)."""
 
     def check(args: Words) -> str | None:
         for arg in args:
             if arg is None:
                 return "an argument the analysis cannot read"
             for option in bad:
-                if arg.startswith(option) or (
-                    len(option) == 2 and re.fullmatch(r"-[A-Za-z]+", arg) and option[1] in arg[1:]
-                ):
+                if _hits(arg, option):
                     return f"the option {option}"
         return None
 
     return check
+
+
+def _tar(args: Words) -> str | None:
+    # Old-style options: `tar cIf PROGRAM ...` takes -I's value from the next word.
+    first = args[0] if args else ""
+    if first is not None and not first.startswith("-") and set(first) & set("IF"):
+        return "an old-style -I or -F option runs a program"
+    return _TAR_OPTIONS(args)
 
 
 def _printf(args: Words) -> str | None:
@@ -136,10 +159,10 @@ BUILTINS: dict[str, tuple[Kind, Check]] = {
 
 _PLAIN_PROGRAMS = _names(
     """
-    ls dir vdir cat tac head tail wc grep egrep fgrep zgrep cut tr uniq comm
+    ls dir vdir cat tac head tail wc grep egrep fgrep cut tr uniq comm
     join paste fold fmt column expand unexpand nl od hexdump xxd base64 base32 basenc
     md5sum sha1sum sha224sum sha256sum sha384sum sha512sum b2sum cksum sum rev shuf
-    split csplit numfmt seq yes sleep date cal stat file du df tree which whereis
+    csplit numfmt seq yes sleep date cal stat file du df tree which whereis
     whoami id groups uname hostname nproc uptime free ps pgrep pkill killall basename
     dirname realpath readlink pathchk mkdir rmdir rm cp mv ln touch chmod chown chgrp
     truncate dd sync mktemp tee printenv locale getconf tty stty tput clear diff cmp
@@ -170,7 +193,7 @@ def _git(args: Words) -> str | None:
     ):
         return "git config can set a pager, editor, hook folder or alias that runs a program"
     for word in rest:
-        if word.startswith(_GIT_RUNNING_OPTIONS) or word.startswith("ext::"):
+        if any(_hits(word, o) for o in _GIT_RUNNING_OPTIONS) or word.startswith("ext::"):
             return f"git {sub} {word.split('=')[0]} runs a program"
         if sub in _GIT_SHORT_RUNNERS.get(word, ()):
             return f"git {sub} {word} runs a program"
@@ -221,24 +244,20 @@ _GIT_SHORT_RUNNERS = {
     "-c": ("clone", "submodule"),
 }
 
+_TAR_OPTIONS = _options(
+    "--to-command", "-I", "--use-compress-program", "--checkpoint-action", "--info-script",
+    "--new-volume-script", "-F", "--rsh-command", "--rmt-command",
+)  # fmt: skip
+
 _GUARDED: dict[str, Check] = {
     "git": _git,
     "sort": _options("--compress-program"),
-    "tar": _options(
-        "--to-command",
-        "-I",
-        "--use-compress-program",
-        "--checkpoint-action",
-        "--info-script",
-        "--new-volume-script",
-        "-F",
-        "--rsh-command",
-        "--rmt-command",
-    ),
+    "tar": _tar,
     "rg": _options("--pre"),
     "zip": _options("-T", "--test", "-TT", "--unzip-command"),
     "install": _options("--strip-program", "-s", "--strip"),
     "rsync": _options("-e", "--rsh", "--rsync-path"),
+    "split": _options("--filter"),
     "find": _options("-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fls", "-fprintf"),
 }
 """Programs that run another program only through the options their check names."""

@@ -460,9 +460,13 @@ class _Walker:
             return
         if name == "printf":
             first = args[0] if args else ""
-            if first is None or first == "-v" or (first.startswith("-v")):
-                self.found.hide("`printf -v` assigns to a name bash evaluates")
-            return
+            if first is None:
+                self.found.hide("`printf` gets an argument the analysis cannot read")
+                return
+            if not first.startswith("-v"):
+                return
+            # `printf -v NAME` or `printf -vNAME`: the name is evaluated.
+            args = [first[2:] if first != "-v" else (args[1] if len(args) > 1 else "")]
         if any(a is None or "[" in a or a in _CODE_VARIABLES for a in args):
             self.found.hide(f"`{name}` with this variable name can run code")
 

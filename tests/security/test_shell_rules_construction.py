@@ -99,11 +99,14 @@ SHELLS = ["script -q /dev/null", "unshare", "unshare -r", "fakeroot", "setarch x
 
 
 def _bash(command: str, cwd: Path) -> None:
+    # An interactive shell started by `script` can outlive its stdin: timeout ends the
+    # whole process group once the payload has long run.
     subprocess.run(
-        ["bash", "-c", command],
+        ["timeout", "-s", "KILL", "15", "bash", "-c", command],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         timeout=60,
         check=False,
     )
