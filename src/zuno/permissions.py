@@ -20,11 +20,12 @@ A call is authorized in these steps:
    are collected. A deny rule denies in every mode.
 2. Plan mode refuses what it does not admit: it is stronger than any ask or
    allow rule (an allow rule cannot let a write through in plan mode).
-3. Otherwise ask beats allow among the matching rules; with no allow rule
-   covering it, a command a ``deny`` or ``ask`` rule on commands cannot see
-   into is asked about (:func:`zuno.shell_rules.command_unseen`). A call touching several
+3. Otherwise ask beats allow among the matching rules. A call touching several
    paths (or one path by a name that is not its real location) is matched on
    each: a deny or ask on any of them applies, an allow must cover all of them.
+   With no allow rule covering it, a command that a ``deny`` or ``ask`` rule
+   on commands cannot see into is asked about
+   (:func:`zuno.shell_rules.command_unseen`).
 4. With no matching rule, the mode's default decides (the list above).
 5. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
