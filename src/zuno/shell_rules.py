@@ -53,12 +53,22 @@ from __future__ import annotations
 
 import re
 import shlex
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from zuno.shell_inert import Kind, judge
+from zuno.shell_words import (
+    ASSIGNMENT_START,
+    command_name,
+    descendants,
+    fully_read,
+    literal,
+    node_text,
+    parse,
+    plain_words,
+    word_edge,
+)
 from zuno.shell_wrappers import (
     FD_EXEC,
     FIND_EXEC,
@@ -74,7 +84,7 @@ from zuno.shell_wrappers import (
 )
 
 if TYPE_CHECKING:
-    from tree_sitter import Node, Parser
+    from tree_sitter import Node
 
 __all__ = [
     "CommandAnalysis",
@@ -105,12 +115,6 @@ _CODE_VARIABLES = frozenset(
     {"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "BASH_ENV", "ENV", "SHELLOPTS"}
     | {"BASHOPTS", "BASH_ALIASES", "BASH_CMDS"}
 )
-# A word bash leaves literal: unquoted characters that are not special,
-# backslash escapes, single quotes, double quotes with nothing expanded.
-_PLAIN_WORD = re.compile(
-    r"""(?:[^\s\x00-\x1f\x7f|&;()<>$`\\'"*?\[{}!]|\\[^\n]|'[^']*'|"[^"$`\\]*")+\Z"""
-)
-_ASSIGNMENT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[|\+?=)")
 _UNESCAPED_BLANK = re.compile(r"(?<!\\)(?:\\\\)*[ \t\n]")
 _CONTINUATION = re.compile(rb"(?<!\\)((?:\\\\)*)\\\n")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -127,10 +131,7 @@ _GRAMMAR = frozenset(
     | {"else_clause", "while_statement", "for_statement", "c_style_for_statement"}
     | {"case_statement", "do_group", "function_definition", "select_statement"}
 )
-_BEFORE_HEREDOC = re.compile(rb"[ \t]+<<")
-_TILDE = re.compile(r"(?:^|[=:])~")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
-_LITERAL_NODES = frozenset({"word", "raw_string", "string", "concatenation", "number"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,84 +177,6 @@ class _Findings:
             self.unseen = reason
 
 
-_parser_lock = threading.Lock()
-_parser: Parser | None = None
-"""Made by the first parse: a command that matches no shell rule never loads the grammar."""
-
-
-def _parse(source: bytes) -> Node:
-    global _parser
-    # A tree-sitter Parser is not safe to share between threads.
-    with _parser_lock:
-        if _parser is None:
-            import tree_sitter_bash
-            from tree_sitter import Language, Parser
-
-            _parser = Parser(Language(tree_sitter_bash.language()))
-        return _parser.parse(source).root_node
-
-
-def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", "surrogateescape")
-
-
-def _unquoted(text: str) -> str | None:
-    """The value of an unquoted word, or None when bash would expand it."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            if i + 1 < len(text) and text[i + 1] != "\n":
-                out.append(text[i + 1])
-            i += 2
-            continue
-        if c in "*?[$`" or (c == "~" and i == 0):
-            return None
-        if c == "{" and re.match(r"\{[^{}]*(?:,|\.\.)[^{}]*\}", text[i:]):
-            return None
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _double_quoted(text: str) -> str | None:
-    inner = text[1:-1]
-    if re.search(r"(?<!\\)(?:\\\\)*[$`]", inner):
-        return None
-    return re.sub(r"\\([$`\"\\])|\\\n", lambda m: m.group(1) or "", inner)
-
-
-def _literal(node: Node) -> str | None:
-    """A word's value after quote removal, or None when it is not a literal."""
-    kind = node.type
-    if kind == "command_name":
-        named = node.named_children
-        return _literal(named[0]) if len(named) == 1 and node.child_count == 1 else None
-    if kind == "word":
-        return _unquoted(_text(node))
-    if kind == "number":
-        text = _text(node)
-        return text if text.isdigit() else None
-    if kind == "raw_string":
-        return _text(node)[1:-1]
-    if kind == "string":
-        return _double_quoted(_text(node))
-    if kind == "concatenation":
-        parts: list[str] = []
-        for child in node.children:
-            value = _literal(child) if child.is_named else None
-            if value is None:
-                return None
-            parts.append(value)
-        return "".join(parts)
-    return None
-
-
-def _command_name(word: str) -> str:
-    return word.rstrip("/").rsplit("/", 1)[-1] or word
-
-
 class _Walker:
     """Collects the simple commands of one tree, and what hides others."""
 
@@ -271,8 +194,8 @@ class _Walker:
         """
         for node in nodes:
             if not (
-                _word_edge(self.src, node.start_byte, before=True)
-                and _word_edge(self.src, node.end_byte, before=False)
+                word_edge(self.src, node.start_byte, before=True)
+                and word_edge(self.src, node.end_byte, before=False)
             ):
                 self.found.hide("the parser read this command differently from bash")
                 return
@@ -281,7 +204,7 @@ class _Walker:
         kind = node.type
         if kind == "ERROR" or node.is_missing:
             self.found.hide("the command does not parse")
-        elif kind in _UNQUOTED_LEAVES and _UNESCAPED_BLANK.search(_text(node)):
+        elif kind in _UNQUOTED_LEAVES and _UNESCAPED_BLANK.search(node_text(node)):
             # bash ends a word at an unescaped blank or newline; a parse that
             # does not (`ls<newline>\rm x` read as one command) is not bash's.
             self.found.hide("the parser read this command differently from bash")
@@ -295,7 +218,7 @@ class _Walker:
             self._declaration(node)
         elif kind == "unset_command":
             self._bounded(node.named_children)
-            self._words([node.children[0].type, *map(_literal, node.named_children)])
+            self._words([node.children[0].type, *map(literal, node.named_children)])
         elif kind == "test_command":
             self._test(node)
         elif kind in ("arithmetic_expansion", "c_style_for_statement") or (
@@ -310,7 +233,7 @@ class _Walker:
             self._assignment(node)
         elif kind == "array":
             self._array(node)
-        elif kind == "command_substitution" and re.match(r"`.*\\", _text(node), re.S):
+        elif kind == "command_substitution" and re.match(r"`.*\\", node_text(node), re.S):
             # Inside backquotes bash removes a level of backslashes before
             # parsing: the parse of the text is not what runs.
             self.found.hide("backslashes inside a backquote substitution")
@@ -326,11 +249,11 @@ class _Walker:
         if name is None:
             return  # only assignments or redirections
         # bash reads these as an assignment or a reserved word, not a name.
-        text = _text(name)
-        if _ASSIGNMENT_START.match(text) or text in _RESERVED:
+        text = node_text(name)
+        if ASSIGNMENT_START.match(text) or text in _RESERVED:
             self.found.hide("the parser read this command differently from bash")
-        words = [_literal(name)]
-        words += [_literal(arg) for arg in node.children_by_field_name("argument")]
+        words = [literal(name)]
+        words += [literal(arg) for arg in node.children_by_field_name("argument")]
         self._words(words)
 
     def _declaration(self, node: Node) -> None:
@@ -340,7 +263,7 @@ class _Walker:
         for child in node.named_children:
             if child.type in ("variable_assignment", "variable_name"):
                 continue  # checked where the walk meets them
-            value = _literal(child)
+            value = literal(child)
             words.append(value)
             if value is None or "[" in value or value.partition("=")[0] in _CODE_VARIABLES:
                 self.found.hide(f"`{keyword}` with this argument can run code held in data")
@@ -354,7 +277,7 @@ class _Walker:
         name = node.child_by_field_name("name")
         if name is not None and name.type == "subscript":
             name = name.child_by_field_name("name")
-        text = _text(name) if name is not None else ""
+        text = node_text(name) if name is not None else ""
         if not _IDENTIFIER.fullmatch(text):
             # bash reads `@x=...` as a command word, not as an assignment.
             self.found.hide("the parser read this command differently from bash")
@@ -363,11 +286,11 @@ class _Walker:
 
     def _array(self, node: Node) -> None:
         # `a=([x]=1)`: an indexed array's subscript is arithmetic on x's value.
-        if any(_text(c).startswith("[") for c in node.named_children):
+        if any(node_text(c).startswith("[") for c in node.named_children):
             self.found.hide("an array subscript is evaluated as arithmetic")
 
     def _test(self, node: Node) -> None:
-        ops = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
+        ops = {node_text(n) for n in descendants(node) if n.type == "test_operator"}
         if "-v" in ops:
             self.found.hide("a -v test evaluates a variable name (and its subscript) as code")
         if node.child_count and node.children[0].type == "[[" and ops & _ARITHMETIC_TESTS:
@@ -376,7 +299,7 @@ class _Walker:
     def _arithmetic(self, node: Node) -> None:
         # An identifier in arithmetic is evaluated recursively: a value like
         # `a[$(cmd)]` runs cmd. Only arithmetic on bare numbers is transparent.
-        for n in _descendants(node):
+        for n in descendants(node):
             if n.is_named and n.child_count == 0 and n.type != "number":
                 self.found.hide("arithmetic evaluates variables' values as code")
                 return
@@ -395,7 +318,7 @@ class _Walker:
 
     def _subscript(self, node: Node) -> None:
         index = node.child_by_field_name("index")
-        text = _text(index) if index is not None else ""
+        text = node_text(index) if index is not None else ""
         if not (text.isdigit() or text in ("@", "*")):
             self.found.hide("an array subscript is evaluated as arithmetic")
 
@@ -410,7 +333,7 @@ class _Walker:
         if raw is None:
             self.found.hide("the command name is an expansion")
             return
-        name = _command_name(raw)
+        name = command_name(raw)
         self.found.commands.append(SimpleCommand(name, tuple(words)))
         args = words[1:]
         kind, reason = judge(words)
@@ -598,32 +521,6 @@ class _Walker:
         _collect(text, self.found, self.depth)
 
 
-_DELIMITERS = frozenset(b" \t\n;&|()<>`")
-
-
-def _word_edge(source: bytes, offset: int, *, before: bool) -> bool:
-    """Whether a word may start (``before``) or end at this byte offset in bash."""
-    at = offset - 1 if before else offset
-    if at < 0 or at >= len(source):
-        return True
-    if source[at] not in _DELIMITERS:
-        return False
-    backslashes = 0
-    while at - 1 - backslashes >= 0 and source[at - 1 - backslashes] == 0x5C:
-        backslashes += 1
-    return backslashes % 2 == 0  # an escaped delimiter is part of the word
-
-
-def _descendants(node: Node) -> list[Node]:
-    out: list[Node] = []
-    stack = list(node.children)
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(n.children)
-    return out
-
-
 def _collect(text: str, found: _Findings, depth: int) -> Node | None:
     """Add the commands of one command string to ``found``; its tree if it parsed."""
     if len(text) > _MAX_LENGTH:
@@ -641,72 +538,13 @@ def _collect(text: str, found: _Findings, depth: int) -> Node | None:
         if b"#" in source:
             found.hide("a line continuation next to a comment")
         source = _CONTINUATION.sub(rb"\1", source)
-    root = _parse(source)
+    root = parse(source)
     if root.has_error:
         found.hide("the command does not parse")
-    elif not _fully_read(root, source):
+    elif not fully_read(root, source):
         found.hide("the parser read this command differently from bash")
     _Walker(found, depth, source).walk(root)
     return root
-
-
-def _fully_read(root: Node, source: bytes) -> bool:
-    """Whether every byte but blanks belongs to a token of the tree.
-
-    tree-sitter-bash can skip text bash reads as a word (``\\ `` at the
-    start of a command): a command made of skipped text would go unseen.
-    """
-    covered = bytearray(len(source))
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.child_count == 0 or node.type == "heredoc_body":
-            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
-        else:
-            stack.extend(node.children)
-    for at, (byte, seen) in enumerate(zip(source, covered, strict=True)):
-        if seen or byte in b" \t\n":
-            continue
-        # tree-sitter-bash drops a lone `-` argument right before `<<`
-        # (`python3 - <<EOF`); it names no command, so it hides none.
-        if not (
-            byte == 0x2D
-            and source[at - 1 : at] in (b" ", b"\t")
-            and _BEFORE_HEREDOC.match(source, at + 1)
-        ):
-            return False
-    return True
-
-
-def _plain_words(root: Node, source: bytes) -> tuple[str, ...] | None:
-    """The words when the whole text is one simple command of literal words."""
-    if root.has_error or len(root.children) != 1 or root.children[0].type != "command":
-        return None
-    command = root.children[0]
-    words: list[str] = []
-    end = 0
-    for child in command.children:
-        node = child.named_children[0] if child.type == "command_name" else child
-        if child.type == "command_name" and child.child_count != 1:
-            return None
-        if node.type not in _LITERAL_NODES or not child.is_named:
-            return None
-        raw = _text(node)
-        value = _literal(node)
-        if value is None or not _PLAIN_WORD.match(raw):
-            return None
-        if not words and (_ASSIGNMENT_START.match(raw) or raw.startswith("#")):
-            return None
-        if (words and raw.startswith("#")) or _TILDE.search(raw):
-            return None  # a comment, or a tilde bash would expand
-        gap = source[end : child.start_byte]
-        if (words and not gap) or gap.strip(b" \t" if words else b" \t\n"):
-            return None  # every word stands alone, separated only by blanks
-        words.append(value)
-        end = child.end_byte
-    if source[end:].strip(b" \t\n") or not words:
-        return None
-    return tuple(words)
 
 
 @lru_cache(maxsize=512)
@@ -720,11 +558,11 @@ def analyse(command: str) -> CommandAnalysis:
         root = None
     plain = None
     if root is not None and found.opaque is None and "\\\n" not in command:
-        plain = _plain_words(root, command.encode("utf-8", "surrogateescape"))
+        plain = plain_words(root, command.encode("utf-8", "surrogateescape"))
     allowable = False
     if plain is not None:
         kind, _ = judge(plain)
-        allowable = kind in (Kind.INERT, Kind.UNKNOWN) and not is_runner(_command_name(plain[0]))
+        allowable = kind in (Kind.INERT, Kind.UNKNOWN) and not is_runner(command_name(plain[0]))
     return CommandAnalysis(plain, tuple(found.commands), found.opaque, found.unseen, allowable)
 
 
@@ -755,7 +593,7 @@ def _names_command(rule: tuple[str, ...], command: SimpleCommand) -> bool:
     the arguments in order, not necessarily next to each other, so options put
     in between (``git -c x=y push`` for ``git push``) do not slip past.
     """
-    if not _word_matches(_command_name(rule[0]), command.name):
+    if not _word_matches(command_name(rule[0]), command.name):
         return False
     wanted = list(rule[1:])
     for word in command.words[1:]:
