@@ -263,3 +263,26 @@ def test_what_a_deny_rule_on_commands_asks_about(
     command: str, rules: list[dict[str, Any]], expected: str
 ) -> None:
     assert _verdict(command, *rules) == expected
+
+
+def test_the_cli_offers_an_allow_rule_only_where_one_can_cover_the_command(
+    tmp_path: Path,
+) -> None:
+    zuno = Zuno(tmp_path, "bubblewrap", [DENY])
+
+    def hint(command: str) -> str:
+        proc = subprocess.run(
+            [ZUNO, "call", "shell", json.dumps({"command": command})],
+            cwd=zuno.ws,
+            env=zuno.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert proc.returncode == 1, proc.stderr
+        return proc.stderr
+
+    assert '"pattern": "python3 -c 1"' in hint("python3 -c 1")
+    refused = hint("export A=1")
+    assert "no allow rule can cover this command" in refused and "pattern" not in refused
