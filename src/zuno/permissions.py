@@ -3,7 +3,7 @@
 A session runs in one of four modes (``permission.mode``, or chosen per
 session with ``--mode`` and switched by the user while it runs):
 
-- ``plan``: only ReadOnly and UserMediated calls, and updates of the session's
+- ``plan``: only ReadOnly calls, ``question``, and updates of the session's
   plan, todos and goal (not asked about). Everything else is refused
   (``blocked: denied``) before anyone is asked.
 - ``accept-edits``: as ``strict``, except that a file edit (a tool that
@@ -23,6 +23,9 @@ A call is authorized in these steps:
 3. Otherwise ask beats allow among the matching rules. A call touching several
    paths (or one path by a name that is not its real location) is matched on
    each: a deny or ask on any of them applies, an allow must cover all of them.
+   With no allow rule covering it, a command that a ``deny`` or ``ask`` rule
+   on commands cannot see into is asked about
+   (:func:`zuno.shell_rules.command_unseen`).
 4. With no matching rule, the mode's default decides (the list above).
 5. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
@@ -53,7 +56,7 @@ import anyio.to_thread
 
 from zuno.config import AgentSettings, PermissionMode, PermissionRule, PermissionSettings
 from zuno.declarations import Declaration, Effect
-from zuno.shell_rules import command_rule_matches
+from zuno.shell_rules import command_rule_matches, command_unseen
 
 __all__ = [
     "MODES",
@@ -88,13 +91,19 @@ WORK_STATE_UPDATES = frozenset({"plan_update", "todo_update", "goal_update"})
 """The tools plan mode runs although they change something: the session's own plan,
 todos and goal, kept in the store (never the workspace)."""
 
+PLAN_USER_MEDIATED = frozenset({"question"})
+"""The user-mediated tools plan mode runs: a question changes nothing. Others (a
+``memory_propose`` queues a row for a person to review) are refused like writes."""
+
 _ASKING_MODES = frozenset({"plan", "accept-edits", "strict"})
 """The modes that ask what strict mode asks (accept-edits skips file edits)."""
 
 
 def plan_refusal(tool: str, declaration: Declaration) -> str | None:
     """What plan mode tells the model about a call it refuses, or None when it admits it."""
-    if declaration.effect in (Effect.READ_ONLY, Effect.USER_MEDIATED):
+    if declaration.effect is Effect.READ_ONLY:
+        return None
+    if declaration.effect is Effect.USER_MEDIATED and tool in PLAN_USER_MEDIATED:
         return None
     if tool in WORK_STATE_UPDATES:
         return None
@@ -168,14 +177,7 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
     A rule written for ``shell`` also holds for ``exec_command`` (and the other way
     round): the same command started on a terminal must not walk around it.
     """
-    if (
-        rule.tool != "*"
-        and not fnmatchcase(tool, rule.tool)
-        and (
-            tool not in _COMMAND_LINE_TOOLS
-            or not any(fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS)
-        )
-    ):
+    if not _names_tool(rule, tool):
         return False
     if rule.pattern in ("*", "**"):
         return True
@@ -188,6 +190,49 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
         # command only; deny/ask see every command, however spelled or wrapped.
         return command_rule_matches(rule.pattern, rule.action, subject)
     return fnmatchcase(subject, rule.pattern)
+
+
+def _names_tool(rule: PermissionRule, tool: str) -> bool:
+    return (
+        rule.tool == "*"
+        or fnmatchcase(tool, rule.tool)
+        or (
+            tool in _COMMAND_LINE_TOOLS
+            and any(fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS)
+        )
+    )
+
+
+def _unseen_under_rule(
+    settings: PermissionSettings, tool: str, subjects: list[str | None], kind: MatchKind
+) -> Verdict | None:
+    """An approval for a command a deny or ask rule on commands cannot see into.
+
+    Such a rule is enforced on what the parse sees; a program not known to be
+    inert (``python3``, ``prlimit``, ``git -c``) may run the denied command
+    where no parse can see it, so while the rule is in force it is asked about.
+    """
+    if kind != "prefix":
+        return None
+    for rule in settings.rules:
+        # A rule for every tool ("*") is usually a path rule (`.env`): only rules
+        # written for the command tools make every unseen command ask.
+        if (
+            rule.action == "allow"
+            or rule.tool == "*"
+            or rule.pattern in ("*", "**")
+            or not _names_tool(rule, tool)
+        ):
+            continue
+        for subject in subjects:
+            unseen = command_unseen(subject) if subject is not None else None
+            if unseen is not None:
+                return Verdict(
+                    "ask",
+                    f"{unseen}, and the {rule.action} rule on {rule.pattern!r} cannot see "
+                    "what it runs",
+                )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +305,9 @@ def evaluate(
         rule = covering[0]
         assert rule is not None
         return _rule_verdict(rule)
+    unseen = _unseen_under_rule(settings, tool, subjects, kind)
+    if unseen is not None:
+        return unseen
     mode = settings.mode
     if mode == "plan" and tool in WORK_STATE_UPDATES:
         return Verdict("allow", "plan mode: an update of the session's own work state")

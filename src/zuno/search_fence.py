@@ -20,15 +20,17 @@ same thing as a rule pattern.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 from zuno.config import PermissionRule
+from zuno.link_rules import link_refusal
 from zuno.permissions import path_pattern_matches
 from zuno.real_paths import is_inside, proc_refusal, relative_subject
 from zuno.ripgrep import Exclusion
 
-__all__ = ["search_exclusion"]
+__all__ = ["file_link_refusal", "search_exclusion"]
 
 _WHOLE = ("*", "**")
 _GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "\\[]{}"})
@@ -52,13 +54,23 @@ def search_exclusion(
     if not patterns and not is_inside("/proc", root):
         return Exclusion()  # nothing to leave out: no filter to pay for on every result
     base = root.rstrip("/")
+    # grep shows content: a file whose other name (a hard link) a rule covers is left out.
+    denied = [r.pattern for r in rules if r.action != "allow" and _fences(r, tool, subject)]
+    reads_content = tool == "grep" and bool(denied)
 
     def skip(rel: str) -> bool:
-        path = f"{base}/{rel}"
+        path = f"{base}/{rel}" if rel else base
         if proc_refusal(path) is not None:
             return True
         subject = relative_subject(path, workspace)
-        return any(path_pattern_matches(p, subject) for p in patterns)
+        if any(path_pattern_matches(p, subject) for p in patterns):
+            return True
+        if reads_content:
+            try:
+                return link_refusal(os.lstat(path), denied, workspace) is not None
+            except OSError:
+                return True  # gone since rg read it: what it was cannot be checked
+        return False
 
     root_parts = [] if subject == "." else subject.split("/")
     globs: list[str] = []
@@ -68,6 +80,22 @@ def search_exclusion(
             if glob is not None and glob not in globs:
                 globs.append(glob)
     return Exclusion(tuple(globs), skip)
+
+
+def file_link_refusal(
+    rules: Sequence[PermissionRule], tool: str, path: str, workspace: str
+) -> str | None:
+    """Why a search of the one file ``path`` must not show it: a hard link the rules may deny.
+
+    See :mod:`zuno.link_rules`; the patterns are those of the rules fencing a search
+    of its folder.
+    """
+    folder = relative_subject(os.path.dirname(os.path.realpath(path)), workspace)
+    denied = [r.pattern for r in rules if r.action != "allow" and _fences(r, tool, folder)]
+    try:
+        return link_refusal(os.stat(path), denied, workspace)
+    except OSError:
+        return None  # gone: rg finds nothing to show
 
 
 def _fences(rule: PermissionRule, tool: str, root: str) -> bool:

@@ -18,8 +18,15 @@ gives two answers:
   its normalised name (quotes and backslashes removed, directory dropped:
   ``\\rm``, ``'r'm``, ``/bin/rm`` all give ``rm``). Wrappers are seen through
   (``env``, ``command``, ``exec``, ``sudo``, ``nice``, ``timeout 5``,
-  ``xargs``, ``find -exec``, ...) and ``bash -c``/``sh -c`` strings are parsed
-  recursively. ``deny`` and ``ask`` rules match any of them.
+  ``xargs``, ``find -exec``, ...: :mod:`zuno.shell_wrappers`) and
+  ``bash -c``/``sh -c`` strings are parsed recursively. ``deny`` and ``ask``
+  rules match any of them.
+* **unseen**: why some command in it may do more than its words show, judged
+  by the closed tables of :mod:`zuno.shell_inert` (a program not known to be
+  inert, a builtin that evaluates data, ``git -c``). An ``allow`` rule never
+  covers a builtin that evaluates data, a known program told to run one, or a
+  wrapper; while a ``deny`` or ``ask`` rule on commands is in force, an unseen
+  command is asked about (:func:`command_unseen`).
 
 Some commands hide what they run: a command name that is an expansion
 (``$X rm``), ``eval`` and ``source``, a shell reading a script or stdin,
@@ -37,25 +44,55 @@ tree-sitter-bash's one known misreading that matters here, a
 backslash-newline inside a word (``r\\<newline>m``), is covered by analysing
 the command both as written and with line continuations removed.
 
-What this cannot see: a program that runs other programs by its own logic
-(``python -c``, ``make``, ``git -c core.pager=...``, a script in the
-workspace). A ``deny`` rule on a command name is a guard against mistakes,
-not a sandbox; the sandbox is the boundary.
+What this cannot see: what a program does by its own logic (``python -c``,
+``make``, a script in the workspace); those are unseen, so asked about under a
+``deny`` rule, and once approved the sandbox is the boundary.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tree_sitter import Node, Parser
+from zuno.shell_inert import Kind, judge
+from zuno.shell_words import (
+    ASSIGNMENT_START,
+    command_name,
+    descendants,
+    fully_read,
+    literal,
+    node_text,
+    parse,
+    plain_words,
+    word_edge,
+)
+from zuno.shell_wrappers import (
+    FD_EXEC,
+    FIND_EXEC,
+    OTHER_SHELLS,
+    SHELL_ARG_OPTIONS,
+    SHELL_WHEN_EMPTY,
+    SHELLS,
+    STRING_RUNNERS,
+    Wrapper,
+    is_runner,
+    takes_value,
+    wrapper_for,
+)
 
-__all__ = ["CommandAnalysis", "SimpleCommand", "analyse", "command_rule_matches"]
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+__all__ = [
+    "CommandAnalysis",
+    "SimpleCommand",
+    "analyse",
+    "command_rule_matches",
+    "command_unseen",
+]
 
 _MAX_DEPTH = 12
 """Nested ``bash -c`` strings and wrappers followed before giving up (opaque)."""
@@ -71,85 +108,13 @@ _CODE_BUILTINS = frozenset(
 _NAME_BUILTINS = frozenset(
     {"read", "getopts", "wait", "unset", "printf", "test", "[", "mapfile", "readarray"}
 )
+# Builtins declaring variables: an argument like `a[$(cmd)]=1` runs cmd.
+_DECLARATIONS = frozenset({"declare", "typeset", "local", "export", "readonly"})
 # Variables whose value bash itself runs or expands as a prompt (PS4 under set -x).
 _CODE_VARIABLES = frozenset(
     {"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "BASH_ENV", "ENV", "SHELLOPTS"}
     | {"BASHOPTS", "BASH_ALIASES", "BASH_CMDS"}
 )
-# Shells whose -c string is parsed here as bash; other shells have their own
-# syntax (zsh runs `=rm` as /usr/bin/rm), so what they run is not seen.
-_SHELLS = frozenset({"bash", "sh", "dash", "ash", "rbash"})
-_OTHER_SHELLS = frozenset({"zsh", "ksh", "mksh", "yash", "posh", "fish", "tcsh", "csh", "pwsh"})
-# Shell options that take the next word as their argument.
-_SHELL_ARG_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
-# Programs that take a command string as an option argument: (program, option).
-_STRING_RUNNERS = {"su": "-c", "runuser": "-c", "script": "-c", "flock": "-c", "sg": "-c"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Wrapper:
-    """A program that runs the command given in its own arguments."""
-
-    arg_options: frozenset[str] = frozenset()
-    """Options that take the next word as their value."""
-    positionals: int = 0
-    """Words between the options and the command (``timeout DURATION``)."""
-    assignments: bool = False
-    """``NAME=value`` words may precede the command (``env``)."""
-
-
-def _w(options: str = "", positionals: int = 0, assignments: bool = False) -> _Wrapper:
-    return _Wrapper(frozenset(options.split()), positionals, assignments)
-
-
-_WRAPPERS: dict[str, _Wrapper] = {
-    "command": _w(),
-    "builtin": _w(),
-    "exec": _w("-a"),
-    "nohup": _w(),
-    "time": _w("-f --format -o --output"),
-    "coproc": _w(),
-    "setsid": _w(),
-    "unbuffer": _w(),
-    "busybox": _w(),
-    "firejail": _w(),
-    "catchsegv": _w(),
-    "proxychains": _w("-f"),
-    "proxychains4": _w("-f"),
-    "torsocks": _w("-u -p -a -P"),
-    "env": _w("-u --unset -C --chdir", assignments=True),
-    "sudo": _w(
-        "-u --user -g --group -h --host -p --prompt -C --close-from -D --chdir -r --role "
-        "-t --type -T --command-timeout -U --other-user -R --chroot"
-    ),
-    "doas": _w("-u -C"),
-    "nice": _w("-n --adjustment"),
-    "ionice": _w("-c --class -n --classdata -p --pid -P --pgid -u --uid"),
-    "timeout": _w("-s --signal -k --kill-after", positionals=1),
-    "stdbuf": _w("-i -o -e --input --output --error"),
-    "chrt": _w("-T -P -D", positionals=1),
-    "taskset": _w("", positionals=1),
-    "flock": _w("-w --timeout -E --conflict-exit-code", positionals=1),
-    "chroot": _w("--userspec --groups", positionals=1),
-    "unshare": _w("--map-user --map-group --setuid --setgid --wd -R --root -w -S -G"),
-    "nsenter": _w("-t --target -S -G --setuid --setgid -r -w --wd"),
-    "strace": _w("-e -o -p -s -u -E -a -b -I -O -P -S -X"),
-    "ltrace": _w("-e -o -p -s -u -a -A -D -F -n"),
-    "xargs": _w(
-        "-I -n -L -P -s -d -E -a --arg-file --delimiter --max-args --max-procs "
-        "--max-lines --max-chars --eof --replace --process-slot-var"
-    ),
-}
-# find's actions that run a command up to `;` or `+`; fd's options that run the rest.
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_FD_EXEC = frozenset({"-x", "--exec", "-X", "--exec-batch"})
-
-# A word bash leaves literal: unquoted characters that are not special,
-# backslash escapes, single quotes, double quotes with nothing expanded.
-_PLAIN_WORD = re.compile(
-    r"""(?:[^\s\x00-\x1f\x7f|&;()<>$`\\'"*?\[{}!]|\\[^\n]|'[^']*'|"[^"$`\\]*")+\Z"""
-)
-_ASSIGNMENT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[|\+?=)")
 _UNESCAPED_BLANK = re.compile(r"(?<!\\)(?:\\\\)*[ \t\n]")
 _CONTINUATION = re.compile(rb"(?<!\\)((?:\\\\)*)\\\n")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -166,10 +131,7 @@ _GRAMMAR = frozenset(
     | {"else_clause", "while_statement", "for_statement", "c_style_for_statement"}
     | {"case_statement", "do_group", "function_definition", "select_statement"}
 )
-_BEFORE_HEREDOC = re.compile(rb"[ \t]+<<")
-_TILDE = re.compile(r"(?:^|[=:])~")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
-_LITERAL_NODES = frozenset({"word", "raw_string", "string", "concatenation", "number"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,94 +154,27 @@ class CommandAnalysis:
     """Every simple command anywhere in the command, wrappers seen through."""
     opaque: str | None
     """Why the analysis cannot see everything the command runs, or None."""
+    unseen: str | None = None
+    """Why some command in it may do more than its words show (a program not known to be
+    inert, a builtin evaluating data, ``git -c``), or None: see :mod:`zuno.shell_inert`."""
+    allowable: bool = False
+    """Whether an allow rule naming the plain command may cover it: plain, and neither a
+    builtin evaluating data, nor a program told to run a program, nor a wrapper."""
 
 
 @dataclass
 class _Findings:
     commands: list[SimpleCommand] = field(default_factory=list[SimpleCommand])
     opaque: str | None = None
+    unseen: str | None = None
 
     def hide(self, reason: str) -> None:
         if self.opaque is None:
             self.opaque = reason
 
-
-_parser_lock = threading.Lock()
-_parser: Parser | None = None
-"""Made by the first parse: a command that matches no shell rule never loads the grammar."""
-
-
-def _parse(source: bytes) -> Node:
-    global _parser
-    # A tree-sitter Parser is not safe to share between threads.
-    with _parser_lock:
-        if _parser is None:
-            import tree_sitter_bash
-            from tree_sitter import Language, Parser
-
-            _parser = Parser(Language(tree_sitter_bash.language()))
-        return _parser.parse(source).root_node
-
-
-def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", "surrogateescape")
-
-
-def _unquoted(text: str) -> str | None:
-    """The value of an unquoted word, or None when bash would expand it."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            if i + 1 < len(text) and text[i + 1] != "\n":
-                out.append(text[i + 1])
-            i += 2
-            continue
-        if c in "*?[$`" or (c == "~" and i == 0):
-            return None
-        if c == "{" and re.match(r"\{[^{}]*(?:,|\.\.)[^{}]*\}", text[i:]):
-            return None
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _double_quoted(text: str) -> str | None:
-    inner = text[1:-1]
-    if re.search(r"(?<!\\)(?:\\\\)*[$`]", inner):
-        return None
-    return re.sub(r"\\([$`\"\\])|\\\n", lambda m: m.group(1) or "", inner)
-
-
-def _literal(node: Node) -> str | None:
-    """A word's value after quote removal, or None when it is not a literal."""
-    kind = node.type
-    if kind == "command_name":
-        named = node.named_children
-        return _literal(named[0]) if len(named) == 1 and node.child_count == 1 else None
-    if kind == "word":
-        return _unquoted(_text(node))
-    if kind == "number":
-        text = _text(node)
-        return text if text.isdigit() else None
-    if kind == "raw_string":
-        return _text(node)[1:-1]
-    if kind == "string":
-        return _double_quoted(_text(node))
-    if kind == "concatenation":
-        parts: list[str] = []
-        for child in node.children:
-            value = _literal(child) if child.is_named else None
-            if value is None:
-                return None
-            parts.append(value)
-        return "".join(parts)
-    return None
-
-
-def _command_name(word: str) -> str:
-    return word.rstrip("/").rsplit("/", 1)[-1] or word
+    def unsee(self, reason: str) -> None:
+        if self.unseen is None:
+            self.unseen = reason
 
 
 class _Walker:
@@ -299,8 +194,8 @@ class _Walker:
         """
         for node in nodes:
             if not (
-                _word_edge(self.src, node.start_byte, before=True)
-                and _word_edge(self.src, node.end_byte, before=False)
+                word_edge(self.src, node.start_byte, before=True)
+                and word_edge(self.src, node.end_byte, before=False)
             ):
                 self.found.hide("the parser read this command differently from bash")
                 return
@@ -309,7 +204,7 @@ class _Walker:
         kind = node.type
         if kind == "ERROR" or node.is_missing:
             self.found.hide("the command does not parse")
-        elif kind in _UNQUOTED_LEAVES and _UNESCAPED_BLANK.search(_text(node)):
+        elif kind in _UNQUOTED_LEAVES and _UNESCAPED_BLANK.search(node_text(node)):
             # bash ends a word at an unescaped blank or newline; a parse that
             # does not (`ls<newline>\rm x` read as one command) is not bash's.
             self.found.hide("the parser read this command differently from bash")
@@ -323,7 +218,7 @@ class _Walker:
             self._declaration(node)
         elif kind == "unset_command":
             self._bounded(node.named_children)
-            self._words([node.children[0].type, *map(_literal, node.named_children)])
+            self._words([node.children[0].type, *map(literal, node.named_children)])
         elif kind == "test_command":
             self._test(node)
         elif kind in ("arithmetic_expansion", "c_style_for_statement") or (
@@ -338,7 +233,7 @@ class _Walker:
             self._assignment(node)
         elif kind == "array":
             self._array(node)
-        elif kind == "command_substitution" and re.match(r"`.*\\", _text(node), re.S):
+        elif kind == "command_substitution" and re.match(r"`.*\\", node_text(node), re.S):
             # Inside backquotes bash removes a level of backslashes before
             # parsing: the parse of the text is not what runs.
             self.found.hide("backslashes inside a backquote substitution")
@@ -354,11 +249,11 @@ class _Walker:
         if name is None:
             return  # only assignments or redirections
         # bash reads these as an assignment or a reserved word, not a name.
-        text = _text(name)
-        if _ASSIGNMENT_START.match(text) or text in _RESERVED:
+        text = node_text(name)
+        if ASSIGNMENT_START.match(text) or text in _RESERVED:
             self.found.hide("the parser read this command differently from bash")
-        words = [_literal(name)]
-        words += [_literal(arg) for arg in node.children_by_field_name("argument")]
+        words = [literal(name)]
+        words += [literal(arg) for arg in node.children_by_field_name("argument")]
         self._words(words)
 
     def _declaration(self, node: Node) -> None:
@@ -368,7 +263,7 @@ class _Walker:
         for child in node.named_children:
             if child.type in ("variable_assignment", "variable_name"):
                 continue  # checked where the walk meets them
-            value = _literal(child)
+            value = literal(child)
             words.append(value)
             if value is None or "[" in value or value.partition("=")[0] in _CODE_VARIABLES:
                 self.found.hide(f"`{keyword}` with this argument can run code held in data")
@@ -376,12 +271,13 @@ class _Walker:
             elif value.startswith(("-", "+")) and ("i" in value or "n" in value):
                 self.found.hide(f"`{keyword} {value}` evaluates data as code")
         self.found.commands.append(SimpleCommand(keyword, (keyword, *words)))
+        self.found.unsee(f"`{keyword}` takes names, subscripts or text as code")
 
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
         if name is not None and name.type == "subscript":
             name = name.child_by_field_name("name")
-        text = _text(name) if name is not None else ""
+        text = node_text(name) if name is not None else ""
         if not _IDENTIFIER.fullmatch(text):
             # bash reads `@x=...` as a command word, not as an assignment.
             self.found.hide("the parser read this command differently from bash")
@@ -390,11 +286,11 @@ class _Walker:
 
     def _array(self, node: Node) -> None:
         # `a=([x]=1)`: an indexed array's subscript is arithmetic on x's value.
-        if any(_text(c).startswith("[") for c in node.named_children):
+        if any(node_text(c).startswith("[") for c in node.named_children):
             self.found.hide("an array subscript is evaluated as arithmetic")
 
     def _test(self, node: Node) -> None:
-        ops = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
+        ops = {node_text(n) for n in descendants(node) if n.type == "test_operator"}
         if "-v" in ops:
             self.found.hide("a -v test evaluates a variable name (and its subscript) as code")
         if node.child_count and node.children[0].type == "[[" and ops & _ARITHMETIC_TESTS:
@@ -403,7 +299,7 @@ class _Walker:
     def _arithmetic(self, node: Node) -> None:
         # An identifier in arithmetic is evaluated recursively: a value like
         # `a[$(cmd)]` runs cmd. Only arithmetic on bare numbers is transparent.
-        for n in _descendants(node):
+        for n in descendants(node):
             if n.is_named and n.child_count == 0 and n.type != "number":
                 self.found.hide("arithmetic evaluates variables' values as code")
                 return
@@ -422,7 +318,7 @@ class _Walker:
 
     def _subscript(self, node: Node) -> None:
         index = node.child_by_field_name("index")
-        text = _text(index) if index is not None else ""
+        text = node_text(index) if index is not None else ""
         if not (text.isdigit() or text in ("@", "*")):
             self.found.hide("an array subscript is evaluated as arithmetic")
 
@@ -437,27 +333,41 @@ class _Walker:
         if raw is None:
             self.found.hide("the command name is an expansion")
             return
-        name = _command_name(raw)
+        name = command_name(raw)
         self.found.commands.append(SimpleCommand(name, tuple(words)))
         args = words[1:]
+        kind, reason = judge(words)
+        if kind is not Kind.INERT and kind is not Kind.WRAPPER and not is_runner(name):
+            self.found.unsee(reason or f"`{name}` may do more than its words show")
         if name in _CODE_BUILTINS:
             self.found.hide(f"`{name}` runs text as code")
-        elif name in _OTHER_SHELLS:
+        elif name in OTHER_SHELLS:
             self.found.hide(f"`{name}` runs code in a syntax the rules do not parse")
         elif name in _NAME_BUILTINS:
             self._names(name, args)
-        elif name in _SHELLS:
+        elif name in _DECLARATIONS:
+            self._declared(name, args)
+        elif name in SHELLS:
             self._shell(name, args)
-        elif name in _STRING_RUNNERS:
-            self._string_runner(_STRING_RUNNERS[name], args, name)
+        elif name in STRING_RUNNERS:
+            self._string_runner(STRING_RUNNERS[name], args, name)
         elif name == "watch":
             self._watch(args)
         elif name == "find":
             self._find(args)
         elif name in ("fd", "fdfind"):
             self._fd(args)
-        if name in _WRAPPERS:
-            self._wrapped(name, _WRAPPERS[name], args)
+        wrapper = wrapper_for(name)
+        if wrapper is not None and (name != "jobs" or kind is Kind.WRAPPER):
+            self._wrapped(name, wrapper, args)
+
+    def _declared(self, keyword: str, args: list[str | None]) -> None:
+        """``declare`` and its kin given as words (``builtin declare ...``)."""
+        for value in args:
+            if value is None or "[" in value or value.partition("=")[0] in _CODE_VARIABLES:
+                self.found.hide(f"`{keyword}` with this argument can run code held in data")
+            elif value.startswith(("-", "+")) and ("i" in value or "n" in value):
+                self.found.hide(f"`{keyword} {value}` evaluates data as code")
 
     def _inner(self) -> _Walker:
         return _Walker(self.found, self.depth + 1)
@@ -472,9 +382,14 @@ class _Walker:
                 self.found.hide(f"`{name} -v` evaluates a variable name as code")
             return
         if name == "printf":
-            if "-v" not in args:
+            first = args[0] if args else ""
+            if first is None:
+                self.found.hide("`printf` gets an argument the analysis cannot read")
                 return
-            args = args[args.index("-v") + 1 : args.index("-v") + 2]
+            if not first.startswith("-v"):
+                return
+            # `printf -v NAME` or `printf -vNAME`: the name is evaluated.
+            args = [first[2:] if first != "-v" else (args[1] if len(args) > 1 else "")]
         if any(a is None or "[" in a or a in _CODE_VARIABLES for a in args):
             self.found.hide(f"`{name}` with this variable name can run code")
 
@@ -488,7 +403,7 @@ class _Walker:
             if arg == "--" or not arg.startswith(("-", "+")) or arg in ("-", "+"):
                 i += arg == "--"
                 break
-            if arg in _SHELL_ARG_OPTIONS:
+            if arg in SHELL_ARG_OPTIONS:
                 i += 1
             elif not arg.startswith("--") and "c" in arg[1:]:
                 has_c = True
@@ -498,15 +413,27 @@ class _Walker:
             return
         self._inner().source(args[i], f"`{name} -c`")
 
-    def _string_runner(self, option: str, args: list[str | None], name: str) -> None:
+    def _string_runner(self, letter: str, args: list[str | None], name: str) -> None:
+        """A command string given as an option's value: ``su -c``, ``script -qc``, ``--command``."""
+        given = False
         for i, arg in enumerate(args):
-            if arg is not None and arg.startswith("--command="):
-                self._inner().source(arg.partition("=")[2], f"`{name} --command`")
-            elif arg in (option, "--command"):
-                value = args[i + 1] if i + 1 < len(args) else ""
-                self._inner().source(value, f"`{name} {option}`")
-            elif arg is None:
+            if arg is None:
                 self.found.hide(f"`{name}` gets an argument the analysis cannot read")
+                return
+            value: str | None = None
+            if arg.startswith("--command="):
+                value = arg.partition("=")[2]
+            elif takes_value(arg, frozenset({"--command"})):
+                value = args[i + 1] if i + 1 < len(args) else ""
+            elif re.fullmatch(r"-[^-].*", arg) and letter in arg[1:]:
+                # A cluster of short options: `-qc CMD`, `-ecCMD`.
+                attached = arg[arg.index(letter, 1) + 1 :]
+                value = attached or (args[i + 1] if i + 1 < len(args) else "")
+            if value is not None:
+                given = True
+                self._inner().source(value, f"`{name} -{letter}`")
+        if not given and name in SHELL_WHEN_EMPTY:
+            self.found.hide(f"`{name}` without -{letter} starts a shell reading stdin")
 
     def _watch(self, args: list[str | None]) -> None:
         # watch runs its arguments joined by spaces through `sh -c`.
@@ -530,7 +457,7 @@ class _Walker:
             return
         i = 0
         while i < len(args):
-            if args[i] in _FIND_EXEC:
+            if args[i] in FIND_EXEC:
                 end = i + 1
                 while end < len(args) and args[end] not in (";", "+"):
                     end += 1
@@ -543,11 +470,11 @@ class _Walker:
             if arg is None:
                 self.found.hide("`fd` gets an argument the analysis cannot read")
                 return
-            if arg in _FD_EXEC:
+            if arg in FD_EXEC:
                 self._inner()._words(list(args[i + 1 :]))
                 return
 
-    def _wrapped(self, name: str, wrapper: _Wrapper, args: list[str | None]) -> None:
+    def _wrapped(self, name: str, wrapper: Wrapper, args: list[str | None]) -> None:
         i, unsure = 0, False
         positionals = wrapper.positionals
         while i < len(args):
@@ -558,13 +485,13 @@ class _Walker:
             if arg == "--":
                 i += 1
                 break
-            if name == "env" and arg.startswith(("-S", "--split-string")):
+            if name == "env" and (re.fullmatch(r"-[^-]*S.*", arg) or arg.startswith("--s")):
                 self.found.hide("`env -S` splits a string into a command")
                 return
-            if arg.startswith("-") and arg != "-":
-                if arg in wrapper.arg_options:
+            if arg.startswith("-") and (arg != "-" or name == "env"):
+                if takes_value(arg, wrapper.arg_options):
                     i += 1
-                elif "=" not in arg:
+                elif "=" not in arg and not wrapper.is_flag(arg):
                     unsure = True  # an option this table does not know may take a value
             elif wrapper.assignments and "=" in arg:
                 if arg.partition("=")[0] in _CODE_VARIABLES:
@@ -576,6 +503,8 @@ class _Walker:
             i += 1
         rest = list(args[i:])
         if not rest:
+            if name in SHELL_WHEN_EMPTY:
+                self.found.hide(f"`{name}` without a command starts a shell reading stdin")
             return
         self._inner()._words(rest)
         if unsure and len(rest) > 1:
@@ -590,32 +519,6 @@ class _Walker:
             self.found.hide("commands nested too deeply to follow")
             return
         _collect(text, self.found, self.depth)
-
-
-_DELIMITERS = frozenset(b" \t\n;&|()<>`")
-
-
-def _word_edge(source: bytes, offset: int, *, before: bool) -> bool:
-    """Whether a word may start (``before``) or end at this byte offset in bash."""
-    at = offset - 1 if before else offset
-    if at < 0 or at >= len(source):
-        return True
-    if source[at] not in _DELIMITERS:
-        return False
-    backslashes = 0
-    while at - 1 - backslashes >= 0 and source[at - 1 - backslashes] == 0x5C:
-        backslashes += 1
-    return backslashes % 2 == 0  # an escaped delimiter is part of the word
-
-
-def _descendants(node: Node) -> list[Node]:
-    out: list[Node] = []
-    stack = list(node.children)
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(n.children)
-    return out
 
 
 def _collect(text: str, found: _Findings, depth: int) -> Node | None:
@@ -635,72 +538,13 @@ def _collect(text: str, found: _Findings, depth: int) -> Node | None:
         if b"#" in source:
             found.hide("a line continuation next to a comment")
         source = _CONTINUATION.sub(rb"\1", source)
-    root = _parse(source)
+    root = parse(source)
     if root.has_error:
         found.hide("the command does not parse")
-    elif not _fully_read(root, source):
+    elif not fully_read(root, source):
         found.hide("the parser read this command differently from bash")
     _Walker(found, depth, source).walk(root)
     return root
-
-
-def _fully_read(root: Node, source: bytes) -> bool:
-    """Whether every byte but blanks belongs to a token of the tree.
-
-    tree-sitter-bash can skip text bash reads as a word (``\\ `` at the
-    start of a command): a command made of skipped text would go unseen.
-    """
-    covered = bytearray(len(source))
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.child_count == 0 or node.type == "heredoc_body":
-            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
-        else:
-            stack.extend(node.children)
-    for at, (byte, seen) in enumerate(zip(source, covered, strict=True)):
-        if seen or byte in b" \t\n":
-            continue
-        # tree-sitter-bash drops a lone `-` argument right before `<<`
-        # (`python3 - <<EOF`); it names no command, so it hides none.
-        if not (
-            byte == 0x2D
-            and source[at - 1 : at] in (b" ", b"\t")
-            and _BEFORE_HEREDOC.match(source, at + 1)
-        ):
-            return False
-    return True
-
-
-def _plain_words(root: Node, source: bytes) -> tuple[str, ...] | None:
-    """The words when the whole text is one simple command of literal words."""
-    if root.has_error or len(root.children) != 1 or root.children[0].type != "command":
-        return None
-    command = root.children[0]
-    words: list[str] = []
-    end = 0
-    for child in command.children:
-        node = child.named_children[0] if child.type == "command_name" else child
-        if child.type == "command_name" and child.child_count != 1:
-            return None
-        if node.type not in _LITERAL_NODES or not child.is_named:
-            return None
-        raw = _text(node)
-        value = _literal(node)
-        if value is None or not _PLAIN_WORD.match(raw):
-            return None
-        if not words and (_ASSIGNMENT_START.match(raw) or raw.startswith("#")):
-            return None
-        if (words and raw.startswith("#")) or _TILDE.search(raw):
-            return None  # a comment, or a tilde bash would expand
-        gap = source[end : child.start_byte]
-        if (words and not gap) or gap.strip(b" \t" if words else b" \t\n"):
-            return None  # every word stands alone, separated only by blanks
-        words.append(value)
-        end = child.end_byte
-    if source[end:].strip(b" \t\n") or not words:
-        return None
-    return tuple(words)
 
 
 @lru_cache(maxsize=512)
@@ -714,8 +558,12 @@ def analyse(command: str) -> CommandAnalysis:
         root = None
     plain = None
     if root is not None and found.opaque is None and "\\\n" not in command:
-        plain = _plain_words(root, command.encode("utf-8", "surrogateescape"))
-    return CommandAnalysis(plain, tuple(found.commands), found.opaque)
+        plain = plain_words(root, command.encode("utf-8", "surrogateescape"))
+    allowable = False
+    if plain is not None:
+        kind, _ = judge(plain)
+        allowable = kind in (Kind.INERT, Kind.UNKNOWN) and not is_runner(command_name(plain[0]))
+    return CommandAnalysis(plain, tuple(found.commands), found.opaque, found.unseen, allowable)
 
 
 @lru_cache(maxsize=256)
@@ -745,7 +593,7 @@ def _names_command(rule: tuple[str, ...], command: SimpleCommand) -> bool:
     the arguments in order, not necessarily next to each other, so options put
     in between (``git -c x=y push`` for ``git push``) do not slip past.
     """
-    if not _word_matches(_command_name(rule[0]), command.name):
+    if not _word_matches(command_name(rule[0]), command.name):
         return False
     wanted = list(rule[1:])
     for word in command.words[1:]:
@@ -772,7 +620,16 @@ def command_rule_matches(pattern: str, action: str, command: str) -> bool:
         return False
     found = analyse(command)
     if action == "allow":
-        return found.plain is not None and _starts_with(found.plain, rule)
+        return found.allowable and found.plain is not None and _starts_with(found.plain, rule)
     if found.opaque is not None:
         return True
     return any(_names_command(rule, c) for c in found.commands)
+
+
+def command_unseen(command: str) -> str | None:
+    """Why a command may run more than a parse can see (see :mod:`zuno.shell_inert`), or None.
+
+    A ``deny`` or ``ask`` rule on commands asks about such a command while it is in
+    force: the denied program could run inside it.
+    """
+    return analyse(command).unseen

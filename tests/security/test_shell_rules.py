@@ -516,6 +516,11 @@ _RM_WRAPPERS = [
     "stdbuf -o0",
     "setsid -w",
     "ionice -c 3",
+    "prlimit --nofile=64",
+    "setpriv",
+    "setarch x86_64",
+    "jobs -x",
+    "fakeroot --",
 ]
 _RM_ARGS = ["victim", "-f victim", "-- victim", "'victim'", '"victim"']
 _RM_CONTEXTS = [

@@ -596,10 +596,19 @@ def _print_how_to_allow(rt: Runtime, tool: str, arguments: Any) -> None:
         value = cast(dict[str, Any], arguments).get(argument)
         pattern = value if isinstance(value, str) and value else "*"
     rule = json.dumps({"tool": tool, "pattern": pattern, "action": "allow"}, ensure_ascii=False)
+    setting = f'{{"permission": {{"rules": [{rule}]}}}}'
+    how = f", or allow it with a permission rule in {rule_file(rt)}: {setting}"
+    if found is not None and found.rule_match == "prefix" and pattern != "*":
+        from zuno.shell_rules import analyse
+
+        if not analyse(pattern).allowable:
+            # An allow rule covers one plain command that runs nothing it is given.
+            how = (
+                " (no allow rule can cover this command: it is not one plain command "
+                "known to run only what its words show)"
+            )
     err.print(
-        f"zuno: {tool} needed approval and there is no terminal to ask: add --yes to allow "
-        f"it, or allow it with a permission rule in {rule_file(rt)}: "
-        f'{{"permission": {{"rules": [{rule}]}}}}',
+        f"zuno: {tool} needed approval and there is no terminal to ask: add --yes to allow it{how}",
         markup=False,
         highlight=False,
         soft_wrap=True,

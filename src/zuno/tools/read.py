@@ -34,6 +34,7 @@ import stat
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,6 +51,7 @@ from zuno.images import (
     image_refusal,
     image_size,
 )
+from zuno.link_rules import link_refusal
 from zuno.output import bound_text, format_size
 from zuno.permissions import rule_matches
 from zuno.real_paths import proc_refusal, relative_subject, special_file_kind
@@ -257,7 +259,23 @@ def _checked(fd: int, before: os.stat_result, shown: str, ctx: ToolContext) -> P
         refusal = "a permission rule denies reading it"
     if refusal is not None:
         raise ToolError(f"cannot read {shown}: it leads to {real}, and {refusal}")
+    linked = _link_refusal(now, ctx)
+    if linked is not None:
+        raise ToolError(f"cannot read {shown}: {linked}; ask the user to look at it")
     return Path(opened)
+
+
+def _link_refusal(st: os.stat_result, ctx: ToolContext) -> str | None:
+    """Why a file with several names (hard links) is not read under the deny rules."""
+    permissions = ctx.permissions
+    if permissions is None:
+        return None
+    patterns = [
+        rule.pattern
+        for rule in permissions.rules
+        if rule.action == "deny" and fnmatchcase("read", rule.tool)
+    ]
+    return link_refusal(st, patterns, os.path.realpath(ctx.workspace))
 
 
 def _denied(real: str, ctx: ToolContext) -> bool:

@@ -33,7 +33,7 @@ from zuno.ripgrep import (
     list_files,
     search_lines,
 )
-from zuno.search_fence import search_exclusion
+from zuno.search_fence import file_link_refusal, search_exclusion
 from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = ["GlobArgs", "GlobTool", "GrepArgs", "GrepTool"]
@@ -246,6 +246,10 @@ class GrepTool(_RipgrepTool[GrepArgs]):
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         """Search, then render the answer in the requested output mode."""
         root = _existing(args.path, ctx)
+        if not root.is_dir():
+            linked = _link_refusal(self.name, root, ctx)
+            if linked is not None:
+                raise ToolError(f"cannot search {args.path}: {linked}; ask the user to look at it")
         query = Query(
             args.pattern,
             fixed_strings=args.fixed_strings,
@@ -401,6 +405,13 @@ def _exclusion(tool: str, root: Path, ctx: ToolContext) -> Exclusion:
     rules = permissions.rules if permissions is not None else []
     workspace = os.path.realpath(ctx.workspace)
     return search_exclusion(rules, tool, os.path.realpath(root), workspace)
+
+
+def _link_refusal(tool: str, file: Path, ctx: ToolContext) -> str | None:
+    """Why one file is not searched: a hard link whose other name the rules may cover."""
+    permissions = ctx.permissions
+    rules = permissions.rules if permissions is not None else []
+    return file_link_refusal(rules, tool, str(file), os.path.realpath(ctx.workspace))
 
 
 def _prefix(directory: Path, workspace: Path) -> str:
