@@ -432,6 +432,8 @@ class _Where:
 
     def open(self, rt: Runtime) -> SessionState:
         state = self._open(rt)
+        # A person typed these calls: they need not `read` a file before changing it.
+        state.by_person = True
         if self.mode is not None:
             # A direct call's mode is this command's: the next `zuno call` to the same
             # session is not silently in it.
