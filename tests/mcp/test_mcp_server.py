@@ -96,11 +96,11 @@ async def test_stdio_calls_go_through_the_dispatcher_and_are_recorded(
     assert not (workspace / "new.txt").exists()
     assert invalid.is_error and "blocked (invalid_arguments)" in text_of(invalid)
     assert "`colour`" in text_of(invalid)
-    assert read.structured_content is not None and write.structured_content is not None
-    assert read.structured_content["outcome"] == "ok"
-    assert write.structured_content["block_kind"] == "denied"
-    session = read.structured_content["session_id"]
-    assert write.structured_content["session_id"] == session  # one session per connection
+    assert read.meta is not None and write.meta is not None
+    assert read.meta["zuno/call"]["outcome"] == "ok"
+    assert write.meta["zuno/call"]["block_kind"] == "denied"
+    session = read.meta["zuno/call"]["session_id"]
+    assert write.meta["zuno/call"]["session_id"] == session  # one session per connection
 
     shown = zuno_json(workspace, db, "show", session)
     calls = [(c["tool"], c["outcome"], c["block_kind"]) for c in shown["calls"]]
@@ -185,8 +185,8 @@ async def test_streamable_http_serves_the_same_door(
     assert not read.is_error and "gamma" in text_of(read)
     assert write.is_error and "blocked (denied)" in text_of(write)
     assert not (workspace / "web.txt").exists()
-    assert read.structured_content is not None
-    shown = zuno_json(workspace, db, "show", read.structured_content["session_id"])
+    assert read.meta is not None
+    shown = zuno_json(workspace, db, "show", read.meta["zuno/call"]["session_id"])
     assert [(c["tool"], c["outcome"]) for c in shown["calls"]] == [
         ("read", "ok"),
         ("write", "blocked"),
