@@ -94,5 +94,3 @@ def test_a_person_replaces_an_unread_file_and_creates_a_new_one(cli: Cli) -> Non
     assert existing.read_text() == "replaced\n"
     assert created["outcome"] == "ok", created
     assert (cli.ws / "sub" / "new.txt").read_text() == "hello\n"
-
-

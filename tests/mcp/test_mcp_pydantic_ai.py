@@ -22,7 +22,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -56,11 +55,9 @@ async def test_the_model_receives_read_text_shell_output_and_a_denials_reason(
         for message in messages:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
-                    # What the model is given: the return as text, or the retry prompt.
+                    # What the model is given: the return as text (a failed call's too).
                     if isinstance(part, ToolReturnPart):
                         received[part.tool_name] = part.model_response_str()
-                    elif isinstance(part, RetryPromptPart):
-                        received[part.tool_name or ""] = part.model_response()
         return ModelResponse(parts=[TextPart("done")])
 
     server = MCPToolset(

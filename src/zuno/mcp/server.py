@@ -262,7 +262,7 @@ class ZunoMcpServer:
         return types.CallToolResult(
             content=content,
             structured_content=structured_result(text, result),
-            meta={CALL_META_KEY: call_meta(result)},
+            _meta={CALL_META_KEY: call_meta(result)},
             is_error=failed,
         )
 

@@ -1,8 +1,9 @@
 """A text file as lines, remembering what must survive an edit.
 
 An edit must not change what it did not touch: the line endings (LF, CRLF, a
-lone CR, or a mix, kept line by line), a UTF-8 byte-order mark, whether the file ended with a newline, and
-bytes that are not valid UTF-8 (kept through ``surrogateescape``).
+lone CR, or a mix, kept line by line), a UTF-8 byte-order mark, whether the
+file ended with a newline, and bytes that are not valid UTF-8 (kept through
+``surrogateescape``).
 """
 
 from __future__ import annotations

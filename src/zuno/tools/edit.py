@@ -84,8 +84,8 @@ class EditTool(Tool[EditArgs]):
         "Replace old_string with new_string in one file. old_string must match the file "
         "exactly (whitespace and indentation included) and occur exactly once, unless "
         "replace_all is true. If the file changes between the match and the write, nothing "
-        "is written (try again). Include enough surrounding lines to make old_string unique. Line endings (LF/CRLF) "
-        "are kept."
+        "is written (try again). Include enough surrounding lines to make old_string "
+        "unique. Line endings (LF/CRLF) are kept."
     )
     writes_files = True
     args_model = EditArgs

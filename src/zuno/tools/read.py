@@ -408,7 +408,8 @@ def _endings_note(endings: dict[str, int]) -> str | None:
     if crlf and not lf and not cr:
         return "The file has CRLF line endings; shown without the CR."
     kinds = [f"{n} {name}" for n, name in ((crlf, "CRLF"), (lf, "LF"), (cr, "lone CR")) if n]
-    note = f"The file mixes line endings ({', '.join(kinds)} in the lines shown); shown without the CR."
+    shown = ", ".join(kinds)
+    note = f"The file mixes line endings ({shown} in the lines shown); shown without the CR."
     if cr:
         note += (
             " A lone CR is a line break (apply_patch matches it as one): the text after it "
