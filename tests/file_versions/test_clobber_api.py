@@ -233,6 +233,19 @@ async def test_an_edit_is_anchored_on_its_text_and_needs_no_read(edit_bench: Ben
     assert target.read_text() == "x = 10\ny = 20\nz = 30\n"
 
 
+async def test_a_refused_edit_reads_as_sentences_without_a_double_stop(edit_bench: Bench) -> None:
+    (edit_bench.ws / "code.py").write_text("x = 1\n")
+
+    refused_edit = await edit_bench.call(
+        "edit", {"path": "code.py", "old_string": "x  =  1", "new_string": "x = 2"}
+    )
+
+    assert refused_edit.outcome is Outcome.BLOCKED
+    assert "Copy it exactly" in refused_edit.output
+    assert ".." not in refused_edit.output
+    assert refused_edit.output.endswith("into old_string. Nothing was changed.")
+
+
 # --- apply_patch --------------------------------------------------------------------------
 
 
