@@ -299,7 +299,6 @@ def tools(
     )
 
     with runtime(workspace, db) as rt:
-        rt.agent_settings(agent)  # an unknown agent: one line, before any server is started
         surface, failures = rt.surface(agent), dict[str, str]()
         if rt.config.mcp.servers:
             # The configured servers' tools join the surface once connected, as for `call`.

@@ -112,10 +112,11 @@ def surface_table_rows(surface: Surface) -> list[list[str]]:
 def surface_table_notes(surface: Surface) -> list[str]:
     """One line per MCP server tool: what decided its declaration, and the hints not believed."""
     lines: list[str] = []
-    for row in surface_rows(surface, parameters=False):
-        if "declared_by" in row:
-            why = "; ".join([f"declared by {row['declared_by']}", *row["notes"]])
-            lines.append(f"{row['name']}: {why}")
+    for tool in surface.described():
+        choice: Any = getattr(tool, "choice", None)  # an MCP server's tool (zuno.mcp.remote)
+        if choice is not None:
+            why = "; ".join([f"declared by {choice.source}", *choice.notes])
+            lines.append(f"{tool.name}: {why}")
     return lines
 
 
