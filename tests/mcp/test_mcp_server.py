@@ -242,7 +242,8 @@ async def test_results_hold_the_output_in_structured_content_and_the_record_in_m
     # A denial keeps its reason in both.
     assert "Approvals cannot be asked over MCP" in write.structured_content["output"]
     assert write.is_error
-    record = write.meta["zuno/call"]
+    assert write.meta is not None and read.meta is not None
+    record: dict[str, Any] = write.meta["zuno/call"]
     assert (record["outcome"], record["block_kind"]) == ("blocked", "denied")
     assert record["effect"] == "side_effecting" and record["call_id"].startswith("call_")
     assert read.meta["zuno/call"]["session_id"] == record["session_id"]
@@ -254,6 +255,7 @@ async def test_server_info_names_zunos_version(project: tuple[Path, Path]) -> No
     workspace, db = project
     async with Client(serve_params(workspace, db)) as client:
         info = client.server_info
+    assert info is not None
     assert info.name == "zuno"
     assert info.version == installed_version() != ""
 
