@@ -94,3 +94,17 @@ def test_a_person_replaces_an_unread_file_and_creates_a_new_one(cli: Cli) -> Non
     assert existing.read_text() == "replaced\n"
     assert created["outcome"] == "ok", created
     assert (cli.ws / "sub" / "new.txt").read_text() == "hello\n"
+
+
+def test_a_persons_batch_deletes_an_unread_file(cli: Cli) -> None:
+    (cli.ws / "old.txt").write_text("old\n")
+    steps = cli.ws.parent / "steps.json"
+    patch = "*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n"
+    steps.write_text(json.dumps([{"tool": "apply_patch", "args": {"patch": patch}}]))
+
+    proc = cli.zuno("batch", str(steps), "--yes", "--json")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads(proc.stdout)
+    assert result["outcome"] == "ok", result
+    assert not (cli.ws / "old.txt").exists()
