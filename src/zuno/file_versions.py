@@ -43,9 +43,9 @@ transaction around the file write:
 1. the head row of every file to be written is created if missing and locked,
    in path order (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's
    ``BEGIN IMMEDIATE`` already serializes every writer of the database file);
-2. with the rows held, the file is looked at on disk: an existing file must have
-   the fingerprint this session recorded for it, and the tool's change must have
-   been computed from those very bytes;
+2. with the rows held, the file is looked at on disk: a file replaced whole must
+   have the fingerprint this session recorded for it (an anchored change skips
+   this), and the tool's change must have been computed from those very bytes;
 3. the file is written;
 4. the head is swapped, ``UPDATE ... WHERE path = ? AND hash = <the head read
    in 1>``, and the session's record set to the new fingerprint; the
