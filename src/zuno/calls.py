@@ -11,12 +11,22 @@ from typing import Any
 from zuno.declarations import BlockKind, Declaration, Outcome
 from zuno.images import ImageAttachment
 
-__all__ = ["CallRequest", "CallResult", "new_id"]
+__all__ = ["CallRequest", "CallResult", "blocked_text", "new_id"]
 
 
 def new_id(prefix: str) -> str:
     """A sortable unique id: time in microseconds, then randomness."""
     return f"{prefix}_{time.time_ns() // 1000:013x}{os.urandom(4).hex()}"
+
+
+def blocked_text(kind: BlockKind, reason: str, after: str) -> str:
+    """What a model reads of a blocked call: ``Blocked (kind): reason. after``.
+
+    A reason that already ends a sentence gets no second full stop.
+    """
+    reason = reason.rstrip()
+    stop = "" if reason.endswith((".", "!", "?")) else "."
+    return f"Blocked ({kind.value}): {reason}{stop} {after}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from zuno.arguments import planned_calls
-from zuno.calls import CallRequest, CallResult, new_id
+from zuno.calls import CallRequest, CallResult, blocked_text, new_id
 from zuno.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.events import Event
 from zuno.hooks import HookCall, context_note, failure_event, rewrite_note
@@ -351,7 +351,7 @@ class Dispatcher:
         except (ArgumentsRejected, ToolUnavailable) as exc:
             block_kind = exc.block_kind  # refused before any effect: blocked, of its kind
             result = ToolResult(
-                f"Blocked ({block_kind.value}): {exc}. Nothing was changed.", is_error=True
+                blocked_text(block_kind, str(exc), "Nothing was changed."), is_error=True
             )
             outcome = Outcome.BLOCKED
         except ToolError as exc:

@@ -1,11 +1,24 @@
 """What each session has seen of each file, so that a write never clobbers a change.
 
-``write``, ``edit`` and ``apply_patch`` replace a file (or delete it) only when
-its current content is the content this session last read or wrote; a file the
-session never read may be created, never replaced. A model that edits from a
-stale view therefore gets an error telling it to read the file again, instead
-of silently undoing someone else's change (another session, a person's editor,
-a command).
+Two kinds of change, checked two ways:
+
+- A whole-file replacement (``write`` over an existing file, apply_patch's
+  ``Delete File``, an ``Add File`` or a move onto an existing file) is made only
+  when the file's current content is the content this session last read or
+  wrote; a file the session never read may be created, never replaced. A model
+  that writes from a stale view gets an error telling it to read the file
+  again, instead of silently undoing someone else's change (another session, a
+  person's editor, a command).
+- A content-anchored change (``edit``'s ``old_string``, apply_patch's update
+  hunks) needs no prior read: it was computed by matching the file's current
+  lines, and the commit writes it only if the file still holds the bytes it
+  matched, checked under the same per-file lock. If what it removes and its
+  context are there, nothing unseen is overwritten. The file's head row is
+  still taken and swapped, so concurrent writers are serialised.
+
+Calls typed by a person (``zuno call``, ``zuno batch``: the session's
+``by_person``) are never refused for want of a read: the person sees the file
+themselves. A record that this session saw other content is still honoured.
 
 Two tables, in the runtime's store (SQLite or PostgreSQL), created on first use:
 
@@ -30,9 +43,9 @@ transaction around the file write:
 1. the head row of every file to be written is created if missing and locked,
    in path order (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's
    ``BEGIN IMMEDIATE`` already serializes every writer of the database file);
-2. with the rows held, the file is looked at on disk: an existing file must have
-   the fingerprint this session recorded for it, and the tool's change must have
-   been computed from those very bytes;
+2. with the rows held, the file is looked at on disk: a file replaced whole must
+   have the fingerprint this session recorded for it (an anchored change skips
+   this), and the tool's change must have been computed from those very bytes;
 3. the file is written;
 4. the head is swapped, ``UPDATE ... WHERE path = ? AND hash = <the head read
    in 1>``, and the session's record set to the new fingerprint; the
@@ -203,8 +216,13 @@ class FileVersions:
         return Head(rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     @contextmanager
-    def claim(self, session_id: str, call_id: str, paths: Iterable[str]) -> Generator[WriteClaim]:
+    def claim(
+        self, session_id: str, call_id: str, paths: Iterable[str], *, by_person: bool = False
+    ) -> Generator[WriteClaim]:
         """Hold the heads of ``paths`` for one write; commit what it recorded on leaving.
+
+        ``by_person``: the call was typed by a person, so a file the session
+        never read may be replaced (see the module docstring).
 
         Leaving by an exception rolls back: nothing is recorded. Paths found
         only while writing (a symlink changed meanwhile) are taken when
@@ -216,7 +234,7 @@ class FileVersions:
         with self.store.transaction() as db:
             # PostgreSQL: a worker stuck inside its write must not hang this one forever.
             db.execute(f"/*pg: SET LOCAL lock_timeout = {_LOCK_TIMEOUT_MS}*/")
-            claim = WriteClaim(db, session_id, call_id)
+            claim = WriteClaim(db, session_id, call_id, by_person)
             claim.take(sorted({_key(p) for p in paths}))
             yield claim
 
@@ -228,6 +246,8 @@ class WriteClaim:
     db: StoreConnection
     session_id: str
     call_id: str
+    by_person: bool = False
+    """The calls are typed by a person: a file never read may be replaced."""
     heads: dict[str, Head] = field(default_factory=lambda: {})
     seen: dict[str, Seen | None] = field(default_factory=lambda: {})
     """This session's records of the files held, read with their heads."""
@@ -273,8 +293,12 @@ class WriteClaim:
         info: os.stat_result | None,
         content: Callable[[], bytes],
         shown: str,
+        *,
+        anchored: bool = False,
     ) -> None:
         """Refuse to replace the file at ``path`` unless this session saw its current content.
+
+        The file's head is taken either way, so writers of one file are serialised.
 
         Args:
             path: Where the write lands (symlinks are resolved here).
@@ -282,16 +306,21 @@ class WriteClaim:
                 file may always be created).
             content: Reads the file's current bytes (called only when needed).
             shown: The path as the call named it, for the message.
+            anchored: The change was computed by matching the file's content
+                and is written only if the file still holds it (the caller
+                compares, under this lock): no prior read is needed.
 
         Raises:
             FileChanged: The session never read the file, or it changed since.
         """
         key = _key(path)
         self.take([key])
-        if info is None:
+        if info is None or anchored:
             return
         seen = self.seen[key]
         if seen is None:
+            if self.by_person:
+                return
             raise FileChanged(
                 f"{shown} already exists and this session has not read it; nothing was "
                 "written. Read it first (the read tool), then make the change against its "
@@ -432,7 +461,11 @@ def claim_writes(ctx: ToolContext, paths: Iterable[str | Path]) -> Generator[Wri
         return
     claim: WriteClaim | None = None
     try:
-        with versions.claim(ctx.session_id, ctx.call_id, [str(p) for p in paths]) as claim:
+        session: Any = ctx.extra.get("session")
+        by_person = bool(getattr(session, "by_person", False))
+        with versions.claim(
+            ctx.session_id, ctx.call_id, [str(p) for p in paths], by_person=by_person
+        ) as claim:
             yield claim
     except StoreError as exc:
         if claim is None or not claim.landed:

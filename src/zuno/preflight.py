@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from zuno.arguments import ArgumentsError, parse_arguments, raw_arguments, validation_message
-from zuno.calls import CallRequest, CallResult
+from zuno.calls import CallRequest, CallResult, blocked_text
 from zuno.config import PermissionSettings
 from zuno.declarations import BlockKind, Declaration, Effect, Outcome
 from zuno.events import Event
@@ -542,7 +542,7 @@ class Preflight:
             blocked.arguments if blocked.arguments is not None else raw_arguments(request.arguments)
         )
         decl = blocked.declaration
-        text = f"Blocked ({blocked.kind.value}): {blocked.message}. Nothing was run."
+        text = blocked_text(blocked.kind, blocked.message, "Nothing was run.")
         record = CallRecord(
             call_id=call_id,
             session_id=session.session_id,

@@ -92,6 +92,10 @@ class SessionState:
     """The tool names a delegation narrowed this session to, if any."""
     barrier: SessionBarrier = field(default_factory=SessionBarrier)
     """Keeps Exclusive calls apart across this session's steps running at once."""
+    by_person: bool = False
+    """Whether the calls are typed by a person (``zuno call``, ``zuno batch``), not a model:
+    the file tools then never refuse a change for want of a prior read
+    (see :mod:`zuno.file_versions`)."""
 
 
 class Runtime:

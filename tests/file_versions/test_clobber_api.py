@@ -206,29 +206,44 @@ def edit_bench(workspace: Path, tmp_path: Path) -> Iterator[Bench]:
     b.rt.close()
 
 
-async def test_edit_needs_a_read_and_refuses_an_outside_change(edit_bench: Bench) -> None:
+async def test_an_edit_is_anchored_on_its_text_and_needs_no_read(edit_bench: Bench) -> None:
     target = edit_bench.ws / "code.py"
     target.write_text("x = 1\ny = 2\n")
-    args = {"path": "code.py", "old_string": "x = 1", "new_string": "x = 10"}
 
-    unread = await edit_bench.call("edit", args)
-    refused(unread, "code.py already exists and this session has not read it")
-    assert target.read_text() == "x = 1\ny = 2\n"
-
-    await edit_bench.read("code.py")
-    done = await edit_bench.call("edit", args)
-    assert done.outcome is Outcome.OK, done.output
-    again = await edit_bench.call(
-        "edit", {"path": "code.py", "old_string": "y = 2", "new_string": "y = 20"}
+    unread = await edit_bench.call(
+        "edit", {"path": "code.py", "old_string": "x = 1", "new_string": "x = 10"}
     )
-    assert again.outcome is Outcome.OK, again.output  # its own edit is known
-    target.write_text("x = 10\ny = 20\nz = 3\n")
+    assert unread.outcome is Outcome.OK, unread.output
+    assert target.read_text() == "x = 10\ny = 2\n"
+    target.write_text("x = 10\ny = 20\nz = 3\n")  # outside Zuno, after the edit
 
-    stale = await edit_bench.call(
-        "edit", {"path": "code.py", "old_string": "x = 10", "new_string": "x = 0"}
+    # The text it replaces is still there: nothing unseen is overwritten.
+    anchored = await edit_bench.call(
+        "edit", {"path": "code.py", "old_string": "z = 3", "new_string": "z = 30"}
     )
-    refused(stale, "changed since this session last wrote it")
-    assert target.read_text() == "x = 10\ny = 20\nz = 3\n"
+    assert anchored.outcome is Outcome.OK, anchored.output
+    assert target.read_text() == "x = 10\ny = 20\nz = 30\n"
+
+    # Text that is no longer there is refused, and nothing is written.
+    gone = await edit_bench.call(
+        "edit", {"path": "code.py", "old_string": "y = 2\n", "new_string": "y = 0\n"}
+    )
+    assert gone.outcome is not Outcome.OK
+    assert "old_string was not found" in gone.output
+    assert target.read_text() == "x = 10\ny = 20\nz = 30\n"
+
+
+async def test_a_refused_edit_reads_as_sentences_without_a_double_stop(edit_bench: Bench) -> None:
+    (edit_bench.ws / "code.py").write_text("x = 1\n")
+
+    refused_edit = await edit_bench.call(
+        "edit", {"path": "code.py", "old_string": "x  =  1", "new_string": "x = 2"}
+    )
+
+    assert refused_edit.outcome is Outcome.BLOCKED
+    assert "Copy it exactly" in refused_edit.output
+    assert ".." not in refused_edit.output
+    assert refused_edit.output.endswith("into old_string. Nothing was changed.")
 
 
 # --- apply_patch --------------------------------------------------------------------------
@@ -246,9 +261,7 @@ async def test_a_patch_is_checked_for_every_file_before_any_is_written(bench: Be
         "*** Delete File: b.txt",
         "*** Add File: new.txt",
         "+n",
-        "*** Update File: c.txt",
-        "-c.txt",
-        "+C",
+        "*** Delete File: c.txt",
     )
 
     result = await bench.call("apply_patch", {"patch": text})
@@ -258,6 +271,21 @@ async def test_a_patch_is_checked_for_every_file_before_any_is_written(bench: Be
     assert (bench.ws / "b.txt").read_text() == "b.txt\n"
     assert not (bench.ws / "new.txt").exists()
     assert (bench.ws / "c.txt").read_text() == "c.txt\nmore\n"
+
+
+async def test_a_patch_updates_an_unread_file_its_hunks_match(bench: Bench) -> None:
+    target = bench.ws / "u.txt"
+    target.write_text("one\ntwo\nthree\n")
+
+    result = await bench.call(
+        "apply_patch", {"patch": patch("*** Update File: u.txt", " one", "-two", "+TWO")}
+    )
+
+    assert result.outcome is Outcome.OK, result.output
+    assert target.read_text() == "one\nTWO\nthree\n"
+    # The session has now seen what it wrote: a whole-file write may follow.
+    again = await bench.write("u.txt", "whole\n")
+    assert again.outcome is Outcome.OK, again.output
 
 
 async def test_a_patch_may_add_files_without_a_read(bench: Bench) -> None:

@@ -82,15 +82,29 @@ def test_a_write_over_a_file_changed_since_it_was_read_is_refused(cli: Cli) -> N
     assert target.read_text() == "the model's\n"
 
 
-def test_an_unread_file_is_not_replaced_but_a_new_one_is_created(cli: Cli) -> None:
+def test_a_person_replaces_an_unread_file_and_creates_a_new_one(cli: Cli) -> None:
+    # `zuno call` is typed by a person, who sees the file themselves: no read is asked for.
     existing = cli.ws / "kept.txt"
     existing.write_text("keep me\n")
 
     created = cli.call("write", {"path": "sub/new.txt", "content": "hello\n"}, "--yes")
-    refused = cli.call("write", {"path": "kept.txt", "content": "gone\n"}, "--yes")
+    replaced = cli.call("write", {"path": "kept.txt", "content": "replaced\n"}, "--yes")
 
-    assert refused["outcome"] == "error"
-    assert "has not read it" in str(refused["result"])
-    assert existing.read_text() == "keep me\n"
+    assert replaced["outcome"] == "ok", replaced
+    assert existing.read_text() == "replaced\n"
     assert created["outcome"] == "ok", created
     assert (cli.ws / "sub" / "new.txt").read_text() == "hello\n"
+
+
+def test_a_persons_batch_deletes_an_unread_file(cli: Cli) -> None:
+    (cli.ws / "old.txt").write_text("old\n")
+    steps = cli.ws.parent / "steps.json"
+    patch = "*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n"
+    steps.write_text(json.dumps([{"tool": "apply_patch", "args": {"patch": patch}}]))
+
+    proc = cli.zuno("batch", str(steps), "--yes", "--json")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads(proc.stdout)
+    assert result["outcome"] == "ok", result
+    assert not (cli.ws / "old.txt").exists()

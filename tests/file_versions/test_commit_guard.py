@@ -24,6 +24,7 @@ class Recorder:
         self.refuse = refuse
         self.shown: list[tuple[str, bytes | None]] = []
         self.written: list[tuple[str, bytes | None]] = []
+        self.anchored: list[bool] = []
 
     def verify(
         self,
@@ -31,7 +32,10 @@ class Recorder:
         info: os.stat_result | None,
         content: Callable[[], bytes],
         shown: str,
+        *,
+        anchored: bool = False,
     ) -> None:
+        self.anchored.append(anchored)
         self.shown.append((Path(path).name, None if info is None else content()))
         if shown == self.refuse:
             raise Refused(shown)

@@ -11,6 +11,8 @@ Tools:
 - ``die``: records, then the server kills itself with SIGKILL (mid-call).
 - ``broken_output``: declares an ``outputSchema`` and answers against it.
 - ``rich``: answers structured content, an image and an audio clip.
+- ``file``: answers a file's text twice, as a text block and as
+  ``{"content": text}`` (as file servers do).
 - ``slow``: records, waits ``seconds``, then answers.
 - ``pid``: the server's process id.
 
@@ -66,6 +68,11 @@ TOOLS = [
         output_schema={"type": "object", "properties": {"files": {"type": "integer"}}},
     ),
     types.Tool(
+        name="file",
+        description="Answer a file's text as text and as structured content.",
+        input_schema=_TAG,
+    ),
+    types.Tool(
         name="slow",
         description="Record a call, wait, then answer.",
         input_schema={
@@ -117,6 +124,9 @@ async def on_call_tool(
         return types.CallToolResult(
             content=text("counted many things"), structured_content={"count": "many"}
         )
+    if params.name == "file":
+        body = "".join(f"line {n} of the file\n" for n in range(2000))
+        return types.CallToolResult(content=text(body), structured_content={"content": body})
     if params.name == "rich":
         return types.CallToolResult(
             content=[

@@ -84,3 +84,38 @@ def test_an_unknown_server_name_is_refused(workspace: Path) -> None:
     proc = zuno(workspace, "mcp", "tools", "--server", "nope")
     assert proc.returncode == 2
     assert "no MCP server named nope" in proc.stderr and "plain" in proc.stderr
+
+
+def test_zuno_tools_lists_mcp_tools_and_names_the_servers_that_failed(workspace: Path) -> None:
+    configure(
+        workspace,
+        plain=demo(),
+        trusty=demo(trusted=True),
+        broken={"command": "no-such-mcp-server"},
+    )
+
+    listed = zuno(workspace, "tools", "--json")
+    table = zuno(workspace, "tools")
+
+    assert listed.returncode == 0, listed.stderr
+    data = json.loads(listed.stdout)
+    rows = {row["name"]: row for row in data["tools"]}
+    lookup = rows["mcp__plain__lookup"]
+    assert (lookup["effect"], lookup["replay"], lookup["concurrency"]) == (
+        "side_effecting",
+        "never",
+        "exclusive",
+    )
+    assert lookup["declared_by"] == "strict default"
+    assert "read_only_hint ignored (server not trusted)" in lookup["notes"]
+    trusted = rows["mcp__trusty__lookup"]
+    assert (trusted["effect"], trusted["declared_by"]) == ("read_only", "trusted annotations")
+    assert rows["read"]["effect"] == "read_only"  # the built-in tools are still there
+    (failure,) = data["mcp_failures"]
+    assert failure["server"] == "broken" and "no-such-mcp-server" in failure["error"]
+
+    assert table.returncode == 0, table.stderr
+    assert "mcp__plain__lookup" in table.stdout
+    assert "mcp__plain__lookup: declared by strict default; read_only_hint ignored" in table.stdout
+    assert "not offered: the tools of MCP server 'broken'" in table.stdout
+    assert "Traceback" not in table.stderr

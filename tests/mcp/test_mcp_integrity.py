@@ -306,12 +306,36 @@ async def test_structured_content_is_stored_and_media_are_saved_as_named_artifac
         artifacts_root = rt.store.artifacts_root
     assert result.outcome is Outcome.OK and row.result is not None
     assert "two files" in row.result
+    # The text and the structured content differ: both are given, each labelled.
+    assert row.result.startswith("[text content]\ntwo files")
+    assert "\n[structured content]\n{" in row.result
     structured = row.result[row.result.index("{") : row.result.rindex("}") + 1]
     assert json.loads(structured) == {"files": 2, "names": ["a.txt", "b.txt"]}
     saved = [Path(p) for p in row.result.split() if p.startswith(str(artifacts_root))]
     saved = [Path(str(p).rstrip(")],.")) for p in saved]
     assert sorted(p.read_bytes() for p in saved) == sorted([PNG, WAV])
     assert {p.suffix for p in saved} == {".png", ".wav"}
+
+
+async def test_a_result_whose_structured_content_repeats_its_text_is_given_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    config = Config.model_validate(
+        {
+            "mcp": {"servers": {"f": stdio_server(marks)}},
+            "tool_output": {"max_bytes": 60_000, "max_lines": 3000},
+        }
+    )
+    async with runtime(workspace, tmp_path, config) as rt:
+        session = rt.open_session()
+        result = await rt.call(session, "mcp__f__file", {"tag": "t"})
+    body = "".join(f"line {n} of the file\n" for n in range(2000))
+    assert result.outcome is Outcome.OK, result.output
+    # About 42 KB: one copy fits the limit; two would have been cut.
+    assert result.output.count("line 1999 of the file") == 1
+    assert result.output.rstrip("\n") == body.rstrip("\n")
+    assert "[structured content]" not in result.output
 
 
 def test_zuno_batch_goes_on_when_an_http_server_dies_mid_call(

@@ -199,8 +199,9 @@ async def test_the_inspection_rule_holds_across_concurrent_requests(
         after = await client.call_tool("write", {"path": "three.txt", "content": "3"})
     assert outcomes["hang"].is_error, text_of(outcomes["hang"])
     for key in ("w1", "w2"):
-        assert outcomes[key].structured_content is not None
-        assert outcomes[key].structured_content["block_kind"] == "denied", text_of(outcomes[key])
+        meta = outcomes[key].meta
+        assert meta is not None
+        assert meta["zuno/call"]["block_kind"] == "denied", text_of(outcomes[key])
     assert not (workspace / "one.txt").exists() and not (workspace / "two.txt").exists()
     assert not look.is_error and not after.is_error, text_of(after)
     assert (workspace / "three.txt").read_text() == "3"

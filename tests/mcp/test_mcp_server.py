@@ -96,11 +96,11 @@ async def test_stdio_calls_go_through_the_dispatcher_and_are_recorded(
     assert not (workspace / "new.txt").exists()
     assert invalid.is_error and "blocked (invalid_arguments)" in text_of(invalid)
     assert "`colour`" in text_of(invalid)
-    assert read.structured_content is not None and write.structured_content is not None
-    assert read.structured_content["outcome"] == "ok"
-    assert write.structured_content["block_kind"] == "denied"
-    session = read.structured_content["session_id"]
-    assert write.structured_content["session_id"] == session  # one session per connection
+    assert read.meta is not None and write.meta is not None
+    assert read.meta["zuno/call"]["outcome"] == "ok"
+    assert write.meta["zuno/call"]["block_kind"] == "denied"
+    session = read.meta["zuno/call"]["session_id"]
+    assert write.meta["zuno/call"]["session_id"] == session  # one session per connection
 
     shown = zuno_json(workspace, db, "show", session)
     calls = [(c["tool"], c["outcome"], c["block_kind"]) for c in shown["calls"]]
@@ -185,8 +185,8 @@ async def test_streamable_http_serves_the_same_door(
     assert not read.is_error and "gamma" in text_of(read)
     assert write.is_error and "blocked (denied)" in text_of(write)
     assert not (workspace / "web.txt").exists()
-    assert read.structured_content is not None
-    shown = zuno_json(workspace, db, "show", read.structured_content["session_id"])
+    assert read.meta is not None
+    shown = zuno_json(workspace, db, "show", read.meta["zuno/call"]["session_id"])
     assert [(c["tool"], c["outcome"]) for c in shown["calls"]] == [
         ("read", "ok"),
         ("write", "blocked"),
@@ -211,3 +211,89 @@ def test_serve_refuses_a_port_with_stdio(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "--port serves streamable HTTP" in proc.stderr
+
+
+async def test_results_hold_the_output_in_structured_content_and_the_record_in_meta(
+    project: tuple[Path, Path],
+) -> None:
+    workspace, db = project
+    rules = [{"tool": "shell", "pattern": "*", "action": "allow"}]
+    (workspace / "zuno.json").write_text(json.dumps({"permission": {"rules": rules}}))
+    trust(workspace)
+    async with Client(serve_params(workspace, db)) as client:
+        listing = (await client.list_tools()).tools
+        read = await client.call_tool("read", {"path": "notes.txt"})
+        shell = await client.call_tool("shell", {"command": "echo from-the-shell"})
+        write = await client.call_tool("write", {"path": "new.txt", "content": "hi\n"})
+    # Every served tool declares its structured output: the text, then its own fields.
+    for tool in listing:
+        assert tool.output_schema is not None, tool.name
+        assert tool.output_schema["required"] == ["output"], tool.name
+    for result in (read, shell, write):
+        assert result.structured_content is not None
+        # The text block is the plain output; the structured content says it too.
+        assert result.structured_content["output"] == text_of(result)
+        assert "call_id" not in result.structured_content  # the record is in _meta
+        assert result.meta is not None
+    assert "beta" in read.structured_content["output"]
+    assert read.structured_content["total_lines"] == 3
+    assert "from-the-shell" in shell.structured_content["output"]
+    assert shell.structured_content["exit_status"] == 0
+    # A denial keeps its reason in both.
+    assert "Approvals cannot be asked over MCP" in write.structured_content["output"]
+    assert write.is_error
+    assert write.meta is not None and read.meta is not None
+    record: dict[str, Any] = write.meta["zuno/call"]
+    assert (record["outcome"], record["block_kind"]) == ("blocked", "denied")
+    assert record["effect"] == "side_effecting" and record["call_id"].startswith("call_")
+    assert read.meta["zuno/call"]["session_id"] == record["session_id"]
+
+
+async def test_server_info_names_zunos_version(project: tuple[Path, Path]) -> None:
+    from zuno import installed_version
+
+    workspace, db = project
+    async with Client(serve_params(workspace, db)) as client:
+        info = client.server_info
+    assert info is not None
+    assert info.name == "zuno"
+    assert info.version == installed_version() != ""
+
+
+def test_the_stdio_banner_is_one_line_on_a_narrow_terminal(project: tuple[Path, Path]) -> None:
+    workspace, db = project
+    proc = subprocess.run(
+        [sys.executable, "-m", "zuno", "mcp", "serve", "-w", str(workspace)],
+        env={**os.environ, **zuno_env(db), "COLUMNS": "40"},
+        stdin=subprocess.DEVNULL,  # the client hangs up at once
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    banner = [line for line in proc.stderr.splitlines() if "serving the 'build' agent" in line]
+    assert len(banner) == 1, proc.stderr
+    assert "over MCP on stdio (session ses_" in banner[0] and banner[0].endswith(")")
+
+
+def test_sigterm_stops_the_http_server_without_a_traceback(project: tuple[Path, Path]) -> None:
+    workspace, db = project
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zuno", "mcp", "serve", "--port", str(port), "-w", str(workspace)],
+        env={**os.environ, **zuno_env(db)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()  # printed once serving (the port is bound earlier)
+        assert "serving the 'build' agent over MCP at http://127.0.0.1" in banner
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stderr, stderr
+    assert "CancelledError" not in stderr, stderr

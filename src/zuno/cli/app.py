@@ -310,17 +310,27 @@ def tools(
     )
 
     with runtime(workspace, db) as rt:
-        surface = rt.surface(agent)
+        surface, failures = rt.surface(agent), dict[str, str]()
+        if rt.config.mcp.servers:
+            # The configured servers' tools join the surface once connected, as for `call`.
+            surface, failures = run_until_stopped(_connected_surface, rt, agent)
         if json_:
-            _print_json(surface_json(surface, agent))
+            _print_json(surface_json(surface, agent, failures))
         elif is_plain(sys.stdout):  # the lines rich would print, without importing it
             rows = surface_table_rows(surface)
             title = f"Active tools for agent {agent!r}"
-            write_table(sys.stdout, title, SURFACE_HEADERS, rows, surface_notes(surface, rows))
+            notes = surface_notes(surface, rows, failures)
+            write_table(sys.stdout, title, SURFACE_HEADERS, rows, notes)
         else:
             from zuno.cli.render import print_surface
 
-            print_surface(out, surface, agent)
+            print_surface(out, surface, agent, failures)
+
+
+async def _connected_surface(rt: Runtime, agent: str) -> tuple[Any, dict[str, str]]:
+    """The agent's surface with the configured MCP servers connected, and those that failed."""
+    async with rt:
+        return rt.surface(agent), dict(rt.mcp_failures)
 
 
 def _parse_args_json(text: str | None) -> dict[str, Any] | str:
@@ -443,6 +453,8 @@ class _Where:
 
     def open(self, rt: Runtime) -> SessionState:
         state = self._open(rt)
+        # A person typed these calls: they need not `read` a file before changing it.
+        state.by_person = True
         if self.mode is not None:
             # A direct call's mode is this command's: the next `zuno call` to the same
             # session is not silently in it.

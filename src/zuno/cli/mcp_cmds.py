@@ -112,10 +112,12 @@ def serve(
                     run_until_stopped(server.serve_http, listener)
                 else:
                     state = server.open_stdio_session()
+                    # One line however narrow the terminal (or a client's log) is.
                     err.print(
                         f"[dim]zuno: serving the {agent!r} agent over MCP on stdio "
                         f"(session {state.session_id})[/]",
                         markup=True,
+                        soft_wrap=True,
                     )
                     run_until_stopped(server.serve_stdio)
         except KeyboardInterrupt:

@@ -23,6 +23,7 @@ __all__ = [
     "surface_json",
     "surface_notes",
     "surface_rows",
+    "surface_table_notes",
     "surface_table_rows",
     "write_result",
     "write_table",
@@ -49,12 +50,18 @@ def is_plain(stream: Any) -> bool:
         return True
 
 
-def surface_json(surface: Surface, agent: str) -> dict[str, Any]:
-    """``zuno tools --json``: the active tools' rows, and the tools withheld with the reason."""
+def surface_json(
+    surface: Surface, agent: str, mcp_failures: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``zuno tools --json``: the active tools' rows, the tools withheld with the reason,
+    and the configured MCP servers that failed to start, with why."""
     return {
         "agent": agent,
         "tools": surface_rows(surface),
         "withheld": [{"name": name, "reason": reason} for name, reason in surface.withheld],
+        "mcp_failures": [
+            {"server": name, "error": error} for name, error in (mcp_failures or {}).items()
+        ],
     }
 
 
@@ -76,6 +83,11 @@ def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str,
             "mixed": tool.mixed,
             "description": _summary(tool.description),
         }
+        choice: Any = getattr(tool, "choice", None)  # an MCP server's tool (zuno.mcp.remote)
+        if choice is not None:
+            # Why the declaration is this one, and which of the server's hints were not believed.
+            row["declared_by"] = choice.source
+            row["notes"] = list(choice.notes)
         if parameters:
             row["parameters"] = tool.schema()
         rows.append(row)
@@ -97,9 +109,23 @@ def surface_table_rows(surface: Surface) -> list[list[str]]:
     ]
 
 
-def surface_notes(surface: Surface, rows: list[list[str]]) -> str | None:
-    """The lines under the ``zuno tools`` table: what ``*`` means, what is withheld and why."""
-    notes: list[str] = []
+def surface_table_notes(surface: Surface) -> list[str]:
+    """One line per MCP server tool: what decided its declaration, and the hints not believed."""
+    lines: list[str] = []
+    for tool in surface.described():
+        choice: Any = getattr(tool, "choice", None)  # an MCP server's tool (zuno.mcp.remote)
+        if choice is not None:
+            why = "; ".join([f"declared by {choice.source}", *choice.notes])
+            lines.append(f"{tool.name}: {why}")
+    return lines
+
+
+def surface_notes(
+    surface: Surface, rows: list[list[str]], mcp_failures: dict[str, str] | None = None
+) -> str | None:
+    """The lines under the ``zuno tools`` table: what ``*`` means, what is withheld and why,
+    how each MCP tool's declaration was chosen, and which MCP servers failed to start."""
+    notes: list[str] = surface_table_notes(surface)
     if any(r[2].endswith("*") for r in rows):
         notes.append(
             "* mixed: the tool classifies each call from its arguments "
@@ -107,6 +133,10 @@ def surface_notes(surface: Surface, rows: list[list[str]]) -> str | None:
         )
     # A tool the agent would have but that needs setting up first: say what to set.
     notes += [f"not offered: {name} ({reason})" for name, reason in surface.withheld]
+    notes += [
+        f"not offered: the tools of MCP server {name!r}: {error.split(': ', 1)[-1]}"
+        for name, error in (mcp_failures or {}).items()
+    ]
     return "\n".join(notes) or None
 
 

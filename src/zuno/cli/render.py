@@ -88,7 +88,9 @@ def print_table(
     console.print(table)
 
 
-def print_surface(console: Console, surface: Surface, agent: str) -> None:
+def print_surface(
+    console: Console, surface: Surface, agent: str, mcp_failures: dict[str, str] | None = None
+) -> None:
     """The ``zuno tools`` table (plain lines off a terminal, see :mod:`zuno.cli.plain`)."""
     rows = surface_table_rows(surface)
     print_table(
@@ -96,7 +98,7 @@ def print_surface(console: Console, surface: Surface, agent: str) -> None:
         f"Active tools for agent {agent!r}",
         SURFACE_HEADERS,
         rows,
-        note=surface_notes(surface, rows),
+        note=surface_notes(surface, rows, mcp_failures),
     )
 
 

@@ -288,15 +288,15 @@ class McpTool(Tool[McpArguments]):
         images: list[ImageAttachment] = []
         text = _result_text(result.content, ctx, images)
         structured = result.structured_content
+        data: dict[str, Any] = {"server": self.server, "tool": self.remote_name}
         if structured is not None:
+            # One copy for the model when both say the same; both, labelled, when not.
             shown = json.dumps(structured, ensure_ascii=False, default=str)
             if not text:
                 text = shown
             elif not _says_the_same(text, structured):
-                text = f"{text}\n[structured content]\n{shown}"
-        data: dict[str, Any] = {"server": self.server, "tool": self.remote_name}
-        if structured is not None:
-            data["structured_content"] = structured
+                text = f"[text content]\n{text}\n[structured content]\n{shown}"
+                data["structured_content"] = structured
         failed = result.is_error
         if failed:
             text = (
@@ -323,8 +323,10 @@ class McpTool(Tool[McpArguments]):
 def _says_the_same(text: str, structured: dict[str, Any]) -> bool:
     """Whether the text blocks already say what the structured content does.
 
-    Servers often send both: the structured content serialized as text, or a
-    plain value as text and ``{"result": value}`` as structured content.
+    Servers often send both: the structured content serialized as text (in any
+    layout), or a plain value as text and the same value under one key as
+    structured content (``{"result": value}``, or a file server's
+    ``{"content": text}``).
     """
     try:
         parsed: Any = json.loads(text)
@@ -332,7 +334,13 @@ def _says_the_same(text: str, structured: dict[str, Any]) -> bool:
         parsed = text
     if parsed == structured:
         return True
-    return list(structured) == ["result"] and structured["result"] in (parsed, text)
+    if len(structured) != 1:
+        return False
+    (value,) = structured.values()
+    if value in (parsed, text):
+        return True
+    # The text blocks joined by newlines: the value may lack or add a final one.
+    return isinstance(value, str) and value.rstrip("\n") == text.rstrip("\n")
 
 
 def _breaks_output_schema(

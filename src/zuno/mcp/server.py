@@ -32,6 +32,8 @@ from __future__ import annotations
 import json
 import socket
 import sys
+from collections.abc import Generator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import mcp_types as types
@@ -50,11 +52,15 @@ from zuno.tool import Tool
 
 __all__ = [
     "APPROVAL_NOTE",
+    "CALL_META_KEY",
+    "OUTPUT_SCHEMA",
     "NoApprovalsOverMcp",
     "ZunoMcpServer",
     "annotations_for",
     "bind_http",
+    "call_meta",
     "open_world",
+    "structured_result",
 ]
 
 
@@ -112,6 +118,52 @@ def open_world(tool: Tool[Any], *, network: bool = False) -> bool:
     return False
 
 
+CALL_META_KEY = "zuno/call"
+"""The ``_meta`` key of a served result that holds the call's record (:func:`call_meta`)."""
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "output": {
+            "type": "string",
+            "description": "What the tool said: its output, or why the call failed or was refused.",
+        }
+    },
+    "required": ["output"],
+    "additionalProperties": True,
+}
+"""The ``outputSchema`` of every served tool: the output text, then the tool's own fields."""
+
+
+def structured_result(text: str, result: CallResult) -> dict[str, Any]:
+    """A served result's ``structuredContent``: the output, then the tool's structured fields.
+
+    ``text`` is the output as the text block says it (a failure's reason
+    included), so a client that reads only the structured content (pydantic-ai
+    does when every block is text) gets what a model needs.
+    """
+    fields = {k: v for k, v in (result.data or {}).items() if k != "output"}
+    return {"output": text, **fields}
+
+
+def call_meta(result: CallResult) -> dict[str, Any]:
+    """The call's record for the client program, under ``_meta`` (:data:`CALL_META_KEY`).
+
+    Not part of what a model reads: the outcome, the ids to find the call in
+    the store (``zuno show``), and the declaration it ran under.
+    """
+    decl = result.declaration.as_dict() if result.declaration else {}
+    return {
+        "outcome": result.outcome.value,
+        "block_kind": result.block_kind.value if result.block_kind else None,
+        "call_id": result.call_id,
+        "session_id": result.session_id,
+        "attempt": result.attempt,
+        **decl,
+        "artifact": result.artifact,
+    }
+
+
 def _outcome_line(result: CallResult) -> str:
     kind = f" ({result.block_kind.value})" if result.block_kind else ""
     meaning = {
@@ -156,6 +208,7 @@ class ZunoMcpServer:
                 name=tool.name,
                 description=tool.description,
                 input_schema=tool.schema(),
+                output_schema=OUTPUT_SCHEMA,
                 annotations=annotations_for(tool, network=network),
             )
             for tool in self.tools()
@@ -199,7 +252,6 @@ class ZunoMcpServer:
         approver = self.runtime.approver
         if isinstance(approver, NoApprovalsOverMcp) and result.call_id in approver.denied:
             text += f"\n{APPROVAL_NOTE}"
-        decl = result.declaration.as_dict() if result.declaration else {}
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
         for image in result.images:  # a read of a PNG: the image itself, as MCP image content
             data = image.base64_data()
@@ -209,13 +261,8 @@ class ZunoMcpServer:
                 )
         return types.CallToolResult(
             content=content,
-            structured_content={
-                "outcome": result.outcome.value,
-                "block_kind": result.block_kind.value if result.block_kind else None,
-                "call_id": result.call_id,
-                "session_id": result.session_id,
-                **decl,
-            },
+            structured_content=structured_result(text, result),
+            _meta={CALL_META_KEY: call_meta(result)},
             is_error=failed,
         )
 
@@ -234,8 +281,11 @@ class ZunoMcpServer:
         ) -> types.CallToolResult:
             return await self.call(params.name, params.arguments, _connection_of(ctx))
 
+        from zuno import installed_version
+
         return Server(
             "zuno",
+            version=installed_version(),
             title=f"Zuno ({self.agent} agent)",
             instructions=(
                 f"Zuno's tools for the {self.agent!r} agent in {self.runtime.workspace}. "
@@ -255,11 +305,31 @@ class ZunoMcpServer:
 
     async def serve_http(self, listener: socket.socket) -> None:
         """Serve streamable HTTP on a bound socket (``http://host:port/mcp``) until interrupted."""
+        import anyio
         import uvicorn
+
+        class QuietServer(uvicorn.Server):
+            """uvicorn without its own signal handlers: SIGTERM and Ctrl-C reach Zuno's."""
+
+            @contextmanager
+            def capture_signals(self) -> Generator[None]:
+                yield
 
         host, port = listener.getsockname()[:2]
         app = _handshake_only(self.build().streamable_http_app(host=host))
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        server = QuietServer(config)
+        ended = anyio.Event()
+
+        async def serve() -> None:
+            # Shielded: a stop is uvicorn's own graceful shutdown (should_exit), so
+            # its lifespan ends normally instead of logging a cancelled traceback.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await server.serve(sockets=[listener])
+                finally:
+                    ended.set()
+
         async with self.runtime:
             print(
                 f"zuno: serving the {self.agent!r} agent over MCP at http://{host}:{port}/mcp "
@@ -267,7 +337,12 @@ class ZunoMcpServer:
                 file=sys.stderr,
                 flush=True,
             )
-            await uvicorn.Server(config).serve(sockets=[listener])
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                try:
+                    await ended.wait()
+                finally:
+                    server.should_exit = True
 
 
 def bind_http(port: int, host: str = "127.0.0.1") -> socket.socket:

@@ -137,7 +137,7 @@ def _add(files: _Files, op: AddFile) -> str:
         if kind == "file"
         else added_file_diff(op.path, new.lines)
     )
-    files.put(path, new, files.mode(path))
+    files.put(path, new, files.mode(path), whole=True)
     return diff
 
 
@@ -152,7 +152,7 @@ def _delete(files: _Files, op: DeleteFile) -> str:
             "apply_patch deletes files only"
         )
     diff = deleted_file_diff(op.path, files.read(path, op.path, op.line, text=False).lines)
-    files.remove(path)
+    files.remove(path, whole=True)
     return diff
 
 
@@ -181,7 +181,8 @@ def _update(files: _Files, op: UpdateFile) -> str:
             f"{_KIND_WORDS[dest_kind]} is there"
         )
     files.check_parents(destination, op.move_to, op.line + 1)
-    files.put(destination, after, files.mode(path))
+    # A move onto an existing file replaces it whole; the source's hunks matched.
+    files.put(destination, after, files.mode(path), whole=True)
     files.remove(path)
     return diff
 
@@ -210,6 +211,8 @@ class _Files:
         self._resolve = resolve
         self._disk: dict[Confined, _Disk] = {}
         self._state: dict[Confined, _State] = {}
+        self._whole: set[Confined] = set()
+        """Paths replaced or deleted whole (not computed by matching their lines)."""
         self._roots: dict[Path, Beneath] = {}
         self._stack = ExitStack()
 
@@ -258,13 +261,17 @@ class _Files:
             raise PatchError(f"line {line}: cannot update {raw}: it is a binary file")
         return TextFile.decode(data)
 
-    def put(self, path: Confined, text: TextFile, mode: int | None) -> None:
+    def put(self, path: Confined, text: TextFile, mode: int | None, *, whole: bool = False) -> None:
         self._on_disk(path)
         self._state[path] = _State(text, mode)
+        if whole:
+            self._whole.add(path)
 
-    def remove(self, path: Confined) -> None:
+    def remove(self, path: Confined, *, whole: bool = False) -> None:
         self._on_disk(path)
         self._state[path] = _State(None, None)
+        if whole:
+            self._whole.add(path)
 
     def check_parents(self, path: Confined, raw: str, line: int) -> None:
         """Refuse a new file whose folder would have to replace a file."""
@@ -281,16 +288,19 @@ class _Files:
         out: list[FileChange] = []
         for path, state in self._state.items():
             disk = self._disk[path]
+            # Changes computed by matching hunks against the file need no prior
+            # read; the commit still checks the file holds what they matched.
+            anchored = path not in self._whole
             if state.text is None:
                 if disk.kind == "file":
-                    out.append(FileChange(path, None, disk.data))
+                    out.append(FileChange(path, None, disk.data, anchored=anchored))
                 continue
             data = state.text.encode()
             if data == disk.data:
                 continue
             # The commit writes through a symlink at path to its target (kept
             # beneath the root), as the read above did.
-            out.append(FileChange(path, data, disk.data, state.mode))
+            out.append(FileChange(path, data, disk.data, state.mode, anchored=anchored))
         return tuple(out)
 
 

@@ -55,6 +55,8 @@ class WriteGuard(Protocol):
         info: os.stat_result | None,
         content: Callable[[], bytes],
         shown: str,
+        *,
+        anchored: bool = False,
     ) -> None:
         """Raise to refuse replacing (or deleting) the file that ``path`` names.
 
@@ -63,6 +65,9 @@ class WriteGuard(Protocol):
             info: Its status now, None when there is no file.
             content: Its current bytes.
             shown: The path for messages.
+            anchored: The change was computed by matching the file's content
+                (:attr:`FileChange.anchored`), and the commit refuses it unless
+                the file still holds those bytes.
         """
         ...
 
@@ -87,12 +92,17 @@ class FileChange:
         original: The bytes before the patch, or None when the file did not exist.
         mode: The permission bits to give the written file (None: keep the
             current file's, or the default for a new one).
+        anchored: The new content was computed by finding text in
+            ``original`` (an edit's old_string, a patch's hunks), not given
+            whole. The commit writes it only while the file still holds
+            ``original``, so it can overwrite nothing its caller did not match.
     """
 
     path: Confined
     data: bytes | None
     original: bytes | None
     mode: int | None = None
+    anchored: bool = False
 
 
 @dataclass(slots=True)
@@ -245,7 +255,13 @@ def _guarded(spot: Spot, lands: Path, change: FileChange, guard: WriteGuard) -> 
     current: bytes | None = None
     if st is not None and stat.S_ISREG(st.st_mode):
         current = spot.folder.read(spot.name)
-    guard.verify(lands, st if current is not None else None, lambda: current or b"", shown)
+    guard.verify(
+        lands,
+        st if current is not None else None,
+        lambda: current or b"",
+        shown,
+        anchored=change.anchored,
+    )
     if current != change.original:
         raise ChangedMeanwhile(
             f"{shown} changed while the change was being prepared; nothing was written. "

@@ -173,8 +173,9 @@ def apply_placements(file: TextFile, placements: Sequence[Placement]) -> TextFil
     """The file after applying located chunks.
 
     Context lines keep the file's own text (a forgiving match never rewrites
-    them); removed lines go; added lines take the patch's text and the file's
-    dominant line ending.
+    them); removed lines go; added lines take the patch's text, and the ending
+    of the removed line they replace (in a file of mixed endings), else the
+    file's dominant one.
     """
     lines = file.lines
     eols = file.line_eols
@@ -186,18 +187,23 @@ def apply_placements(file: TextFile, placements: Sequence[Placement]) -> TextFil
         if eols is not None and out_eols is not None:
             out_eols.extend(eols[done : placement.start])
         i = placement.start
+        removed: list[str] = []  # the endings of the lines just removed, in order
         for body_line in placement.body:
             if body_line.kind == " ":
                 out.append(lines[i])
                 if eols is not None and out_eols is not None:
                     out_eols.append(eols[i])
                 i += 1
+                removed.clear()
             elif body_line.kind == "-":
+                if eols is not None:
+                    removed.append(eols[i])
                 i += 1
             else:
                 out.append(body_line.text)
                 if out_eols is not None:
-                    out_eols.append(file.eol)
+                    # A line that replaces a removed one keeps that line's ending.
+                    out_eols.append(removed.pop(0) if removed else file.eol)
         done = i
     out.extend(lines[done:])
     if eols is not None and out_eols is not None:

@@ -1,12 +1,14 @@
 """A text file as lines, remembering what must survive an edit.
 
-An edit must not change what it did not touch: the line endings (LF, CRLF or a
-mix), a UTF-8 byte-order mark, whether the file ended with a newline, and
-bytes that are not valid UTF-8 (kept through ``surrogateescape``).
+An edit must not change what it did not touch: the line endings (LF, CRLF, a
+lone CR, or a mix, kept line by line), a UTF-8 byte-order mark, whether the
+file ended with a newline, and bytes that are not valid UTF-8 (kept through
+``surrogateescape``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -14,6 +16,9 @@ __all__ = ["BOM", "TextFile"]
 
 BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte-order mark."""
+
+_BREAK = re.compile(r"(\r\n|\r|\n)")
+"""A line break: CRLF, LF, or a CR alone (old Mac files, and stray ones in mixed files)."""
 
 
 @dataclass(slots=True)
@@ -25,8 +30,8 @@ class TextFile:
         eol: The terminator given to new lines: the file's dominant one.
         bom: Whether the file starts with a UTF-8 byte-order mark.
         final_newline: Whether the last line ends with a terminator.
-        line_eols: Each line's own terminator, only for files that mix LF and
-            CRLF (None when every line uses ``eol``).
+        line_eols: Each line's own terminator, only for files that mix endings
+            (LF, CRLF, a lone CR); None when every line uses ``eol``.
     """
 
     lines: list[str]
@@ -45,30 +50,22 @@ class TextFile:
         if not text:
             # An empty file has no ending to keep; new content ends like a normal file.
             return cls([], bom=bom)
-        lf = text.count("\n")
-        crlf = text.count("\r\n")
-        final_newline = text.endswith("\n")
-        if crlf == 0 or crlf == lf:
-            eol = "\r\n" if crlf else "\n"
-            lines = text.split(eol)
-            if final_newline:
-                lines.pop()
-            return cls(lines, eol, bom, final_newline)
-        raw = text.split("\n")
+        # A lone CR is a line break too (as Codex matches it): "two\rthree" is two lines.
+        parts = _BREAK.split(text)
+        lines = parts[0::2]
+        eols = parts[1::2]
+        final_newline = lines[-1] == ""
         if final_newline:
-            raw.pop()
-        lines: list[str] = []
-        eols: list[str] = []
-        for line in raw:
-            if line.endswith("\r"):
-                lines.append(line[:-1])
-                eols.append("\r\n")
-            else:
-                lines.append(line)
-                eols.append("\n")
-        if not final_newline:
-            eols[-1] = ""
-        eol = "\r\n" if crlf * 2 > lf else "\n"
+            lines.pop()
+        else:
+            eols.append("")
+        kinds = set(eols[:-1] if not final_newline else eols)
+        if len(kinds) <= 1:
+            eol = next(iter(kinds), "\n")
+            return cls(lines, eol, bom, final_newline)
+        counts = {kind: eols.count(kind) for kind in kinds}
+        # Ties go to LF, then CRLF: a new line gets the most common ending.
+        eol = max(("\n", "\r\n", "\r"), key=lambda kind: counts.get(kind, 0))
         return cls(lines, eol, bom, final_newline, eols)
 
     @classmethod

@@ -8,8 +8,9 @@ says so. The file's line endings, byte-order mark and final-newline state are
 kept; the write is atomic (see :mod:`zuno.patch.commit`). The file is read and
 written relative to its root without following a symlink out of it (see
 :mod:`zuno.beneath`); in ``read-only`` sandbox mode the tool refuses to run.
-The file must be one this session has seen as it is now (read it, or wrote it
-last); see :mod:`zuno.file_versions`.
+The edit needs no prior read: it is anchored on ``old_string``, and written only
+while the file still holds the bytes it was matched in (see
+:mod:`zuno.file_versions`).
 
 edit keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -82,10 +83,9 @@ class EditTool(Tool[EditArgs]):
     description = (
         "Replace old_string with new_string in one file. old_string must match the file "
         "exactly (whitespace and indentation included) and occur exactly once, unless "
-        "replace_all is true. Read the file first: an edit of a file this session has not "
-        "read, or that changed since it last read or wrote it, is refused (read it again). "
-        "Include enough surrounding lines to make old_string unique. Line endings (LF/CRLF) "
-        "are kept."
+        "replace_all is true. If the file changes between the match and the write, nothing "
+        "is written (try again). Include enough surrounding lines to make old_string "
+        "unique. Line endings (LF/CRLF) are kept."
     )
     writes_files = True
     args_model = EditArgs
@@ -167,7 +167,8 @@ def _plan_edit(path: Confined, args: EditArgs) -> _Edit:
         new_data = result.encode()
     else:
         new_data = (BOM if file.bom else b"") + edited.encode("utf-8", "surrogateescape")
-    change = FileChange(path, new_data, data, mode)
+    # Anchored on old_string: written only while the file still holds ``data``.
+    change = FileChange(path, new_data, data, mode, anchored=True)
     return _Edit(change, [_line_of(text, s) for s in starts])
 
 

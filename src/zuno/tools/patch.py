@@ -11,7 +11,10 @@ each added, updated and deleted file and each move's destination), resolved to
 their real locations by the pre-flight: a deny on ``.env`` refuses a patch that
 deletes it, moves it away, or moves another file onto it.
 
-Every file the patch replaces or deletes (a move deletes its source) must be one
+An update's hunks are their own check: they are matched against the file's
+current lines and written only while the file still holds what they matched,
+so they need no prior read. A file the patch replaces or deletes whole
+(``Delete File``, ``Add File`` or ``Move to`` onto an existing file) must be one
 this session has seen as it is now, checked for all of them before any is
 written (see :mod:`zuno.file_versions`); new files need no read.
 
@@ -48,9 +51,10 @@ __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
 _DESCRIPTION = """\
 Edit files with a patch: add, delete, update and move files in one call. The whole \
-patch is checked against the files first and applied all or nothing. Every existing \
-file it changes, deletes or moves must have been read in this session and be unchanged \
-since this session last read or wrote it; otherwise nothing is applied (read it again).
+patch is checked against the files first and applied all or nothing. Update hunks \
+must match the file's current lines (no prior read is needed). A file the patch deletes, \
+or replaces whole (Add File or Move to onto an existing file), must have been read in this \
+session and be unchanged since; otherwise nothing is applied (read it again).
 
 Grammar:
   *** Begin Patch

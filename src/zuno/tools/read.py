@@ -391,13 +391,15 @@ def _read_file(
         budget = ctx.limits.max_bytes
         used = 0
         cut_lines = 0
-        crlf = False
+        endings = {"crlf": 0, "lf": 0, "cr": 0}
         while len(page.lines) < wanted and used <= budget:
             line = _next_line(f)
             if line is None:
                 break
-            text, cut, ended_crlf = line
-            crlf = crlf or ended_crlf
+            text, cut, ending, lone_crs = line
+            if ending:
+                endings[ending] += 1
+            endings["cr"] += lone_crs
             if cut:
                 cut_lines += 1
             page.lines.append(text)
@@ -410,9 +412,28 @@ def _read_file(
             page.total = offset - 1 + len(page.lines) + _count_lines(rest, f)
         if cut_lines:
             page.notes.append(f"{cut_lines} long line(s) cut at {MAX_LINE_CHARS} characters.")
-        if crlf:
-            page.notes.append("The file has CRLF line endings; shown without the CR.")
+        note = _endings_note(endings)
+        if note:
+            page.notes.append(note)
         return page
+
+
+def _endings_note(endings: dict[str, int]) -> str | None:
+    """What the lines shown end with, when it is not plain LF (None then)."""
+    crlf, lf, cr = endings["crlf"], endings["lf"], endings["cr"]
+    if not crlf and not cr:
+        return None
+    if crlf and not lf and not cr:
+        return "The file has CRLF line endings; shown without the CR."
+    kinds = [f"{n} {name}" for n, name in ((crlf, "CRLF"), (lf, "LF"), (cr, "lone CR")) if n]
+    shown = ", ".join(kinds)
+    note = f"The file mixes line endings ({shown} in the lines shown); shown without the CR."
+    if cr:
+        note += (
+            " A lone CR is a line break (apply_patch matches it as one): the text after it "
+            "is shown unnumbered, under the line it breaks."
+        )
+    return note
 
 
 def _binary_kind(head: bytes) -> str | None:
@@ -461,8 +482,11 @@ def _count_lines(first: bytes, f: BinaryIO) -> int:
     return newlines + (0 if last.endswith(b"\n") else 1)
 
 
-def _next_line(f: BinaryIO) -> tuple[str, bool, bool] | None:
-    """The next line as shown (text, whether it was cut, whether it ended in CRLF)."""
+def _next_line(f: BinaryIO) -> tuple[str, bool, str, int] | None:
+    """The next line as shown: its text, whether it was cut, how it ended (``crlf``,
+    ``lf``, or "" at the end of the file) and how many lone CRs break it.
+
+    A lone CR is shown as a line break (``\n`` in the text)."""
     raw = f.readline(_LINE_BYTES)
     if not raw:
         return None
@@ -479,16 +503,17 @@ def _next_line(f: BinaryIO) -> tuple[str, bool, bool] | None:
                 f.seek(newline + 1 - len(chunk), os.SEEK_CUR)
                 break
             extra += _char_count(chunk)
-    crlf = raw.endswith(b"\r\n")
+    ending = ("crlf" if raw.endswith(b"\r\n") else "lf") if complete else ""
     body = raw.rstrip(b"\n")
     if complete:
         body = body.removesuffix(b"\r")
+    lone_crs = body.count(b"\r")
     # NUL is replaced as well: it is unprintable, and text stores refuse it.
-    text = body.decode("utf-8", "replace").replace("\x00", "\ufffd")
+    text = body.decode("utf-8", "replace").replace("\x00", "\ufffd").replace("\r", "\n")
     cut = max(0, len(text) - MAX_LINE_CHARS) + extra
     if cut:
         text = f"{text[:MAX_LINE_CHARS]} [... line cut: {cut} more characters]"
-    return text, cut > 0, crlf
+    return text, cut > 0, ending, lone_crs
 
 
 def _char_count(data: bytes) -> int:
@@ -557,8 +582,10 @@ def _render(page: _Page, ctx: ToolContext) -> str:
     """Numbered lines plus at most one footer line, fitted to the output limits."""
     numbered = page.unit == "Lines"
     width = len(str(page.first + max(0, len(page.lines) - 1)))
+    # A lone CR broke a line: the rest is shown under it, unnumbered.
+    under = "\n" + " " * width + "\t"
     rendered = [
-        f"{page.first + i:>{width}}\t{line}" if numbered else line
+        f"{page.first + i:>{width}}\t{line.replace(chr(10), under)}" if numbered else line
         for i, line in enumerate(page.lines)
     ]
     sizes = [len(r.encode("utf-8", "replace")) + 1 for r in rendered]
