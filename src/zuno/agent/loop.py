@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ConfigDict, TypeAdapter
 
+from zuno.agent.instructions import instructions_prompt, project_instructions
 from zuno.agent.messages import (
     AssistantMessage,
     Message,
@@ -47,7 +48,7 @@ from zuno.agent.messages import (
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
 from zuno.budget import price_for, session_budget, step_cost
-from zuno.config import AgentSettings, Config
+from zuno.config import AgentSettings, Config, user_config_path
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
 from zuno.images import ImageAttachment, attachment_for, image_max_bytes
@@ -248,6 +249,12 @@ class AgentLoop:
         agent_steps = session.agent.max_steps if session.agent is not None else None
         self.max_steps = max_steps or agent_steps or DEFAULT_MAX_STEPS
         self.on_text = on_text
+        # Council members and the synthesis get a body of their own, and no project's say.
+        self.instruction_files = (
+            project_instructions(runtime.workspace, user_folder=user_config_path().parent)
+            if system is None
+            else []
+        )
         self.system = system_prompt(
             session.agent_name,
             session.agent,
@@ -258,6 +265,7 @@ class AgentLoop:
             memories=accepted_memories_text(runtime.store, runtime.workspace)
             if runtime.config.memory.enabled
             else "",
+            instructions=instructions_prompt(self.instruction_files),
         )
         self._specs = tool_specs(session.surface)
         self._price = price_for(provider.label, runtime.config)
@@ -356,6 +364,7 @@ class AgentLoop:
             model=self.provider.label,
             depth=self.session.depth,
             max_steps=self.max_steps,
+            instructions=[str(f.path) for f in self.instruction_files],
         )
         last_text = ""
         steps = 0

@@ -707,6 +707,7 @@ def show(
                     **record.as_dict(),
                     "models": list(transcript.models),
                     "prompt": transcript.prompt,
+                    "instructions": list(transcript.instructions),
                     "calls": [c.as_dict() for c in calls],
                     "not_run": [n.as_dict() for n in transcript.not_run],
                     "events": [e.as_dict() for e in events],

@@ -243,6 +243,8 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
         console.print(Text(f"  title {session.title}", style="dim"), highlight=False)
     if session.parent_call_id:
         console.print(f"  delegated by call {session.parent_call_id}", style="dim")
+    for path in transcript.instructions:
+        console.print(Text(f"  instructions {path}", style="dim"), highlight=False)
     shown_notices: set[int] = set()
     prompted = False
     model_steps = [s for s in transcript.steps if s.number is not None]

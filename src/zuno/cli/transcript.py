@@ -165,6 +165,8 @@ class Transcript:
     """Tokens and cost of this session's own model replies (:mod:`zuno.budget`)."""
     children_usage: SessionUsage = field(default_factory=SessionUsage)
     """The same for its child agents' sessions, theirs included."""
+    instructions: tuple[str, ...] = ()
+    """The project instruction files (``AGENTS.md``) its turns were given, in prompt order."""
 
     @property
     def prompt(self) -> str | None:
@@ -244,6 +246,7 @@ def build_transcript(
         ),
         usage_from_events((e.kind, e.data) for e in events),
         children_usage,
+        _instructions(events),
     )
 
 
@@ -334,6 +337,16 @@ def _models(session: SessionRecord, events: Sequence[EventRecord]) -> tuple[str,
     if session.model:
         seen.insert(0, session.model)
     return tuple(dict.fromkeys(seen))
+
+
+def _instructions(events: Sequence[EventRecord]) -> tuple[str, ...]:
+    """The instruction files of the session's turns, each once, in the order first given."""
+    paths: dict[str, None] = {}
+    for event in events:
+        if event.kind == "agent.started":
+            for path in event.data.get("instructions") or ():
+                paths.setdefault(str(path), None)
+    return tuple(paths)
 
 
 def _ending(session_id: str, events: Sequence[EventRecord]) -> str:
