@@ -438,11 +438,17 @@ class AgentLoop:
             return None
         if self.session.depth > 0:
             return f"stopped before the next model request: {reason}"
-        return (
-            f"stopped before the next model request: {reason}. The session is saved; "
-            f"`zuno resume {self.session.session_id} --max-budget USD` continues it "
-            "with a higher cap"
-        )
+        sid = self.session.session_id
+        if reason.startswith("the token budget"):
+            fix = f"`zuno resume {sid} --max-tokens-budget N` continues it with a higher cap"
+        elif self._price is None:
+            fix = (
+                f'set the price of {self.provider.label} in zuno.json ("models"), then '
+                f"`zuno resume {sid}` continues it"
+            )
+        else:
+            fix = f"`zuno resume {sid} --max-budget USD` continues it with a higher cap"
+        return f"stopped before the next model request: {reason}. The session is saved; {fix}"
 
     def _account(self, reply: ModelReply) -> float | None:
         """The reply's cost (None: unknown), counted against the runtime's budget."""
@@ -464,6 +470,7 @@ class AgentLoop:
             stop_reason=reply.stop_reason.value,
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
+            cached_input_tokens=reply.usage.cached_input_tokens,
             model=self.provider.label,
             cost_usd=cost,
         )

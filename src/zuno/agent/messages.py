@@ -139,6 +139,9 @@ class Usage(_Frozen):
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    """Prompt tokens read from the provider's cache, as it reported them (OpenAI counts
+    them inside ``input_tokens``; Anthropic's ``cache_read_input_tokens`` beside it)."""
 
 
 class ModelReply(_Frozen):
