@@ -34,16 +34,25 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import ConfigDict, TypeAdapter
-
+from zuno.agent.compaction import (
+    Compaction,
+    CompactionFailed,
+    compact_session,
+    context_window,
+    last_request_tokens,
+    model_view,
+    near_window,
+)
 from zuno.agent.instructions import instructions_prompt, project_instructions
 from zuno.agent.messages import (
+    META_KEY,
     AssistantMessage,
     Message,
     ModelReply,
     ToolResultMessage,
     ToolSpec,
     UserMessage,
+    stored_messages,
 )
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
@@ -81,10 +90,8 @@ DEFAULT_MAX_STEPS = 50
 ProviderFactory = Callable[[str], Provider]
 """Makes the provider for a ``PROVIDER:MODEL`` string (``runtime.provider_factory``)."""
 
-# defer_build: the validator is built when a history is first loaded, not at import.
-_MESSAGE = TypeAdapter[Message](Message, config=ConfigDict(defer_build=True))
 # Loop bookkeeping stored beside each message; stripped before the model sees it.
-_META = "zuno"
+_META = META_KEY
 
 
 class ModelNotConfigured(ProviderConfigError):
@@ -164,11 +171,7 @@ def _dump(message: Message, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stored(store: Store, session_id: str) -> list[tuple[Message, dict[str, Any]]]:
-    out: list[tuple[Message, dict[str, Any]]] = []
-    for _role, body in store.messages(session_id):
-        meta: dict[str, Any] = body.pop(_META, None) or {}
-        out.append((_MESSAGE.validate_python(body), meta))
-    return out
+    return stored_messages(store, session_id)
 
 
 def load_history(store: Store, session_id: str) -> list[Message]:
@@ -269,6 +272,9 @@ class AgentLoop:
         )
         self._specs = tool_specs(session.surface)
         self._price = price_for(provider.label, runtime.config)
+        self._window = context_window(provider.label, runtime.config)
+        self._context_tokens: int | None = None
+        self._steps_before = 0
 
     # Persistence ------------------------------------------------------------
 
@@ -282,8 +288,12 @@ class AgentLoop:
         self.runtime.events.emit(Event(kind, self.session.session_id, data=data))
 
     def history(self) -> list[Message]:
-        """The conversation so far, with any dangling calls settled from SQL."""
-        stored = _stored(self.runtime.store, self.session.session_id)
+        """The conversation the model is sent: from the last compaction summary on, with
+        any dangling calls settled from SQL."""
+        full = _stored(self.runtime.store, self.session.session_id)
+        self._steps_before = sum(1 for m, _meta in full if isinstance(m, AssistantMessage))
+        stored = model_view(full)
+        offset = len(full) - len(stored)
         history = [message for message, _meta in stored]
         if not stored:
             return history
@@ -299,7 +309,7 @@ class AgentLoop:
         if not missing:
             return history
         # The reply was persisted but (some of) its results were not: settle them from the rows.
-        before = stored[: replies[-1]]
+        before = full[: offset + replies[-1]]
         seen = max((int(meta.get("dispatch_step", 0)) for _m, meta in before), default=0)
         rows = {
             row.model_call_id: row
@@ -353,7 +363,8 @@ class AgentLoop:
 
     async def _turn(self, prompt: str | None) -> TurnOutcome:
         history = self.history()
-        previous_steps = sum(1 for m in history if isinstance(m, AssistantMessage))
+        previous_steps = self._steps_before
+        self._context_tokens = last_request_tokens(self.runtime.store, self.session.session_id)
         if history:
             self._recovery_notice(history)
         if prompt is not None:
@@ -374,6 +385,8 @@ class AgentLoop:
             stop = self._over_budget()
             if stop is not None:
                 return self._finish(TurnStatus.BUDGET, last_text, steps - 1, stop)
+            if near_window(self._context_tokens, self._window):
+                history = await self._compact_for_context(history)
             self._emit("agent.step", step=number, depth=self.session.depth)
             with model_span(self.session.session_id, self.provider.label, number) as span:
                 try:
@@ -384,6 +397,10 @@ class AgentLoop:
                     span.error(str(exc))
                     return self._finish(TurnStatus.PROVIDER_ERROR, last_text, steps - 1, str(exc))
                 cost = self._account(reply)
+                if reply.usage.input_tokens is not None:
+                    self._context_tokens = reply.usage.input_tokens + (
+                        reply.usage.output_tokens or 0
+                    )
                 span.set(
                     {
                         "gen_ai.usage.input_tokens": reply.usage.input_tokens,
@@ -411,6 +428,44 @@ class AgentLoop:
             "was reached while the model was still calling tools"
         )
         return self._finish(TurnStatus.STEP_LIMIT, last_text, steps, message)
+
+    # Compaction -------------------------------------------------------------
+
+    async def compact(self, focus: str | None = None) -> Compaction:
+        """Compact the session now (``/compact``); see :mod:`zuno.agent.compaction`.
+
+        Raises:
+            CompactionFailed: No summary could be made; the conversation is unchanged.
+        """
+        done = await compact_session(
+            self.runtime,
+            self.session,
+            self.provider,
+            system=self.system,
+            tools=self._specs,
+            focus=focus,
+        )
+        self._context_tokens = None
+        return done
+
+    async def _compact_for_context(self, history: list[Message]) -> list[Message]:
+        """The last request came near the context window: compact before the next one."""
+        try:
+            await compact_session(
+                self.runtime,
+                self.session,
+                self.provider,
+                system=self.system,
+                tools=self._specs,
+                reason="context",
+            )
+        except CompactionFailed as exc:
+            # The turn goes on uncompacted; the model request says if it no longer fits.
+            self._emit("agent.compaction_failed", message=str(exc))
+            self._context_tokens = None
+            return history
+        self._context_tokens = None
+        return self.history()
 
     def _recovery_notice(self, history: list[Message]) -> None:
         """A continued session first hears of its failed or uncertain Never calls, from SQL."""

@@ -60,9 +60,13 @@ class Said:
     text: str
     recovery_attempt: int | None = None
     """Set when the message is the recovery notice of this attempt."""
+    compaction: int | None = None
+    """Set when the message is the summary of this compaction (:mod:`zuno.agent.compaction`)."""
 
     def as_dict(self) -> dict[str, Any]:
         kind = "recovery_notice" if self.recovery_attempt is not None else "user"
+        if self.compaction is not None:
+            kind = "compaction_summary"
         return {"kind": kind, "text": self.text, "recovery_attempt": self.recovery_attempt}
 
 
@@ -172,7 +176,11 @@ class Transcript:
     def prompt(self) -> str | None:
         """The first thing the user asked, if the session has a conversation."""
         return next(
-            (e.text for e in self.entries if isinstance(e, Said) and e.recovery_attempt is None),
+            (
+                e.text
+                for e in self.entries
+                if isinstance(e, Said) and e.recovery_attempt is None and e.compaction is None
+            ),
             None,
         )
 
@@ -198,7 +206,14 @@ def build_transcript(
         role = body.get("role")
         if role == "user":
             attempt = meta.get("recovery_attempt")
-            entries.append(Said(str(body.get("text", "")), int(attempt) if attempt else None))
+            number = meta.get("compaction")
+            entries.append(
+                Said(
+                    str(body.get("text", "")),
+                    int(attempt) if attempt else None,
+                    int(number) if number else None,
+                )
+            )
         elif role == "assistant":
             asked = tuple(
                 (str(c.get("name", "")), str(c.get("arguments", "")))
