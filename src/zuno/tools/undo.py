@@ -60,9 +60,10 @@ class UndoArgs(ToolArgs):
     """Arguments of ``undo``."""
 
     call: str = Field(
-        min_length=4,
-        max_length=100,
-        description="The id of an earlier side-effecting call (a unique prefix is enough).",
+        min_length=1,
+        max_length=200,
+        description="The id of an earlier side-effecting call: your own tool-call id from "
+        "this session, or Zuno's call id (a unique prefix of at least 4 characters is enough).",
     )
     scope: Literal["call", "to"] = Field(
         default="call",
@@ -89,8 +90,13 @@ class CheckpointedCall:
     workspace: str
 
 
-def find_call(store: Any, ref: str) -> CheckpointedCall:
-    """The call whose id is ``ref`` or starts with it (its first attempt's row).
+def find_call(store: Any, ref: str, *, session_id: str | None = None) -> CheckpointedCall:
+    """The call ``ref`` names (its first attempt's row).
+
+    ``ref`` is, in this order of precedence: Zuno's call id; the model's own
+    tool-call id (the newest call of ``session_id`` that the model gave this
+    id, or, without a session, the one call in the store with it); a prefix
+    of Zuno's call id, at least 4 characters long.
 
     Raises:
         ArgumentsRejected: No call matches, or several do.
@@ -102,10 +108,15 @@ def find_call(store: Any, ref: str) -> CheckpointedCall:
     )
     rows = store.query(sql.format("c.call_id = ?"), (ref,))
     if not rows:
+        rows = _by_model_id(store, sql, ref, session_id)
+    if not rows and len(ref) >= 4:
         rows = store.query(sql.format("substr(c.call_id, 1, ?) = ?"), (len(ref), ref))
     ids = list(dict.fromkeys(str(r[0]) for r in rows))
     if not ids:
-        raise ArgumentsRejected(f"no call {ref!r}; `zuno show SESSION` lists a session's calls")
+        raise ArgumentsRejected(
+            f"no call {ref!r}; give your own tool-call id from this session or Zuno's call id "
+            "(`zuno show SESSION` lists a session's calls)"
+        )
     if len(ids) > 1:
         raise ArgumentsRejected(
             f"the call prefix {ref!r} is ambiguous: it matches {len(ids)} calls "
@@ -120,6 +131,20 @@ def find_call(store: Any, ref: str) -> CheckpointedCall:
         row[4],
         str(row[5]),
     )
+
+
+def _by_model_id(store: Any, sql: str, ref: str, session_id: str | None) -> list[Any]:
+    """The rows of the call the model named ``ref``: in ``session_id`` its newest one."""
+    if session_id is not None:
+        rows = store.query(
+            sql.format("c.model_call_id = ? AND c.session_id = ?").replace(
+                "ORDER BY c.call_id", "ORDER BY c.call_id DESC"
+            ),
+            (ref, session_id),
+        )
+        newest = rows[0][0] if rows else None
+        return [r for r in rows if r[0] == newest]
+    return store.query(sql.format("c.model_call_id = ?"), (ref,))
 
 
 def last_changing_call(store: Any, checkpoints: Checkpoints, limit: int = 200) -> str | None:
@@ -225,7 +250,7 @@ class UndoTool(Tool[UndoArgs]):
                 "checkpoint.failed event), so it could not itself be undone"
             )
         store = ctx.services.store
-        target = find_call(store, args.call)
+        target = find_call(store, args.call, session_id=ctx.session_id)
         problem = checkpoint_problem(store, target, ctx.workspace)
         if problem is not None:
             raise ArgumentsRejected(problem)
