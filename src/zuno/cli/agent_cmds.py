@@ -291,6 +291,13 @@ def _finish(
         outcome = run_until_stopped(_drive, rt, state, provider, prompt, steps)
     except McpServerError as exc:
         _close_and_fail(rt, str(exc))
+    except Exception as exc:
+        from zuno.cli.headless_run import startup_problem
+
+        problem = startup_problem(exc)  # a missing rg: one line, the session closed
+        if problem is None:
+            raise
+        _close_and_fail(rt, problem)
     except KeyboardInterrupt as exc:
         why = f" by {exc}" if isinstance(exc, Stopped) else ""
         err.print(

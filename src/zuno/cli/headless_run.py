@@ -31,7 +31,13 @@ from zuno.permissions import ApproveAll, DenyAll
 from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 from zuno.store import StoreError, StoreUnavailable
 
-__all__ = ["HeadlessOptions", "OutputFormat", "resume_headless", "run_headless"]
+__all__ = [
+    "HeadlessOptions",
+    "OutputFormat",
+    "resume_headless",
+    "run_headless",
+    "startup_problem",
+]
 
 OutputFormat = Literal["stream-json", "json"]
 """``stream-json``: one event per line as it happens; ``json``: the ``end`` object only."""
@@ -71,16 +77,36 @@ def _usage(message: str) -> _Ended:
     return _Ended("usage_error", ExitStatus.USAGE, message)
 
 
-def _store_unavailable(exc: BaseException) -> StoreUnavailable | None:
-    """The StoreUnavailable in ``exc``, also inside the exception groups of task groups."""
-    if isinstance(exc, StoreUnavailable):
+def _found(
+    exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException | None:
+    """The exception of ``kind`` in ``exc``, also inside the exception groups of task groups."""
+    if isinstance(exc, kind):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            found = _store_unavailable(inner)  # pyright: ignore[reportUnknownArgumentType]
+            found = _found(inner, kind)  # pyright: ignore[reportUnknownArgumentType]
             if found is not None:
                 return found
     return None
+
+
+def _store_unavailable(exc: BaseException) -> StoreUnavailable | None:
+    found = _found(exc, StoreUnavailable)
+    return found if isinstance(found, StoreUnavailable) else None
+
+
+def startup_problem(exc: BaseException) -> str | None:
+    """What a person must fix when a tool could not start (a missing rg, no sandbox), or None.
+
+    Tools load when the agent first lists them, inside the turn's task group, so
+    the error may come wrapped in exception groups.
+    """
+    from zuno.ripgrep import RipgrepUnavailable
+    from zuno.sandbox import SandboxError
+
+    found = _found(exc, (RipgrepUnavailable, SandboxError))
+    return None if found is None else str(found)
 
 
 @dataclass(slots=True)
@@ -197,12 +223,18 @@ def _main(options: HeadlessOptions, body: Callable[[_Run], ExitStatus]) -> NoRet
             writer.end("usage_error", code, str(exc))
         except Exception as exc:
             unavailable = _store_unavailable(exc)
-            if unavailable is None:
+            problem = startup_problem(exc)
+            if problem is not None:
+                code = ExitStatus.USAGE
+                _say(problem)
+                writer.end("usage_error", code, problem)
+            elif unavailable is None:
                 writer.end("internal_error", 1, f"{type(exc).__name__}: {exc}")
                 raise
-            code = ExitStatus.STORE_UNAVAILABLE
-            _say(str(unavailable))
-            writer.end("store_unavailable", code, str(unavailable))
+            else:
+                code = ExitStatus.STORE_UNAVAILABLE
+                _say(str(unavailable))
+                writer.end("store_unavailable", code, str(unavailable))
         finally:
             if run.rt is not None:
                 with contextlib.suppress(Exception):  # a store that went away cannot close
