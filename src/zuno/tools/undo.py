@@ -43,6 +43,7 @@ from zuno.tool import (
 )
 
 __all__ = [
+    "CONFLICT_FIX",
     "CheckpointedCall",
     "UndoArgs",
     "UndoPlan",
@@ -54,6 +55,12 @@ __all__ = [
 ]
 
 _SHOWN = 50  # paths listed in a result; the rest are counted
+
+CONFLICT_FIX = (
+    'Undo the later calls first, use scope "to" to restore everything as it was before it, '
+    "or force to overwrite them"
+)
+"""How the model gets past a refused undo (``zuno undo`` says it in its own options)."""
 
 
 class UndoArgs(ToolArgs):
@@ -181,6 +188,12 @@ def checkpoint_problem(store: Any, call: CheckpointedCall, workspace: Path) -> s
         )
     if call.effect != "side_effecting":
         return f"{call.call_id} ({call.tool}) is {call.effect or 'not run'}: it changed no files"
+    if call.snapshot is None and _changes_no_files(call.tool):
+        return (
+            f"{call.call_id} ({call.tool}) changes only Zuno's own record of the session "
+            "(its plan, todo list or goal), not workspace files, so there is nothing to diff "
+            f"or undo; `zuno show {call.session_id}` shows what it did"
+        )
     if call.snapshot is None:
         rows = store.query(
             "SELECT data FROM events WHERE call_id = ? AND kind = 'checkpoint.failed'",
@@ -266,9 +279,7 @@ class UndoTool(Tool[UndoArgs]):
         if plan.conflicts and not args.force:
             raise ArgumentsRejected(
                 f"{len(plan.conflicts)} file(s) that {target.call_id} ({target.tool}) changed "
-                f"changed again after it: {_listed(plan.conflicts)}. Undo the later calls "
-                f'first, use scope "to" to restore everything as it was before it, or force '
-                "to overwrite them"
+                f"changed again after it: {_listed(plan.conflicts)}. {CONFLICT_FIX}"
             )
         if not plan.targets:
             what = "changed no file" if args.scope == "call" else "left the workspace as it is"
@@ -309,6 +320,17 @@ class UndoTool(Tool[UndoArgs]):
                 "skipped": done.skipped,
             },
         )
+
+
+def _changes_no_files(tool: str) -> bool:
+    """Whether the built-in ``tool`` keeps its effect in the store, never in workspace files."""
+    from zuno.registry import import_factory
+    from zuno.tools import BUILTINS
+
+    home = next((b.home for b in BUILTINS if b.name == tool), None)
+    if home is None:
+        return False
+    return getattr(import_factory(home), "changes_workspace", True) is False
 
 
 def _listed(paths: list[str], limit: int = 10) -> str:
