@@ -518,3 +518,36 @@ def test_resume_json_of_an_unknown_session_ends_with_a_usage_error(
     (end,) = events_of(proc.stdout)
     assert (end["status"], end["session_id"]) == ("usage_error", None)
     assert "Traceback" not in proc.stderr
+
+
+def test_a_compaction_is_an_event(workspace: Path, db: Path, model_server: FakeModelServer) -> None:
+    user_config = Path(os.environ["ZUNO_CONFIG_HOME"]) / "zuno.json"
+    user_config.write_text(json.dumps({"models": {MODEL: {"context_window": 1000}}}))
+    (workspace / "a.txt").write_text("alpha\n")
+    model_server.enqueue(
+        Reply(tool_calls=[("r1", "read", '{"path": "a.txt"}')], input_tokens=990),
+        Reply(text="SUMMARY: a.txt read, it says alpha."),
+        Reply(text="alpha"),
+    )
+    try:
+        proc = _zuno(
+            workspace,
+            _env(model_server.openai_base_url, db),
+            "run",
+            "a?",
+            "--model",
+            MODEL,
+            "--json",
+        )
+    finally:
+        user_config.unlink()
+    assert proc.returncode == 0, proc.stderr
+    events = events_of(proc.stdout)
+    (compaction,) = of(events, "compaction")
+    assert (compaction["number"], compaction["reason"]) == (1, "context")
+    assert compaction["summary"] == "SUMMARY: a.txt read, it says alpha."
+    usage = of(events, "usage")
+    assert [u["step"] for u in usage] == [1, None, 2]
+    step2 = next(s for s in of(events, "step") if s["step"] == 2)
+    assert compaction["seq"] < step2["seq"]
+    assert events[-1]["answer"] == "alpha"

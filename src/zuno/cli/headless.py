@@ -354,6 +354,16 @@ class HeadlessWriter:
             decision=event.data.get("decision"),
         )
 
+    def _compacted(self, event: Event) -> None:
+        self.emit(
+            "compaction",
+            session_id=event.session_id,
+            number=event.data.get("number"),
+            reason=event.data.get("reason"),
+            replaced=event.data.get("replaced"),
+            summary=event.data.get("summary"),
+        )
+
     def _dispatch_started(self, event: Event) -> None:
         if event.session_id == self._top:
             self._clock.start("tools")
@@ -388,4 +398,5 @@ _HANDLERS: dict[str, Callable[[HeadlessWriter, Event], None]] = {
     "dispatch.started": HeadlessWriter._dispatch_started,  # pyright: ignore[reportPrivateUsage]
     "dispatch.finished": HeadlessWriter._dispatch_finished,  # pyright: ignore[reportPrivateUsage]
     "agent.finished": HeadlessWriter._turn_finished,  # pyright: ignore[reportPrivateUsage]
+    "agent.compacted": HeadlessWriter._compacted,  # pyright: ignore[reportPrivateUsage]
 }
