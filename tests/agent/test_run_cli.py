@@ -328,8 +328,7 @@ def test_no_ripgrep_is_one_line_exit_2_and_the_session_settled(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "ripgrep >= 14 is required" in lines[0], proc.stderr
     assert "ZUNO_RG" in lines[0]  # the fix is named
-    listed: Any = cli.json("sessions")
-    sessions: list[dict[str, Any]] = listed if isinstance(listed, list) else listed["sessions"]
+    sessions: list[dict[str, Any]] = cli.json("sessions")
     (session,) = sessions
     assert session["state"] != "running", session
     if flags:
