@@ -128,3 +128,25 @@ async def test_nothing_to_compact_is_refused(
         assert model_server.requests == []
     finally:
         rt.close()
+
+
+@pytest.mark.anyio
+async def test_a_new_prompt_is_sent_as_written_after_a_compaction(
+    workspace: Path, model_server: FakeModelServer
+) -> None:
+    model_server.enqueue(
+        Reply(text="A long answer.", input_tokens=900, output_tokens=60),
+        Reply(text="SUMMARY-3: answered at length."),
+        Reply(text="Short now."),
+    )
+    rt = make_runtime(workspace, model_server, models=SMALL_WINDOW["models"])
+    try:
+        first = await run_turn(rt, "Tell me everything")
+        second = await run_turn(rt, "Now be brief", session_id=first.session_id)
+        assert second.text == "Short now."
+        assert "Now be brief" not in _texts(_messages(model_server, 1))  # not summarised
+        sent = _messages(model_server, 2)
+        assert [m["role"] for m in sent] == ["system", "user", "user"]
+        assert "SUMMARY-3" in str(sent[1]["content"]) and sent[2]["content"] == "Now be brief"
+    finally:
+        rt.close()

@@ -366,6 +366,9 @@ class AgentLoop:
         history = self.history()
         previous_steps = self._steps_before
         self._context_tokens = last_request_tokens(self.runtime.store, self.session.session_id)
+        if near_window(self._context_tokens, self._window):
+            # Before the new prompt, so the model reads the prompt itself, not a summary of it.
+            history = await self._compact_for_context(history)
         if history:
             self._recovery_notice(history)
         if prompt is not None:
@@ -451,6 +454,8 @@ class AgentLoop:
 
     async def _compact_for_context(self, history: list[Message]) -> list[Message]:
         """The last request came near the context window: compact before the next one."""
+        if self._over_budget() is not None:
+            return history  # no money for a summary: the step's own check stops the turn
         try:
             await compact_session(
                 self.runtime,
