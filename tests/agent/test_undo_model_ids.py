@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_helpers import make_runtime, run_turn
 from fake_api import FakeModelServer, Reply
+
+from zuno.trust import trust
 
 
 def _tool_results(server: FakeModelServer, request: int) -> dict[str, str]:
@@ -63,3 +69,40 @@ async def test_without_the_undo_tool_the_note_names_the_command(
         assert f"zuno undo {written.call_id}" in _tool_results(model_server, 1)["w1"]
     finally:
         rt.close()
+
+
+def test_zuno_diff_and_undo_take_the_models_id(
+    workspace: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    rules = [{"tool": "write", "action": "allow"}]
+    (workspace / "zuno.json").write_text(json.dumps({"permission": {"rules": rules}}))
+    trust(workspace)
+    model_server.enqueue(
+        Reply(tool_calls=[("toolu_w1", "write", '{"path": "new.txt", "content": "x\\n"}')]),
+        Reply(text="Written."),
+    )
+    env = {
+        **os.environ,
+        "ZUNO_DB": str(tmp_path / "run.db"),
+        "OPENAI_BASE_URL": model_server.openai_base_url,
+        "OPENAI_API_KEY": "k",
+    }
+
+    def zuno(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "zuno", *args],
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert zuno("run", "write", "--model", "openai:fake-model").returncode == 0
+    diff = zuno("diff", "toolu_w1", "--json")
+    assert diff.returncode == 0, diff.stderr
+    assert [f["path"] for f in json.loads(diff.stdout)["files"]] == ["new.txt"]
+    undone = zuno("undo", "toolu_w1")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert not (workspace / "new.txt").exists()
