@@ -58,7 +58,6 @@ from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
 from zuno.budget import price_for, session_budget, step_cost
 from zuno.config import AgentSettings, Config, user_config_path
-from zuno.declarations import Effect, Outcome
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
 from zuno.images import ImageAttachment, attachment_for, image_max_bytes
@@ -66,6 +65,7 @@ from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
 from zuno.telemetry import model_span, turn_span
+from zuno.tools.undo import undo_note
 
 if TYPE_CHECKING:
     from zuno.budget import Budget
@@ -549,7 +549,8 @@ class AgentLoop:
             else:
                 content, is_error, images = result.output, result.is_error, result.images
                 meta = {"call_id": result.call_id, "outcome": result.outcome.value}
-                content += self._undo_note(result, call.id)
+                undo = self.session.surface.get("undo") is not None
+                content += undo_note(self.runtime.store, result, call.id, undo)
             self._append(
                 history,
                 ToolResultMessage(
@@ -562,24 +563,6 @@ class AgentLoop:
                 dispatch_step=step,
                 **meta,
             )
-
-    def _undo_note(self, result: CallResult, model_call_id: str) -> str:
-        """For a call that ran with a checkpoint before it: a line saying it can be undone."""
-        if result.declaration is None or result.declaration.effect is not Effect.SIDE_EFFECTING:
-            return ""
-        if result.outcome is Outcome.BLOCKED:
-            return ""
-        rows = self.runtime.store.query(
-            "SELECT 1 FROM calls WHERE call_id = ? AND snapshot IS NOT NULL LIMIT 1",
-            (result.call_id,),
-        )
-        if not rows:
-            return ""
-        if self.session.surface.get("undo") is not None:
-            how = f'undo with {{"call": "{model_call_id}"}}'
-        else:
-            how = f"the user can undo it: zuno undo {result.call_id}"
-        return f"\n[Zuno call {result.call_id}; any file changes it made can be undone: {how}]"
 
     def _dispatch_step(self, results: Sequence[CallResult]) -> int:
         if not results:

@@ -31,7 +31,9 @@ from typing import Any, ClassVar, Literal
 import anyio
 from pydantic import Field
 
+from zuno.calls import CallResult
 from zuno.checkpoints import Change, CheckpointError, Checkpoints, Entry, checkpoints_of_store
+from zuno.declarations import Effect, Outcome
 from zuno.tool import (
     ArgumentsRejected,
     Tool,
@@ -52,6 +54,7 @@ __all__ = [
     "find_call",
     "last_changing_call",
     "plan_undo",
+    "undo_note",
 ]
 
 _SHOWN = 50  # paths listed in a result; the rest are counted
@@ -320,6 +323,33 @@ class UndoTool(Tool[UndoArgs]):
                 "skipped": done.skipped,
             },
         )
+
+
+def undo_note(store: Any, result: CallResult, model_call_id: str, has_undo: bool) -> str:
+    """What a model is told after a call that ran with a checkpoint before it ("" otherwise).
+
+    Args:
+        store: The store holding the call's row.
+        result: The settled call.
+        model_call_id: The id the model gave the call.
+        has_undo: Whether the model has the ``undo`` tool (else the user is named).
+    """
+    declaration = result.declaration
+    if declaration is None or declaration.effect is not Effect.SIDE_EFFECTING:
+        return ""
+    if result.outcome is Outcome.BLOCKED:
+        return ""
+    rows = store.query(
+        "SELECT 1 FROM calls WHERE call_id = ? AND snapshot IS NOT NULL LIMIT 1",
+        (result.call_id,),
+    )
+    if not rows:
+        return ""
+    if has_undo:
+        how = f'undo with {{"call": "{model_call_id}"}}'
+    else:
+        how = f"the user can undo it: zuno undo {result.call_id}"
+    return f"\n[Zuno call {result.call_id}; any file changes it made can be undone: {how}]"
 
 
 def _changes_no_files(tool: str) -> bool:
