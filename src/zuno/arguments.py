@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DEPTH",
     "ArgumentsError",
+    "example_arguments",
     "parse_arguments",
     "planned_calls",
     "raw_arguments",
@@ -192,3 +193,42 @@ def validation_message(tool: Tool[Any], exc: ValidationError) -> str:
             got = got[:57] + "..."
         problems.append(f"`{field_name}`: {error['msg']} (got {got})")
     return "; ".join(problems) + f". Expected arguments: {expected_shape(tool)}"
+
+
+def example_arguments(tool: Tool[Any], given: str) -> str | None:
+    """The right form of arguments given as plain text instead of JSON, for a person to copy.
+
+    ``zuno call read README.md`` meant ``{"path": "README.md"}``: a tool with
+    one required text argument takes the text as its value; otherwise each
+    required argument is shown with a placeholder. None when ``given`` is JSON.
+    """
+    try:
+        json.loads(given)
+    except ValueError:
+        pass
+    else:
+        return None
+    schema = tool.schema()
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required: list[str] = list(schema.get("required") or [])
+    if not required:
+        required = list(properties)[:1]
+    texts = [name for name in required if (properties.get(name) or {}).get("type") == "string"]
+    if len(required) == 1 and texts and given.strip():
+        return json.dumps({required[0]: given.strip()}, ensure_ascii=False)
+    return json.dumps({name: _placeholder(properties.get(name) or {}) for name in required})
+
+
+def _placeholder(field: dict[str, Any]) -> Any:
+    kind = field.get("type")
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 1.0
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    return "..."

@@ -82,6 +82,13 @@ class ModelSettings(BaseModel):
         default=None,
         description="USD per million tokens, {input, output}; used for cost and --max-budget.",
     )
+    context_window: int | None = Field(
+        default=None,
+        ge=1000,
+        le=100_000_000,
+        description="Tokens the model reads at most; a conversation that nears it is "
+        "compacted (default: Zuno's table of common models, else never).",
+    )
 
 
 PRICES_AS_OF = "2025-10"

@@ -16,12 +16,14 @@ checked against the tools of this build and the configured MCP servers
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+import types
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
 
 import platformdirs
 from pydantic import (
@@ -372,7 +374,7 @@ def _describe(error: Any) -> str:
         value = value[:77] + "..."
     kind = error["type"]
     if kind == "extra_forbidden":
-        return f"unknown key {loc!r}; remove it or check its spelling"
+        return f"unknown key {loc!r}; {_did_you_mean(error['loc'])}"
     if kind == "missing":
         return f"key {loc!r} is required"
     ctx: dict[str, Any] = error.get("ctx") or {}
@@ -383,6 +385,48 @@ def _describe(error: Any) -> str:
         return f"key {loc!r} has value {value}: it must be {choices}"
     allowed = _allowed_range(error["loc"])
     return f"key {loc!r} has value {value}: {error['msg']}{allowed}"
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """The fix for an unknown key: the closest known key of its section, when one is close."""
+    section = _section_at(loc[:-1])
+    name = loc[-1] if loc else None
+    if section is None or not isinstance(name, str):
+        return "remove it or check its spelling"
+    known = [n for n, f in section.model_fields.items() if not f.exclude]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {'.'.join([*map(str, loc[:-1]), close[0]])!r}?"
+    return f"remove it, or use one of: {', '.join(sorted(known))}"
+
+
+def _section_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The settings model that holds the keys found at ``loc`` (None: not a model)."""
+    annotation: Any = Config
+    for part in loc:
+        annotation = _unwrapped(annotation)
+        fields = getattr(annotation, "model_fields", None)
+        if fields is not None:
+            if not isinstance(part, str) or part not in fields:
+                return None
+            annotation = fields[part].annotation
+        elif get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]  # ``part`` is a key of the map
+        else:
+            return None
+    annotation = _unwrapped(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """``X`` of ``X | None``; anything else as it is."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        if len(inner) == 1:
+            return inner[0]
+    return annotation
 
 
 def _allowed_range(loc: tuple[Any, ...]) -> str:

@@ -76,6 +76,7 @@ class Reply:
         output_tokens: Reported completion tokens.
         cut_after: Drop the connection after this many streamed deltas (a
             connection lost mid-reply); None streams the whole reply.
+        cached_tokens: Reported prompt tokens read from the cache (None: not reported).
     """
 
     text: str = ""
@@ -85,6 +86,7 @@ class Reply:
     input_tokens: int = 11
     output_tokens: int = 7
     cut_after: int | None = None
+    cached_tokens: int | None = None
 
     def calls(self) -> list[ToolCall]:
         """The tool calls as :class:`ToolCall` objects."""
@@ -152,11 +154,13 @@ def _openai_stream(reply: Reply, model: str, usage: bool) -> list[str]:
     finish = reply.stop_reason or ("tool_calls" if reply.tool_calls else "stop")
     events.append(chunk({}, finish))
     if usage:
-        counts = {
+        counts: dict[str, Any] = {
             "prompt_tokens": reply.input_tokens,
             "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens,
         }
+        if reply.cached_tokens is not None:
+            counts["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         events.append(json.dumps({**base, "choices": [], "usage": counts}))
     return events
 
@@ -187,6 +191,8 @@ def _anthropic_stream(reply: Reply, model: str) -> list[tuple[str, dict[str, Any
     """The ``(event, data)`` pairs of a Messages stream, in order."""
     start: dict[str, Any] = {**_anthropic_message(reply, model), "content": [], "stop_reason": None}
     start["usage"] = {"input_tokens": reply.input_tokens, "output_tokens": 1}
+    if reply.cached_tokens is not None:
+        start["usage"]["cache_read_input_tokens"] = reply.cached_tokens
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start})]
     events.append(("ping", {}))
     index = 0

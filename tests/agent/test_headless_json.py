@@ -180,6 +180,7 @@ def test_every_event_type_through_a_whole_run(
     assert end["usage"] == {
         "input_tokens": sum(u["input_tokens"] for u in usage),
         "output_tokens": sum(u["output_tokens"] for u in usage),
+        "cached_input_tokens": None,  # no reply reported any
         "cost_usd": None,  # the fake model has no price
     }
     assert end["calls"] == {"blocked": 1, "error": 1, "ok": 3}
@@ -396,3 +397,157 @@ def test_yes_approves_without_asking(
     assert answered["decision"] == "once"
     assert (workspace / "yes.txt").read_text() == "x"
     assert of(events, "call.settled")[0]["outcome"] == "ok"
+
+
+def _user_texts(server: FakeModelServer) -> list[str]:
+    """The user messages of the last request the model server received."""
+    messages: list[dict[str, Any]] = server.requests[-1].body["messages"]
+    return [str(m["content"]) for m in messages if m["role"] == "user"]
+
+
+def test_the_end_event_reports_the_whole_run(
+    workspace: Path, db: Path, model_server: FakeModelServer
+) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    rules = [{"tool": "write", "action": "allow"}]
+    (workspace / "zuno.json").write_text(json.dumps({"permission": {"rules": rules}}))
+    trust(workspace)
+    model_server.enqueue(
+        Reply(
+            text="Working.",
+            tool_calls=[
+                ("r1", "read", '{"path": "a.txt"}'),
+                ("w1", "write", '{"path": "out.txt", "content": "new\\n"}'),
+                ("s1", "shell", '{"command": "touch denied.txt"}'),  # asks: denied
+            ],
+            cached_tokens=4,
+        ),
+        Reply(text="All done.", cached_tokens=6),
+    )
+    env = _env(model_server.openai_base_url, db)
+    proc = _zuno(workspace, env, "run", "Go", "--model", MODEL, "--json")
+    assert proc.returncode == 0, proc.stderr
+    events = events_of(proc.stdout)
+    settled = {e["model_call_id"]: e for e in of(events, "call.settled")}
+    assert isinstance(settled["r1"]["duration_ms"], int) and settled["r1"]["duration_ms"] >= 0
+    assert isinstance(settled["w1"]["duration_ms"], int)
+    assert settled["s1"]["duration_ms"] is None  # refused: it never ran
+    assert [u["cached_input_tokens"] for u in of(events, "usage")] == [4, 6]
+    end = events[-1]
+    assert end["answer"] == "All done." and end["is_error"] is False
+    durations = end["durations"]
+    assert set(durations) == {"total_ms", "model_ms", "tools_ms"}
+    assert all(isinstance(v, int) and v >= 0 for v in durations.values())
+    assert durations["total_ms"] >= durations["model_ms"] + durations["tools_ms"]
+    assert end["usage"]["cached_input_tokens"] == 10
+    (denied,) = end["denied"]
+    assert denied["tool"] == "shell" and denied["model_call_id"] == "s1"
+    assert denied["call_id"] == settled["s1"]["call_id"]
+    assert "touch denied.txt" in denied["arguments"]
+    assert end["changed_files"] == ["out.txt"]
+
+
+def test_a_failed_run_is_an_error_without_an_answer(workspace: Path, db: Path) -> None:
+    env = _env(f"http://127.0.0.1:{free_port()}/v1", db)
+    proc = _zuno(workspace, env, "run", "hello", "--model", MODEL, "--json")
+    end = events_of(proc.stdout)[-1]
+    assert (end["is_error"], end["answer"], end["denied"], end["changed_files"]) == (
+        True,
+        None,
+        [],
+        [],
+    )
+
+
+def test_resume_json_stdin_prompt_single_object_and_last_message(
+    workspace: Path, db: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    env = _env(model_server.openai_base_url, db)
+    model_server.enqueue(Reply(text="First answer."), Reply(text="Second answer."))
+    # A prompt of - is read from standard input.
+    first = subprocess.run(
+        [*ZUNO, "run", "-", "--model", MODEL, "--json"],
+        cwd=workspace,
+        env=env,
+        input="A prompt from stdin\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert first.returncode == 0, first.stderr
+    assert _user_texts(model_server) == ["A prompt from stdin\n"]
+    sid = events_of(first.stdout)[0]["session_id"]
+
+    # resume --json: the same session goes on, as events.
+    resumed = _zuno(workspace, env, "resume", sid, "And now?", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    events = events_of(resumed.stdout)
+    assert events[0]["type"] == "session" and events[0]["session_id"] == sid
+    assert [s["step"] for s in of(events, "step")] == [2]
+    assert events[-1]["answer"] == "Second answer." and events[-1]["session_id"] == sid
+    assert _user_texts(model_server) == ["A prompt from stdin\n", "And now?"]
+
+    # --output-format json: one object; --output-last-message: the answer in a file.
+    model_server.enqueue(Reply(text="Third answer."))
+    saved = tmp_path / "last.txt"
+    proc = _zuno(
+        workspace,
+        env,
+        "resume",
+        sid,
+        "Once more",
+        "--output-format",
+        "json",
+        "--output-last-message",
+        str(saved),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1
+    only = json.loads(lines[0])
+    assert (only["type"], only["status"], only["answer"]) == ("end", "answered", "Third answer.")
+    assert only["session_id"] == sid and only["is_error"] is False
+    assert saved.read_text() == "Third answer."
+
+
+def test_resume_json_of_an_unknown_session_ends_with_a_usage_error(
+    workspace: Path, db: Path, model_server: FakeModelServer
+) -> None:
+    proc = _zuno(workspace, _env(model_server.openai_base_url, db), "resume", "ses_nope", "--json")
+    assert proc.returncode == 2
+    (end,) = events_of(proc.stdout)
+    assert (end["status"], end["session_id"]) == ("usage_error", None)
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_compaction_is_an_event(workspace: Path, db: Path, model_server: FakeModelServer) -> None:
+    user_config = Path(os.environ["ZUNO_CONFIG_HOME"]) / "zuno.json"
+    user_config.write_text(json.dumps({"models": {MODEL: {"context_window": 1000}}}))
+    (workspace / "a.txt").write_text("alpha\n")
+    model_server.enqueue(
+        Reply(tool_calls=[("r1", "read", '{"path": "a.txt"}')], input_tokens=990),
+        Reply(text="SUMMARY: a.txt read, it says alpha."),
+        Reply(text="alpha"),
+    )
+    try:
+        proc = _zuno(
+            workspace,
+            _env(model_server.openai_base_url, db),
+            "run",
+            "a?",
+            "--model",
+            MODEL,
+            "--json",
+        )
+    finally:
+        user_config.unlink()
+    assert proc.returncode == 0, proc.stderr
+    events = events_of(proc.stdout)
+    (compaction,) = of(events, "compaction")
+    assert (compaction["number"], compaction["reason"]) == (1, "context")
+    assert compaction["summary"] == "SUMMARY: a.txt read, it says alpha."
+    usage = of(events, "usage")
+    assert [u["step"] for u in usage] == [1, None, 2]
+    step2 = next(s for s in of(events, "step") if s["step"] == 2)
+    assert compaction["seq"] < step2["seq"]
+    assert events[-1]["answer"] == "alpha"

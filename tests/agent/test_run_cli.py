@@ -315,3 +315,42 @@ def test_anthropic_model_honours_its_variables(
         if block.get("type") == "tool_result"
     ]
     assert [b["tool_use_id"] for b in results] == ["t1", "t2"]
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"]], ids=["plain", "json"])
+def test_no_ripgrep_is_one_line_exit_2_and_the_session_settled(
+    flags: list[str], cli: Cli, model_server: FakeModelServer
+) -> None:
+    model_server.enqueue(Reply(text="never asked"))
+    env = {**cli.env, "ZUNO_RG": str(cli.workspace / "no-such-rg")}
+    proc = cli.run("run", "find x", "--model", MODEL, *flags, env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ripgrep >= 14 is required" in lines[0], proc.stderr
+    assert "ZUNO_RG" in lines[0]  # the fix is named
+    sessions: list[dict[str, Any]] = cli.json("sessions")
+    (session,) = sessions
+    assert session["state"] != "running", session
+    if flags:
+        end = json.loads(proc.stdout.splitlines()[-1])
+        assert (end["status"], end["exit_code"]) == ("usage_error", 2)
+
+
+def test_plain_run_saves_the_last_message_and_reads_a_stdin_prompt(
+    cli: Cli, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    model_server.enqueue(Reply(text="The answer."))
+    saved = tmp_path / "answer.txt"
+    proc = subprocess.run(
+        [*ZUNO, "run", "-", "--model", MODEL, "--output-last-message", str(saved)],
+        cwd=cli.workspace,
+        env=cli.env,
+        input="Question from a pipe",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert saved.read_text() == "The answer."
+    sent: list[dict[str, Any]] = model_server.requests[0].body["messages"]
+    assert sent[-1] == {"role": "user", "content": "Question from a pipe"}

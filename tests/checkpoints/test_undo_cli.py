@@ -92,6 +92,11 @@ def test_zuno_diff_and_undo_of_shell_effects_and_undo_of_the_undo(
 
     refused = zuno.run("undo", first)  # notes.txt changed again after it
     assert refused.returncode == 1 and "notes.txt" in refused.stdout
+    # The way out is told in the command's own options, not the tool's arguments.
+    assert f"zuno undo --to {first}" in refused.stdout and f"zuno undo {first} --force" in (
+        refused.stdout
+    )
+    assert 'scope "to"' not in refused.stdout
     assert (workspace / "notes.txt").read_text() == "alpha\nbeta\ngamma\n"
 
     zuno.ok("undo")  # the last side-effecting call: the second shell
@@ -138,3 +143,15 @@ def _folder_digest(root: Path) -> str:
             p = Path(folder, name)
             digest.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
     return digest.hexdigest()
+
+
+def test_diff_of_a_todo_update_says_it_changes_no_files(zuno: Zuno) -> None:
+    todos = {"todos": [{"content": "write the docs"}]}
+    done = zuno.json("call", "todo_update", json.dumps(todos), "--yes")
+    assert done["outcome"] == "ok", done
+    for command in ("diff", "undo"):
+        proc = zuno.run(command, str(done["call_id"]))
+        assert proc.returncode != 0
+        said = proc.stderr + proc.stdout
+        assert "not workspace files" in said and "checkpoints were off" not in said, said
+        assert "Traceback" not in said

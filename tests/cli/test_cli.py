@@ -87,6 +87,16 @@ def test_write_needs_approval_without_a_terminal(zuno: Zuno) -> None:
     assert body["outcome"] == "ok" and (zuno.workspace / "new.txt").read_text() == "x"
 
 
+def test_plain_text_arguments_get_an_example_of_the_json_form(zuno: Zuno) -> None:
+    proc = zuno.run("call", "read", "README.md")
+    assert proc.returncode == 1
+    assert 'zuno call read \'{"path": "README.md"}\'' in proc.stderr, proc.stderr
+    proc = zuno.run("call", "write", "notes")
+    assert 'zuno call write \'{"path": "...", "content": "..."}\'' in proc.stderr
+    proc = zuno.run("call", "read", '{"path": 3}')  # JSON, of the wrong shape: no example
+    assert "such as" not in proc.stderr and "Expected arguments" in proc.stdout
+
+
 def test_malformed_arguments_are_blocked_not_crashed(zuno: Zuno) -> None:
     body = zuno.json("call", "read", '{"path": ', code=1)
     assert body["block_kind"] == "invalid_arguments" and "not valid JSON" in body["result"]

@@ -43,6 +43,31 @@ def test_unknown_key_is_named(workspace: Path) -> None:
         load_config(workspace)
 
 
+@pytest.mark.parametrize(
+    ("data", "suggested"),
+    [
+        ({"permision": {"mode": "strict"}}, "did you mean 'permission'?"),
+        ({"permission": {"mdoe": "strict"}}, "did you mean 'permission.mode'?"),
+        ({"agents": {"mine": {"max_step": 3}}}, "did you mean 'agents.mine.max_steps'?"),
+    ],
+    ids=["top", "nested", "in-a-map"],
+)
+def test_unknown_key_gets_the_closest_known_one(
+    workspace: Path, data: dict[str, object], suggested: str
+) -> None:
+    write(workspace / "zuno.json", data)
+    with pytest.raises(ConfigError) as info:
+        load_config(workspace)
+    assert suggested in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_key_far_from_any_lists_the_known_ones(workspace: Path) -> None:
+    write(workspace / "zuno.json", {"concurrency": {"zzzzzz": 1}})
+    with pytest.raises(ConfigError, match="one of: delegations, lsp_requests"):
+        load_config(workspace)
+
+
 def test_bad_json_names_line_and_column(workspace: Path) -> None:
     write(workspace / "zuno.json", '{\n  "tools": {\n    "read": tru\n  }\n}')
     with pytest.raises(ConfigError, match=r"line 3, column"):

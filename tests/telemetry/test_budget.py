@@ -181,6 +181,8 @@ def test_the_token_budget_through_the_cli(cli: Any) -> None:
     assert proc.returncode == 3, proc.stderr
     assert len(server.requests) == 2  # 1,500 tokens a reply
     assert "token budget of 3,000 is spent" in proc.stderr
+    # The model has no price: the fix offered is the token cap, never --max-budget.
+    assert "--max-tokens-budget N" in proc.stderr and "--max-budget" not in proc.stderr
 
 
 @pytest.mark.anyio

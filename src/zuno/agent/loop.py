@@ -34,20 +34,30 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import ConfigDict, TypeAdapter
-
+from zuno.agent.compaction import (
+    Compaction,
+    CompactionFailed,
+    compact_session,
+    context_window,
+    last_request_tokens,
+    model_view,
+    near_window,
+)
+from zuno.agent.instructions import instructions_prompt, project_instructions
 from zuno.agent.messages import (
+    META_KEY,
     AssistantMessage,
     Message,
     ModelReply,
     ToolResultMessage,
     ToolSpec,
     UserMessage,
+    stored_messages,
 )
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
 from zuno.budget import price_for, session_budget, step_cost
-from zuno.config import AgentSettings, Config
+from zuno.config import AgentSettings, Config, user_config_path
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
 from zuno.images import ImageAttachment, attachment_for, image_max_bytes
@@ -55,6 +65,7 @@ from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
 from zuno.telemetry import model_span, turn_span
+from zuno.tools.undo import undo_note
 
 if TYPE_CHECKING:
     from zuno.budget import Budget
@@ -80,10 +91,8 @@ DEFAULT_MAX_STEPS = 50
 ProviderFactory = Callable[[str], Provider]
 """Makes the provider for a ``PROVIDER:MODEL`` string (``runtime.provider_factory``)."""
 
-# defer_build: the validator is built when a history is first loaded, not at import.
-_MESSAGE = TypeAdapter[Message](Message, config=ConfigDict(defer_build=True))
 # Loop bookkeeping stored beside each message; stripped before the model sees it.
-_META = "zuno"
+_META = META_KEY
 
 
 class ModelNotConfigured(ProviderConfigError):
@@ -163,11 +172,7 @@ def _dump(message: Message, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stored(store: Store, session_id: str) -> list[tuple[Message, dict[str, Any]]]:
-    out: list[tuple[Message, dict[str, Any]]] = []
-    for _role, body in store.messages(session_id):
-        meta: dict[str, Any] = body.pop(_META, None) or {}
-        out.append((_MESSAGE.validate_python(body), meta))
-    return out
+    return stored_messages(store, session_id)
 
 
 def load_history(store: Store, session_id: str) -> list[Message]:
@@ -248,6 +253,12 @@ class AgentLoop:
         agent_steps = session.agent.max_steps if session.agent is not None else None
         self.max_steps = max_steps or agent_steps or DEFAULT_MAX_STEPS
         self.on_text = on_text
+        # Council members and the synthesis get a body of their own, and no project's say.
+        self.instruction_files = (
+            project_instructions(runtime.workspace, user_folder=user_config_path().parent)
+            if system is None
+            else []
+        )
         self.system = system_prompt(
             session.agent_name,
             session.agent,
@@ -258,9 +269,13 @@ class AgentLoop:
             memories=accepted_memories_text(runtime.store, runtime.workspace)
             if runtime.config.memory.enabled
             else "",
+            instructions=instructions_prompt(self.instruction_files),
         )
         self._specs = tool_specs(session.surface)
         self._price = price_for(provider.label, runtime.config)
+        self._window = context_window(provider.label, runtime.config)
+        self._context_tokens: int | None = None
+        self._steps_before = 0
 
     # Persistence ------------------------------------------------------------
 
@@ -274,8 +289,12 @@ class AgentLoop:
         self.runtime.events.emit(Event(kind, self.session.session_id, data=data))
 
     def history(self) -> list[Message]:
-        """The conversation so far, with any dangling calls settled from SQL."""
-        stored = _stored(self.runtime.store, self.session.session_id)
+        """The conversation the model is sent: from the last compaction summary on, with
+        any dangling calls settled from SQL."""
+        full = _stored(self.runtime.store, self.session.session_id)
+        self._steps_before = sum(1 for m, _meta in full if isinstance(m, AssistantMessage))
+        stored = model_view(full)
+        offset = len(full) - len(stored)
         history = [message for message, _meta in stored]
         if not stored:
             return history
@@ -291,7 +310,7 @@ class AgentLoop:
         if not missing:
             return history
         # The reply was persisted but (some of) its results were not: settle them from the rows.
-        before = stored[: replies[-1]]
+        before = full[: offset + replies[-1]]
         seen = max((int(meta.get("dispatch_step", 0)) for _m, meta in before), default=0)
         rows = {
             row.model_call_id: row
@@ -345,7 +364,11 @@ class AgentLoop:
 
     async def _turn(self, prompt: str | None) -> TurnOutcome:
         history = self.history()
-        previous_steps = sum(1 for m in history if isinstance(m, AssistantMessage))
+        previous_steps = self._steps_before
+        self._context_tokens = last_request_tokens(self.runtime.store, self.session.session_id)
+        if near_window(self._context_tokens, self._window):
+            # Before the new prompt, so the model reads the prompt itself, not a summary of it.
+            history = await self._compact_for_context(history)
         if history:
             self._recovery_notice(history)
         if prompt is not None:
@@ -356,6 +379,7 @@ class AgentLoop:
             model=self.provider.label,
             depth=self.session.depth,
             max_steps=self.max_steps,
+            instructions=[str(f.path) for f in self.instruction_files],
         )
         last_text = ""
         steps = 0
@@ -365,6 +389,8 @@ class AgentLoop:
             stop = self._over_budget()
             if stop is not None:
                 return self._finish(TurnStatus.BUDGET, last_text, steps - 1, stop)
+            if near_window(self._context_tokens, self._window):
+                history = await self._compact_for_context(history)
             self._emit("agent.step", step=number, depth=self.session.depth)
             with model_span(self.session.session_id, self.provider.label, number) as span:
                 try:
@@ -375,6 +401,10 @@ class AgentLoop:
                     span.error(str(exc))
                     return self._finish(TurnStatus.PROVIDER_ERROR, last_text, steps - 1, str(exc))
                 cost = self._account(reply)
+                if reply.usage.input_tokens is not None:
+                    self._context_tokens = reply.usage.input_tokens + (
+                        reply.usage.output_tokens or 0
+                    )
                 span.set(
                     {
                         "gen_ai.usage.input_tokens": reply.usage.input_tokens,
@@ -403,6 +433,46 @@ class AgentLoop:
         )
         return self._finish(TurnStatus.STEP_LIMIT, last_text, steps, message)
 
+    # Compaction -------------------------------------------------------------
+
+    async def compact(self, focus: str | None = None) -> Compaction:
+        """Compact the session now (``/compact``); see :mod:`zuno.agent.compaction`.
+
+        Raises:
+            CompactionFailed: No summary could be made; the conversation is unchanged.
+        """
+        done = await compact_session(
+            self.runtime,
+            self.session,
+            self.provider,
+            system=self.system,
+            tools=self._specs,
+            focus=focus,
+        )
+        self._context_tokens = None
+        return done
+
+    async def _compact_for_context(self, history: list[Message]) -> list[Message]:
+        """The last request came near the context window: compact before the next one."""
+        if self._over_budget() is not None:
+            return history  # no money for a summary: the step's own check stops the turn
+        try:
+            await compact_session(
+                self.runtime,
+                self.session,
+                self.provider,
+                system=self.system,
+                tools=self._specs,
+                reason="context",
+            )
+        except CompactionFailed as exc:
+            # The turn goes on uncompacted; the model request says if it no longer fits.
+            self._emit("agent.compaction_failed", message=str(exc))
+            self._context_tokens = None
+            return history
+        self._context_tokens = None
+        return self.history()
+
     def _recovery_notice(self, history: list[Message]) -> None:
         """A continued session first hears of its failed or uncertain Never calls, from SQL."""
         from zuno.recovery import issue_notice, pending_notice
@@ -429,11 +499,17 @@ class AgentLoop:
             return None
         if self.session.depth > 0:
             return f"stopped before the next model request: {reason}"
-        return (
-            f"stopped before the next model request: {reason}. The session is saved; "
-            f"`zuno resume {self.session.session_id} --max-budget USD` continues it "
-            "with a higher cap"
-        )
+        sid = self.session.session_id
+        if reason.startswith("the token budget"):
+            fix = f"`zuno resume {sid} --max-tokens-budget N` continues it with a higher cap"
+        elif self._price is None:
+            fix = (
+                f'set the price of {self.provider.label} in zuno.json ("models"), then '
+                f"`zuno resume {sid}` continues it"
+            )
+        else:
+            fix = f"`zuno resume {sid} --max-budget USD` continues it with a higher cap"
+        return f"stopped before the next model request: {reason}. The session is saved; {fix}"
 
     def _account(self, reply: ModelReply) -> float | None:
         """The reply's cost (None: unknown), counted against the runtime's budget."""
@@ -455,6 +531,7 @@ class AgentLoop:
             stop_reason=reply.stop_reason.value,
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
+            cached_input_tokens=reply.usage.cached_input_tokens,
             model=self.provider.label,
             cost_usd=cost,
         )
@@ -472,6 +549,8 @@ class AgentLoop:
             else:
                 content, is_error, images = result.output, result.is_error, result.images
                 meta = {"call_id": result.call_id, "outcome": result.outcome.value}
+                undo = self.session.surface.get("undo") is not None
+                content += undo_note(self.runtime.store, result, call.id, undo)
             self._append(
                 history,
                 ToolResultMessage(

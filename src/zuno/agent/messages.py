@@ -18,13 +18,14 @@ is ``blocked`` there like any other, so a provider never repairs or drops one.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from zuno.images import ImageAttachment
 
 __all__ = [
+    "META_KEY",
     "AssistantMessage",
     "Message",
     "ModelReply",
@@ -34,6 +35,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UserMessage",
+    "stored_messages",
 ]
 
 
@@ -139,6 +141,9 @@ class Usage(_Frozen):
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    """Prompt tokens read from the provider's cache, as it reported them (OpenAI counts
+    them inside ``input_tokens``; Anthropic's ``cache_read_input_tokens`` beside it)."""
 
 
 class ModelReply(_Frozen):
@@ -161,3 +166,23 @@ class ModelReply(_Frozen):
     def as_message(self) -> AssistantMessage:
         """The reply as a history item, to append before the tool results."""
         return AssistantMessage(text=self.text, tool_calls=self.tool_calls)
+
+
+# defer_build: the validator is built when a history is first loaded, not at import.
+_MESSAGE = TypeAdapter[Message](Message, config=ConfigDict(defer_build=True))
+
+META_KEY = "zuno"
+"""The key of the loop's bookkeeping stored beside each message (never sent to a model)."""
+
+
+class _MessageRows(Protocol):
+    def messages(self, session_id: str) -> list[tuple[str, dict[str, Any]]]: ...
+
+
+def stored_messages(store: _MessageRows, session_id: str) -> list[tuple[Message, dict[str, Any]]]:
+    """A session's stored conversation: each message with its bookkeeping (``{}`` if none)."""
+    out: list[tuple[Message, dict[str, Any]]] = []
+    for _role, body in store.messages(session_id):
+        meta: dict[str, Any] = body.pop(META_KEY, None) or {}
+        out.append((_MESSAGE.validate_python(body), meta))
+    return out

@@ -4,7 +4,8 @@ An agent configured in ``zuno.json`` with a ``prompt`` uses that text as the
 body of its system prompt; a built-in agent uses its own body below; any other
 agent gets a short generic body made from its description. Every prompt ends
 with the facts of the session (workspace, tools, depth) so the model never has
-to guess them.
+to guess them, then the project's instructions (``AGENTS.md``, see
+:mod:`zuno.agent.instructions`) and accepted memories.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def system_prompt(
     depth: int = 0,
     body: str | None = None,
     memories: str = "",
+    instructions: str = "",
 ) -> str:
     """The whole system prompt of one agent in one session.
 
@@ -114,6 +116,8 @@ def system_prompt(
         depth: 0 for the agent the user runs, 1 and more for delegated agents.
         body: Replaces the agent's own body (council members, the synthesis).
         memories: Accepted memories for this workspace and user (may be empty).
+        instructions: The project instructions section
+            (:func:`zuno.agent.instructions.instructions_prompt`; may be empty).
 
     Returns:
         The body followed by the facts of the session.
@@ -138,6 +142,8 @@ def system_prompt(
             "is handed back to it as the result: make it complete and self-contained."
         )
     text = body + "\n\n" + "\n".join(facts)
+    if instructions:
+        text += "\n\n" + instructions
     if memories:
         text += "\n\nMemories a person accepted for this workspace and user:\n" + memories
     return text

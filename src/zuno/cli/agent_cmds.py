@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
@@ -47,7 +48,15 @@ if TYPE_CHECKING:
     from zuno.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
 
-__all__ = ["resume", "run"]
+__all__ = [
+    "ResumeRefused",
+    "move_session",
+    "prompt_text",
+    "resume",
+    "resume_folder",
+    "run",
+    "stored_session",
+]
 
 ModelOpt = Annotated[
     str | None,
@@ -82,7 +91,49 @@ MaxTokensBudgetOpt = Annotated[
     ),
 ]
 
+
+class OutputFormat(StrEnum):
+    """What ``--output-format`` writes on stdout."""
+
+    TEXT = "text"
+    JSON = "json"
+    STREAM_JSON = "stream-json"
+
+
+OutputFormatOpt = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--output-format",
+        help="text (default): the live view; stream-json: one JSON event per line (as "
+        "--json); json: one JSON object when the run ends (see docs/headless.md).",
+    ),
+]
+LastMessageOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output-last-message",
+        metavar="FILE",
+        help="Also write the model's last message (the answer) to FILE when the turn ends.",
+    ),
+]
+
 err = lazy_console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class ResumeRefused(Exception):
+    """A resume that cannot go ahead as asked (the folder), with what to do instead."""
+
+
+def prompt_text(prompt: str) -> str:
+    """The prompt itself, or standard input's text for ``-``."""
+    if prompt != "-":
+        return prompt
+    if sys.stdin.isatty():
+        fail("the prompt - reads standard input, which is a terminal: pipe the prompt in")
+    text = sys.stdin.read()
+    if not text.strip():
+        fail("the prompt - read nothing from standard input: pipe the prompt in")
+    return text
 
 
 class _OneAtATime:
@@ -228,7 +279,12 @@ def _spent(rt: Runtime, session_id: str) -> str:
 
 
 def _finish(
-    rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
+    rt: Runtime,
+    state: SessionState,
+    provider: Provider,
+    prompt: str | None,
+    steps: int | None,
+    last_message: Path | None = None,
 ) -> None:
     from zuno.agent.loop import TurnStatus
     from zuno.mcp.errors import McpServerError
@@ -237,6 +293,13 @@ def _finish(
         outcome = run_until_stopped(_drive, rt, state, provider, prompt, steps)
     except McpServerError as exc:
         _close_and_fail(rt, str(exc))
+    except Exception as exc:
+        from zuno.cli.headless_run import startup_problem
+
+        problem = startup_problem(exc)  # a missing rg: one line, the session closed
+        if problem is None:
+            raise
+        _close_and_fail(rt, problem)
     except KeyboardInterrupt as exc:
         why = f" by {exc}" if isinstance(exc, Stopped) else ""
         err.print(
@@ -245,6 +308,12 @@ def _finish(
         )
         rt.close()
         raise typer.Exit(exc.exit_code if isinstance(exc, Stopped) else 130) from None
+    if last_message is not None:
+        from zuno.cli.run_report import write_last_message
+
+        problem = write_last_message(last_message, outcome.text)
+        if problem is not None:
+            err.print(f"zuno: {problem}", markup=False)
     try:
         _summary(rt, outcome)
     finally:
@@ -283,7 +352,9 @@ HeadlessOpt = Annotated[
 
 @app.command()
 def run(
-    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    prompt: Annotated[
+        str, typer.Argument(help="What the agent should do; - reads it from standard input.")
+    ],
     agent: AgentOpt = "build",
     model: ModelOpt = None,
     yes: Yes = False,
@@ -292,6 +363,8 @@ def run(
     max_budget: MaxBudgetOpt = None,
     max_tokens_budget: MaxTokensBudgetOpt = None,
     json_: HeadlessOpt = False,
+    output_format: OutputFormatOpt = OutputFormat.TEXT,
+    last_message: LastMessageOpt = None,
     workspace: Workspace = Path("."),
     db: Db = None,
 ) -> None:
@@ -304,21 +377,22 @@ def run(
     from zuno.agent.providers import ProviderError
     from zuno.runtime import UnknownAgent
 
-    if json_:
-        from zuno.cli.headless import run_headless
+    prompt = prompt_text(prompt)
+    if json_ or output_format is not OutputFormat.TEXT:
+        from zuno.cli.headless_run import HeadlessOptions, run_headless
 
-        run_headless(
-            prompt,
-            agent=agent,
+        options = HeadlessOptions(
             model=model,
             yes=yes,
             max_steps=max_steps,
-            workspace=workspace,
             db=db,
             mode=mode,
             max_budget=max_budget,
             max_tokens_budget=max_tokens_budget,
+            output="json" if output_format is OutputFormat.JSON else "stream-json",
+            last_message=last_message,
         )
+        run_headless(prompt, agent=agent, workspace=workspace, options=options)
     rt = _open_runtime(workspace, db, yes)
     try:
         settings = rt.agent_settings(agent)
@@ -329,14 +403,18 @@ def run(
     provider = _provider(chosen, rt)
     title = _first_line(prompt, 80)
     state = rt.open_session(agent=agent, model=chosen, title=title, mode=_mode(mode))
-    _finish(rt, state, provider, prompt, max_steps)
+    _finish(rt, state, provider, prompt, max_steps, last_message)
 
 
 @app.command()
 def resume(
     session: Annotated[str, typer.Argument(help="The session id (a unique prefix is enough).")],
     prompt: Annotated[
-        str | None, typer.Argument(help="A new instruction (needed after a finished answer).")
+        str | None,
+        typer.Argument(
+            help="A new instruction (needed after a finished answer); - reads it from "
+            "standard input."
+        ),
     ] = None,
     model: ModelOpt = None,
     yes: Yes = False,
@@ -370,6 +448,9 @@ def resume(
             "the new folder, and the model is told in a note of the transcript.",
         ),
     ] = None,
+    json_: HeadlessOpt = False,
+    output_format: OutputFormatOpt = OutputFormat.TEXT,
+    last_message: LastMessageOpt = None,
     db: Db = None,
     wait: WaitOpt = 0.0,
 ) -> None:
@@ -380,9 +461,31 @@ def resume(
     from zuno.cli.transcript import moved_note
     from zuno.runtime import UnknownAgent, UnknownSession
 
-    record = _stored_session(session, db)
-    home = Path(record.workspace)
-    target = _resume_folder(record.session_id, home, workspace, move_to)
+    if prompt is not None:
+        prompt = prompt_text(prompt)
+    if json_ or output_format is not OutputFormat.TEXT:
+        from zuno.cli.headless_run import HeadlessOptions, resume_headless
+
+        options = HeadlessOptions(
+            model=model,
+            yes=yes,
+            max_steps=max_steps,
+            db=db,
+            mode=mode,
+            max_budget=max_budget,
+            max_tokens_budget=max_tokens_budget,
+            output="json" if output_format is OutputFormat.JSON else "stream-json",
+            last_message=last_message,
+        )
+        resume_headless(
+            session, prompt, workspace=workspace, move_to=move_to, wait=wait, options=options
+        )
+    try:
+        record = stored_session(session, db)
+        home = Path(record.workspace)
+        target = resume_folder(record.session_id, home, workspace, move_to)
+    except (UnknownSession, StoreError, ResumeRefused) as exc:
+        fail(str(exc))
     rt = _open_runtime(target, db, yes)
     try:
         state = open_waiting(rt, record.session_id, wait)
@@ -404,11 +507,11 @@ def resume(
     _set_budget(rt, chosen, max_budget, max_tokens_budget)
     provider = _provider(chosen, rt)
     if target != home:
-        _move_session(rt, state.session_id, home, target)
+        move_session(rt, state.session_id, home, target)
         # The model hears of the move in the turn's user message, which the transcript keeps.
         note = moved_note(str(home), str(target))
         prompt = note if prompt is None else f"{note}\n\n{prompt}"
-    _finish(rt, state, provider, prompt, max_steps)
+    _finish(rt, state, provider, prompt, max_steps, last_message)
 
 
 def _mode(name: str | None) -> PermissionMode | None:
@@ -416,49 +519,56 @@ def _mode(name: str | None) -> PermissionMode | None:
     return cast("PermissionMode | None", name)
 
 
-def _stored_session(prefix: str, db: Path | None) -> SessionRecord:
-    """The stored session ``prefix`` names (read before the runtime: it decides the folder)."""
+def stored_session(prefix: str, db: Path | None) -> SessionRecord:
+    """The stored session ``prefix`` names (read before the runtime: it decides the folder).
+
+    Raises:
+        UnknownSession: No session, or several, match ``prefix``.
+        StoreError: The store cannot be read.
+    """
     from zuno.cli.app import find_session
-    from zuno.runtime import UnknownSession
     from zuno.store import open_store
 
+    store = open_store(db)
     try:
-        store = open_store(db)
-        try:
-            return find_session(store, prefix)
-        finally:
-            store.close()
-    except (UnknownSession, StoreError) as exc:
-        fail(str(exc))
+        return find_session(store, prefix)
+    finally:
+        store.close()
 
 
-def _resume_folder(
+def resume_folder(
     session_id: str, home: Path, workspace: Path | None, move_to: Path | None
 ) -> Path:
-    """The folder a resumed session works in: its own, unless ``--move-to`` names another."""
+    """The folder a resumed session works in: its own, unless ``--move-to`` names another.
+
+    Raises:
+        ResumeRefused: The folders given cannot be used, with what to give instead.
+    """
     if workspace is not None and workspace.resolve() != home:
         if move_to is None:
-            fail(
+            raise ResumeRefused(
                 f"session {session_id} works in {home}, not {workspace.resolve()}: "
                 f"`zuno resume {session_id}` continues it there from any folder; "
                 f"`--move-to {workspace}` moves it (the model is told)"
             )
         if move_to.resolve() != workspace.resolve():
-            fail("--workspace and --move-to name different folders: give only --move-to")
+            raise ResumeRefused(
+                "--workspace and --move-to name different folders: give only --move-to"
+            )
     if move_to is not None:
         target = move_to.resolve()
         if not target.is_dir():
-            fail(f"--move-to {move_to}: not a folder")
+            raise ResumeRefused(f"--move-to {move_to}: not a folder")
         return target
     if not home.is_dir():
-        fail(
+        raise ResumeRefused(
             f"the workspace of session {session_id}, {home}, is not a folder any more; "
             f"`zuno resume {session_id} --move-to DIR` continues it in another folder"
         )
     return home
 
 
-def _move_session(rt: Runtime, session_id: str, home: Path, target: Path) -> None:
+def move_session(rt: Runtime, session_id: str, home: Path, target: Path) -> None:
     """Record that the session now works in ``target``, and say so to the person."""
     with rt.store.transaction() as db:
         db.execute(

@@ -513,6 +513,24 @@ def _direct_session(store: Store, workspace: str, agent: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
+def _print_json_example(rt: Runtime, result: CallResult, given: object) -> None:
+    """Arguments given as plain text: one line with the JSON form they take."""
+    from zuno.arguments import example_arguments
+
+    tool = rt.registry.get(result.tool)
+    if result.block_kind is None or tool is None or not isinstance(given, str):
+        return
+    example = example_arguments(tool, given)
+    if example is not None:
+        form = f"zuno call {result.tool} '{example}'"
+        err.print(
+            f"zuno: the arguments are one JSON object, such as: {form}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _step(
     workspace: Path,
     db: Path | None,
@@ -548,6 +566,7 @@ def _step(
         for result in results:
             if result.call_id in unasked:
                 _print_how_to_allow(rt, result.tool, requests[result.index].arguments)
+            _print_json_example(rt, result, requests[result.index].arguments)
         if not json_:
             if is_plain(sys.stderr):
                 sys.stderr.write(f"session {state.session_id}\n")
@@ -754,6 +773,7 @@ def show(
                     **record.as_dict(),
                     "models": list(transcript.models),
                     "prompt": transcript.prompt,
+                    "instructions": list(transcript.instructions),
                     "calls": [c.as_dict() for c in calls],
                     "not_run": [n.as_dict() for n in transcript.not_run],
                     "events": [e.as_dict() for e in events],

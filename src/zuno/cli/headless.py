@@ -6,38 +6,28 @@ nothing else is written to stdout. Diagnostics go to stderr. The event types
 and fields, and the exit statuses, are documented in ``docs/headless.md``;
 fields are only ever added within one version.
 
-Nothing is asked: approvals are denied unless a rule or ``--yes`` allows the
-call, and questions are answered "no one can answer", as without a terminal.
-The events come from the runtime's event bus (what the dispatcher and the
-agent loop say happened, persisted as they happen), the call rows of the
-store (arguments, declaration, result), and the model's streamed text.
+Nothing is asked (:mod:`zuno.cli.headless_run` runs the turn): approvals are
+denied unless a rule or ``--yes`` allows the call, and questions are answered
+"no one can answer", as without a terminal. The events come from the
+runtime's event bus (what the dispatcher and the agent loop say happened,
+persisted as they happen), the call rows of the store (arguments,
+declaration, result), and the model's streamed text.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 from collections.abc import Callable
 from enum import IntEnum
-from pathlib import Path
-from typing import IO, Any, NoReturn, cast
-
-import anyio
-import typer
+from typing import IO, Any
 
 from zuno import installed_version
-from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, resolve_model
-from zuno.agent.providers import Provider, ProviderError, make_provider
-from zuno.budget import Budget, BudgetError
-from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.config import ConfigError, PermissionMode
+from zuno.agent.loop import TurnOutcome, TurnStatus
+from zuno.cli.run_report import RunClock, changed_files
 from zuno.events import Event
-from zuno.permissions import ApproveAll, DenyAll
-from zuno.runtime import Runtime, SessionState, UnknownAgent
-from zuno.store import StoreError, StoreUnavailable
+from zuno.runtime import Runtime, SessionState
 
-__all__ = ["FORMAT_VERSION", "ExitStatus", "HeadlessWriter", "run_headless"]
+__all__ = ["FORMAT_VERSION", "ExitStatus", "HeadlessWriter"]
 
 FORMAT_VERSION = 1
 """The ``"v"`` of every line; raised only when a field changes meaning or goes away."""
@@ -65,11 +55,20 @@ class HeadlessWriter:
 
     Args:
         out: Where the lines go (stdout's buffer); flushed after each line.
+        stream: False writes only the ``end`` event (``--output-format json``):
+            one JSON object for the whole run.
     """
 
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: IO[bytes], *, stream: bool = True) -> None:
         self._rt: Runtime | None = None
         self._out: IO[bytes] | None = out
+        self._stream = stream
+        self._clock = RunClock()
+        self._denied: list[dict[str, Any]] = []
+        self._settled_ids: list[str] = []
+        self._cached_tokens: int | None = None
+        self._answer: str | None = None
+        self.last_text = ""
         self._seq = 0
         self._top: str | None = None
         self._followed: set[str] = set()
@@ -91,9 +90,9 @@ class HeadlessWriter:
 
     def emit(self, type_: str, **fields: Any) -> None:
         """Write one event line (dropped silently once the reader has gone away)."""
-        if self._out is None:
-            return
         self._seq += 1
+        if self._out is None or (not self._stream and type_ != "end"):
+            return
         event = {"v": FORMAT_VERSION, "seq": self._seq, "type": type_, **fields}
         try:
             line = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -133,11 +132,14 @@ class HeadlessWriter:
     def text(self, piece: str) -> None:
         """A streamed piece of the top agent's text."""
         top = self._top or ""
+        self.last_text += piece
         self.emit("text", session_id=top, step=self._step.get(top), delta=piece)
 
     def finish(self, outcome: TurnOutcome) -> ExitStatus:
         """The ``answer`` (when there is one) and ``end`` events of a finished turn."""
+        self.last_text = outcome.text
         if outcome.status is TurnStatus.ANSWERED:
+            self._answer = outcome.text
             self.emit(
                 "answer", session_id=outcome.session_id, text=outcome.text, steps=outcome.steps
             )
@@ -159,15 +161,29 @@ class HeadlessWriter:
             session_id=self._top,
             status=status,
             exit_code=code,
+            is_error=code != ExitStatus.ANSWERED,
             message=message,
+            answer=self._answer,
             steps=steps,
+            durations=self._clock.as_dict(),
             usage={
                 "input_tokens": self._input_tokens,
                 "output_tokens": self._output_tokens,
+                "cached_input_tokens": self._cached_tokens,
                 "cost_usd": round(self._cost_usd, 6) if self._cost_known else None,
             },
             calls=dict(sorted(self._tally.items())),
+            denied=self._denied,
+            changed_files=self._changed_files(),
         )
+
+    def _changed_files(self) -> list[str] | None:
+        if self._rt is None:
+            return []
+        try:
+            return changed_files(self._rt.store, self._rt.workspace, self._settled_ids)
+        except Exception:  # a store that went away: the files cannot be told
+            return None
 
     # Runtime events -------------------------------------------------------------
 
@@ -199,13 +215,20 @@ class HeadlessWriter:
         )
 
     def _step_started(self, event: Event) -> None:
+        if event.session_id == self._top:
+            self._clock.start("model")
         step = int(event.data.get("step", 0))
         self._step[event.session_id] = step
         self.emit("step", session_id=event.session_id, depth=event.data.get("depth"), step=step)
 
     def _reply(self, event: Event) -> None:
+        if event.session_id == self._top:
+            self._clock.stop("model")
         data = event.data
         tokens_in, tokens_out = data.get("input_tokens"), data.get("output_tokens")
+        cached = data.get("cached_input_tokens")
+        if isinstance(cached, int):
+            self._cached_tokens = (self._cached_tokens or 0) + cached
         if isinstance(tokens_in, int):
             self._input_tokens = (self._input_tokens or 0) + tokens_in
         if isinstance(tokens_out, int):
@@ -221,6 +244,7 @@ class HeadlessWriter:
             step=data.get("step"),
             input_tokens=tokens_in,
             output_tokens=tokens_out,
+            cached_input_tokens=cached,
             stop_reason=data.get("stop_reason"),
             model=data.get("model"),
             cost_usd=cost,
@@ -232,12 +256,14 @@ class HeadlessWriter:
             return {}
         rows = self._rt.store.query(
             "SELECT tool, arguments, effect, replay, concurrency, result, attempt,"
-            " model_call_id FROM calls WHERE call_id = ? ORDER BY attempt DESC LIMIT 1",
+            " model_call_id, started_at, finished_at"
+            " FROM calls WHERE call_id = ? ORDER BY attempt DESC LIMIT 1",
             (call_id,),
         )
         if not rows:
             return {}
-        tool, arguments, effect, replay, concurrency, result, attempt, model_call_id = rows[0]
+        tool, arguments, effect, replay, concurrency, result, attempt, model_call_id = rows[0][:8]
+        started_at, finished_at = rows[0][8:10]
         declaration = (
             {"effect": effect, "replay": replay, "concurrency": concurrency}
             if effect is not None
@@ -250,6 +276,11 @@ class HeadlessWriter:
             "result": result,
             "attempts": attempt,
             "model_call_id": model_call_id,
+            "duration_ms": (
+                round((float(finished_at) - float(started_at)) * 1000)
+                if started_at is not None and finished_at is not None
+                else None
+            ),
         }
 
     def _call_started(self, event: Event) -> None:
@@ -275,6 +306,18 @@ class HeadlessWriter:
         outcome = str(event.data.get("outcome"))
         if event.session_id == self._top:
             self._tally[outcome] = self._tally.get(outcome, 0) + 1
+        if event.call_id is not None:
+            self._settled_ids.append(event.call_id)
+        if event.data.get("block_kind") == "denied":
+            self._denied.append(
+                {
+                    "session_id": event.session_id,
+                    "call_id": event.call_id,
+                    "model_call_id": row.get("model_call_id"),
+                    "tool": event.data.get("tool"),
+                    "arguments": row.get("arguments"),
+                }
+            )
         self.emit(
             "call.settled",
             session_id=event.session_id,
@@ -288,6 +331,7 @@ class HeadlessWriter:
             block_kind=event.data.get("block_kind"),
             attempts=row.get("attempts"),
             exit_status=self._exit_status.pop(event.call_id or "", None),
+            duration_ms=None if outcome == "blocked" else row.get("duration_ms"),
             result=row.get("result"),
         )
 
@@ -310,6 +354,28 @@ class HeadlessWriter:
             decision=event.data.get("decision"),
         )
 
+    def _compacted(self, event: Event) -> None:
+        self.emit(
+            "compaction",
+            session_id=event.session_id,
+            number=event.data.get("number"),
+            reason=event.data.get("reason"),
+            replaced=event.data.get("replaced"),
+            summary=event.data.get("summary"),
+        )
+
+    def _dispatch_started(self, event: Event) -> None:
+        if event.session_id == self._top:
+            self._clock.start("tools")
+
+    def _dispatch_finished(self, event: Event) -> None:
+        if event.session_id == self._top:
+            self._clock.stop("tools")
+
+    def _turn_finished(self, event: Event) -> None:
+        if event.session_id == self._top:
+            self._clock.stop("model")  # a failed model request ends the turn
+
     def _recovery(self, event: Event) -> None:
         self.emit(
             "recovery",
@@ -329,175 +395,8 @@ _HANDLERS: dict[str, Callable[[HeadlessWriter, Event], None]] = {
     "approval.requested": HeadlessWriter._approval_asked,  # pyright: ignore[reportPrivateUsage]
     "approval.decided": HeadlessWriter._approval_answered,  # pyright: ignore[reportPrivateUsage]
     "agent.recovery": HeadlessWriter._recovery,  # pyright: ignore[reportPrivateUsage]
+    "dispatch.started": HeadlessWriter._dispatch_started,  # pyright: ignore[reportPrivateUsage]
+    "dispatch.finished": HeadlessWriter._dispatch_finished,  # pyright: ignore[reportPrivateUsage]
+    "agent.finished": HeadlessWriter._turn_finished,  # pyright: ignore[reportPrivateUsage]
+    "agent.compacted": HeadlessWriter._compacted,  # pyright: ignore[reportPrivateUsage]
 }
-
-
-# Running ----------------------------------------------------------------------
-
-
-def _say(message: str) -> None:
-    """One diagnostic line on stderr (stdout holds only events)."""
-    sys.stderr.write(f"zuno: {message}\n")
-    sys.stderr.flush()
-
-
-class _Ended(Exception):
-    """The run ends here with ``status`` (the end event is written on the way out)."""
-
-    def __init__(self, status: str, code: ExitStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-
-
-def _store_unavailable(exc: BaseException) -> StoreUnavailable | None:
-    """The StoreUnavailable in ``exc``, also inside the exception groups of task groups."""
-    if isinstance(exc, StoreUnavailable):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            found = _store_unavailable(inner)  # pyright: ignore[reportUnknownArgumentType]
-            if found is not None:
-                return found
-    return None
-
-
-def _open(workspace: Path, db: Path | None, yes: bool) -> Runtime:
-    try:
-        rt = Runtime(workspace, db_path=db, approver=ApproveAll() if yes else DenyAll())
-    except StoreUnavailable as exc:
-        raise _Ended("store_unavailable", ExitStatus.STORE_UNAVAILABLE, str(exc)) from None
-    except (ConfigError, StoreError) as exc:
-        raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
-    except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
-        raise _Ended("usage_error", ExitStatus.USAGE, f"cannot start: {exc}") from None
-    for warning in (
-        rt.config.untrusted_warning(),
-        rt.control_paths.workspace_warning(rt.workspace),
-    ):
-        if warning:
-            _say(warning)
-    # No questioner: the question tool answers that no one can answer.
-    setattr(rt, "questioner", None)  # noqa: B010
-    return rt
-
-
-async def _drive(
-    rt: Runtime,
-    writer: HeadlessWriter,
-    state: SessionState,
-    provider: Provider,
-    prompt: str,
-    steps: int | None,
-) -> TurnOutcome:
-    from zuno.cli.app import wait_for_own_jobs
-
-    async with rt:
-        loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=writer.text)
-        try:
-            outcome = await loop.run(prompt)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await provider.aclose()
-        await wait_for_own_jobs(rt)
-    return outcome
-
-
-def _turn(
-    rt: Runtime,
-    writer: HeadlessWriter,
-    prompt: str,
-    agent: str,
-    model: str | None,
-    max_steps: int | None,
-    mode: PermissionMode | None = None,
-    *,
-    max_budget: float | None = None,
-    max_tokens_budget: int | None = None,
-) -> ExitStatus:
-    try:
-        settings = rt.agent_settings(agent)
-        chosen = resolve_model(model, settings, rt.config)
-        if max_budget is not None or max_tokens_budget is not None:
-            budget = Budget(max_budget, max_tokens_budget)
-            budget.check_model(chosen, rt.config)
-            rt.budget = budget
-        provider = make_provider(chosen, rt.config.providers)
-    except (UnknownAgent, ProviderError, BudgetError) as exc:
-        raise _Ended("usage_error", ExitStatus.USAGE, str(exc)) from None
-    first = next((x for x in prompt.strip().splitlines() if x.strip()), "")
-    state = rt.open_session(agent=agent, model=chosen, title=first[:80], mode=mode)
-    writer.session(rt, state, chosen)
-    stop = writer.watch(rt)
-    try:
-        outcome = run_until_stopped(_drive, rt, writer, state, provider, prompt, max_steps)
-    finally:
-        stop()
-    if outcome.status is not TurnStatus.ANSWERED:
-        _say(outcome.message)
-    return writer.finish(outcome)
-
-
-def run_headless(
-    prompt: str,
-    *,
-    agent: str,
-    model: str | None,
-    yes: bool,
-    max_steps: int | None,
-    workspace: Path,
-    db: Path | None,
-    mode: str | None = None,
-    max_budget: float | None = None,
-    max_tokens_budget: int | None = None,
-) -> NoReturn:
-    """``zuno run --json``: run one turn, writing its events; exits with its status."""
-    from zuno.mcp.errors import McpServerError
-
-    sys.stdout.flush()
-    writer = HeadlessWriter(sys.stdout.buffer)
-    rt: Runtime | None = None
-    code: int
-    # Anything printed by accident goes to stderr: stdout holds only event lines.
-    with contextlib.redirect_stdout(sys.stderr):
-        try:
-            rt = _open(workspace, db, yes)
-            code = _turn(
-                rt,
-                writer,
-                prompt,
-                agent,
-                model,
-                max_steps,
-                cast("PermissionMode | None", mode),
-                max_budget=max_budget,
-                max_tokens_budget=max_tokens_budget,
-            )
-        except _Ended as ended:
-            code = ended.code
-            _say(str(ended))
-            writer.end(ended.status, code, str(ended))
-        except KeyboardInterrupt as exc:
-            code = exc.exit_code if isinstance(exc, Stopped) else ExitStatus.INTERRUPTED
-            why = f"by {exc}" if isinstance(exc, Stopped) else "by Ctrl-C"
-            sid = writer.session_id
-            saved = f"; session {sid} is saved: `zuno resume {sid}` continues it" if sid else ""
-            _say(f"interrupted {why}{saved}")
-            writer.end("interrupted", code, f"interrupted {why}")
-        except McpServerError as exc:
-            code = ExitStatus.USAGE
-            _say(str(exc))
-            writer.end("usage_error", code, str(exc))
-        except Exception as exc:
-            unavailable = _store_unavailable(exc)
-            if unavailable is None:
-                writer.end("internal_error", 1, f"{type(exc).__name__}: {exc}")
-                raise
-            code = ExitStatus.STORE_UNAVAILABLE
-            _say(str(unavailable))
-            writer.end("store_unavailable", code, str(unavailable))
-        finally:
-            if rt is not None:
-                with contextlib.suppress(Exception):  # a store that went away cannot close
-                    rt.close()
-    raise typer.Exit(int(code))

@@ -22,7 +22,7 @@ from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.workers import runner_running
 
 if TYPE_CHECKING:
-    from zuno.cli.transcript import LateResult, Step, Transcript
+    from zuno.cli.transcript import LateResult, Said, Step, Transcript
     from zuno.dispatch import CallResult
 
 __all__ = [
@@ -245,6 +245,8 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
         console.print(Text(f"  title {session.title}", style="dim"), highlight=False)
     if session.parent_call_id:
         console.print(f"  delegated by call {session.parent_call_id}", style="dim")
+    for path in transcript.instructions:
+        console.print(Text(f"  instructions {path}", style="dim"), highlight=False)
     shown_notices: set[int] = set()
     prompted = False
     model_steps = [s for s in transcript.steps if s.number is not None]
@@ -257,9 +259,7 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
                 heading = f"attempt {entry.recovery_attempt}, given to the model"
                 _print_notice(console, heading, entry.text)
                 continue
-            console.print(Text("\nuser:" if prompted else "\nprompt:", style="bold"))
-            console.print(Text(entry.text), highlight=False)
-            prompted = True
+            prompted = _print_said(console, entry, prompted)
             continue
         _print_step(
             console, entry, final=entry is final, alone=not conversation, late=transcript.late
@@ -286,6 +286,19 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
             Text(f"usage of child sessions: {transcript.children_usage.describe()}"),
             highlight=False,
         )
+
+
+def _print_said(console: Console, said: Said, prompted: bool) -> bool:
+    """A prompt, a later instruction or a compaction summary; whether a prompt was shown."""
+    if said.compaction is not None:
+        console.print(
+            Text(f"\ncompacted ({said.compaction}): from here the model is given", style="bold")
+        )
+        console.print(Text(said.text, style="cyan"), highlight=False)
+        return prompted
+    console.print(Text("\nuser:" if prompted else "\nprompt:", style="bold"))
+    console.print(Text(said.text), highlight=False)
+    return True
 
 
 def _print_notice(console: Console, heading: str, text: str) -> None:

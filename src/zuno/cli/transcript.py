@@ -60,9 +60,13 @@ class Said:
     text: str
     recovery_attempt: int | None = None
     """Set when the message is the recovery notice of this attempt."""
+    compaction: int | None = None
+    """Set when the message is the summary of this compaction (:mod:`zuno.agent.compaction`)."""
 
     def as_dict(self) -> dict[str, Any]:
         kind = "recovery_notice" if self.recovery_attempt is not None else "user"
+        if self.compaction is not None:
+            kind = "compaction_summary"
         return {"kind": kind, "text": self.text, "recovery_attempt": self.recovery_attempt}
 
 
@@ -165,12 +169,18 @@ class Transcript:
     """Tokens and cost of this session's own model replies (:mod:`zuno.budget`)."""
     children_usage: SessionUsage = field(default_factory=SessionUsage)
     """The same for its child agents' sessions, theirs included."""
+    instructions: tuple[str, ...] = ()
+    """The project instruction files (``AGENTS.md``) its turns were given, in prompt order."""
 
     @property
     def prompt(self) -> str | None:
         """The first thing the user asked, if the session has a conversation."""
         return next(
-            (e.text for e in self.entries if isinstance(e, Said) and e.recovery_attempt is None),
+            (
+                e.text
+                for e in self.entries
+                if isinstance(e, Said) and e.recovery_attempt is None and e.compaction is None
+            ),
             None,
         )
 
@@ -196,7 +206,14 @@ def build_transcript(
         role = body.get("role")
         if role == "user":
             attempt = meta.get("recovery_attempt")
-            entries.append(Said(str(body.get("text", "")), int(attempt) if attempt else None))
+            number = meta.get("compaction")
+            entries.append(
+                Said(
+                    str(body.get("text", "")),
+                    int(attempt) if attempt else None,
+                    int(number) if number else None,
+                )
+            )
         elif role == "assistant":
             asked = tuple(
                 (str(c.get("name", "")), str(c.get("arguments", "")))
@@ -244,6 +261,7 @@ def build_transcript(
         ),
         usage_from_events((e.kind, e.data) for e in events),
         children_usage,
+        _instructions(events),
     )
 
 
@@ -334,6 +352,16 @@ def _models(session: SessionRecord, events: Sequence[EventRecord]) -> tuple[str,
     if session.model:
         seen.insert(0, session.model)
     return tuple(dict.fromkeys(seen))
+
+
+def _instructions(events: Sequence[EventRecord]) -> tuple[str, ...]:
+    """The instruction files of the session's turns, each once, in the order first given."""
+    paths: dict[str, None] = {}
+    for event in events:
+        if event.kind == "agent.started":
+            for path in event.data.get("instructions") or ():
+                paths.setdefault(str(path), None)
+    return tuple(paths)
 
 
 def _ending(session_id: str, events: Sequence[EventRecord]) -> str:

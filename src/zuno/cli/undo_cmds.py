@@ -23,6 +23,7 @@ from zuno.cli.app import Db, Json, Workspace, app, err, fail, out, user_errors
 from zuno.store import open_store
 
 if TYPE_CHECKING:
+    from zuno.calls import CallResult
     from zuno.checkpoints import Change
 
 __all__ = ["diff_command", "undo_command"]
@@ -185,6 +186,7 @@ def _dispatch_undo(
             # The person asked for this undo: the tool joins the session for it.
             state.surface = Surface((*state.surface.tools, tool), state.surface.withheld)
         results = _dispatch_now(rt, state, [CallRequest("undo", arguments)])
+        results = [_in_cli_words(r, str(arguments["call"])) for r in results]
         if json_:
             sys.stdout.write(json.dumps(results[0].as_dict(), indent=2, ensure_ascii=False) + "\n")
         else:
@@ -192,6 +194,21 @@ def _dispatch_undo(
                 print_result(out, result)
             err.print(f"[dim]session {state.session_id}[/]")
         _exit_for(results)
+
+
+def _in_cli_words(result: CallResult, call: str) -> CallResult:
+    """A refused undo's way out, told in this command's options rather than the tool's."""
+    from dataclasses import replace
+
+    from zuno.tools.undo import CONFLICT_FIX
+
+    if CONFLICT_FIX not in result.output:
+        return result
+    fix = (
+        f"Undo the later calls first, or run `zuno undo --to {call}` to restore everything "
+        f"as it was before it, or `zuno undo {call} --force` to overwrite them"
+    )
+    return replace(result, output=result.output.replace(CONFLICT_FIX, fix))
 
 
 def _status_word(change: Change) -> str:

@@ -31,7 +31,9 @@ from typing import Any, ClassVar, Literal
 import anyio
 from pydantic import Field
 
+from zuno.calls import CallResult
 from zuno.checkpoints import Change, CheckpointError, Checkpoints, Entry, checkpoints_of_store
+from zuno.declarations import Effect, Outcome
 from zuno.tool import (
     ArgumentsRejected,
     Tool,
@@ -43,6 +45,7 @@ from zuno.tool import (
 )
 
 __all__ = [
+    "CONFLICT_FIX",
     "CheckpointedCall",
     "UndoArgs",
     "UndoPlan",
@@ -51,18 +54,26 @@ __all__ = [
     "find_call",
     "last_changing_call",
     "plan_undo",
+    "undo_note",
 ]
 
 _SHOWN = 50  # paths listed in a result; the rest are counted
+
+CONFLICT_FIX = (
+    'Undo the later calls first, use scope "to" to restore everything as it was before it, '
+    "or force to overwrite them"
+)
+"""How the model gets past a refused undo (``zuno undo`` says it in its own options)."""
 
 
 class UndoArgs(ToolArgs):
     """Arguments of ``undo``."""
 
     call: str = Field(
-        min_length=4,
-        max_length=100,
-        description="The id of an earlier side-effecting call (a unique prefix is enough).",
+        min_length=1,
+        max_length=200,
+        description="The id of an earlier side-effecting call: your own tool-call id from "
+        "this session, or Zuno's call id (a unique prefix of at least 4 characters is enough).",
     )
     scope: Literal["call", "to"] = Field(
         default="call",
@@ -89,8 +100,13 @@ class CheckpointedCall:
     workspace: str
 
 
-def find_call(store: Any, ref: str) -> CheckpointedCall:
-    """The call whose id is ``ref`` or starts with it (its first attempt's row).
+def find_call(store: Any, ref: str, *, session_id: str | None = None) -> CheckpointedCall:
+    """The call ``ref`` names (its first attempt's row).
+
+    ``ref`` is, in this order of precedence: Zuno's call id; the model's own
+    tool-call id (the newest call of ``session_id`` that the model gave this
+    id, or, without a session, the one call in the store with it); a prefix
+    of Zuno's call id, at least 4 characters long.
 
     Raises:
         ArgumentsRejected: No call matches, or several do.
@@ -102,10 +118,15 @@ def find_call(store: Any, ref: str) -> CheckpointedCall:
     )
     rows = store.query(sql.format("c.call_id = ?"), (ref,))
     if not rows:
+        rows = _by_model_id(store, sql, ref, session_id)
+    if not rows and len(ref) >= 4:
         rows = store.query(sql.format("substr(c.call_id, 1, ?) = ?"), (len(ref), ref))
     ids = list(dict.fromkeys(str(r[0]) for r in rows))
     if not ids:
-        raise ArgumentsRejected(f"no call {ref!r}; `zuno show SESSION` lists a session's calls")
+        raise ArgumentsRejected(
+            f"no call {ref!r}; give your own tool-call id from this session or Zuno's call id "
+            "(`zuno show SESSION` lists a session's calls)"
+        )
     if len(ids) > 1:
         raise ArgumentsRejected(
             f"the call prefix {ref!r} is ambiguous: it matches {len(ids)} calls "
@@ -120,6 +141,20 @@ def find_call(store: Any, ref: str) -> CheckpointedCall:
         row[4],
         str(row[5]),
     )
+
+
+def _by_model_id(store: Any, sql: str, ref: str, session_id: str | None) -> list[Any]:
+    """The rows of the call the model named ``ref``: in ``session_id`` its newest one."""
+    if session_id is not None:
+        rows = store.query(
+            sql.format("c.model_call_id = ? AND c.session_id = ?").replace(
+                "ORDER BY c.call_id", "ORDER BY c.call_id DESC"
+            ),
+            (ref, session_id),
+        )
+        newest = rows[0][0] if rows else None
+        return [r for r in rows if r[0] == newest]
+    return store.query(sql.format("c.model_call_id = ?"), (ref,))
 
 
 def last_changing_call(store: Any, checkpoints: Checkpoints, limit: int = 200) -> str | None:
@@ -156,6 +191,12 @@ def checkpoint_problem(store: Any, call: CheckpointedCall, workspace: Path) -> s
         )
     if call.effect != "side_effecting":
         return f"{call.call_id} ({call.tool}) is {call.effect or 'not run'}: it changed no files"
+    if call.snapshot is None and _changes_no_files(call.tool):
+        return (
+            f"{call.call_id} ({call.tool}) changes only Zuno's own record of the session "
+            "(its plan, todo list or goal), not workspace files, so there is nothing to diff "
+            f"or undo; `zuno show {call.session_id}` shows what it did"
+        )
     if call.snapshot is None:
         rows = store.query(
             "SELECT data FROM events WHERE call_id = ? AND kind = 'checkpoint.failed'",
@@ -225,7 +266,7 @@ class UndoTool(Tool[UndoArgs]):
                 "checkpoint.failed event), so it could not itself be undone"
             )
         store = ctx.services.store
-        target = find_call(store, args.call)
+        target = find_call(store, args.call, session_id=ctx.session_id)
         problem = checkpoint_problem(store, target, ctx.workspace)
         if problem is not None:
             raise ArgumentsRejected(problem)
@@ -241,9 +282,7 @@ class UndoTool(Tool[UndoArgs]):
         if plan.conflicts and not args.force:
             raise ArgumentsRejected(
                 f"{len(plan.conflicts)} file(s) that {target.call_id} ({target.tool}) changed "
-                f"changed again after it: {_listed(plan.conflicts)}. Undo the later calls "
-                f'first, use scope "to" to restore everything as it was before it, or force '
-                "to overwrite them"
+                f"changed again after it: {_listed(plan.conflicts)}. {CONFLICT_FIX}"
             )
         if not plan.targets:
             what = "changed no file" if args.scope == "call" else "left the workspace as it is"
@@ -284,6 +323,44 @@ class UndoTool(Tool[UndoArgs]):
                 "skipped": done.skipped,
             },
         )
+
+
+def undo_note(store: Any, result: CallResult, model_call_id: str, has_undo: bool) -> str:
+    """What a model is told after a call that ran with a checkpoint before it ("" otherwise).
+
+    Args:
+        store: The store holding the call's row.
+        result: The settled call.
+        model_call_id: The id the model gave the call.
+        has_undo: Whether the model has the ``undo`` tool (else the user is named).
+    """
+    declaration = result.declaration
+    if declaration is None or declaration.effect is not Effect.SIDE_EFFECTING:
+        return ""
+    if result.outcome is Outcome.BLOCKED:
+        return ""
+    rows = store.query(
+        "SELECT 1 FROM calls WHERE call_id = ? AND snapshot IS NOT NULL LIMIT 1",
+        (result.call_id,),
+    )
+    if not rows:
+        return ""
+    if has_undo:
+        how = f'undo with {{"call": "{model_call_id}"}}'
+    else:
+        how = f"the user can undo it: zuno undo {result.call_id}"
+    return f"\n[Zuno call {result.call_id}; any file changes it made can be undone: {how}]"
+
+
+def _changes_no_files(tool: str) -> bool:
+    """Whether the built-in ``tool`` keeps its effect in the store, never in workspace files."""
+    from zuno.registry import import_factory
+    from zuno.tools import BUILTINS
+
+    home = next((b.home for b in BUILTINS if b.name == tool), None)
+    if home is None:
+        return False
+    return getattr(import_factory(home), "changes_workspace", True) is False
 
 
 def _listed(paths: list[str], limit: int = 10) -> str:

@@ -169,6 +169,7 @@ class _Assembly:
     stop: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_input_tokens: int | None = None
 
     def _show(self, piece: str) -> None:
         if piece:
@@ -180,6 +181,7 @@ class _Assembly:
         if event.type == "message_start":
             self.input_tokens = event.message.usage.input_tokens
             self.output_tokens = event.message.usage.output_tokens
+            self.cached_input_tokens = event.message.usage.cache_read_input_tokens
         elif event.type == "content_block_start":
             block = event.content_block
             if block.type == "text":
@@ -198,6 +200,8 @@ class _Assembly:
             self.output_tokens = event.usage.output_tokens
             if event.usage.input_tokens is not None:
                 self.input_tokens = event.usage.input_tokens
+            if event.usage.cache_read_input_tokens is not None:
+                self.cached_input_tokens = event.usage.cache_read_input_tokens
 
     def reply(self) -> ModelReply:
         calls = tuple(
@@ -210,7 +214,11 @@ class _Assembly:
             tool_calls=calls,
             stop_reason=stop,
             raw_stop_reason=self.stop,
-            usage=Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
+            usage=Usage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cached_input_tokens=self.cached_input_tokens,
+            ),
         )
 
 
@@ -269,6 +277,7 @@ def whole_reply(body: Any, on_text: Callable[[str], None] | None = None) -> Mode
         usage=Usage(
             input_tokens=_count(counts.get("input_tokens")),
             output_tokens=_count(counts.get("output_tokens")),
+            cached_input_tokens=_count(counts.get("cache_read_input_tokens")),
         ),
     )
 

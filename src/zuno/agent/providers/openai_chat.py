@@ -132,9 +132,11 @@ class _Assembly:
 
     def add(self, chunk: ChatCompletionChunk) -> None:
         if chunk.usage is not None:
+            details = chunk.usage.prompt_tokens_details
             self.usage = Usage(
                 input_tokens=chunk.usage.prompt_tokens,
                 output_tokens=chunk.usage.completion_tokens,
+                cached_input_tokens=details.cached_tokens if details is not None else None,
             )
         for choice in chunk.choices:
             if choice.index != 0:
@@ -215,6 +217,11 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _details(counts: dict[str, Any]) -> dict[str, Any]:
+    details: Any = counts.get("prompt_tokens_details")
+    return cast(dict[str, Any], details) if isinstance(details, dict) else {}
+
+
 def whole_reply(body: Any, on_text: Callable[[str], None] | None = None) -> ModelReply:
     """The reply in a whole ``chat.completion`` object (a server that ignored ``stream``).
 
@@ -273,6 +280,7 @@ def whole_reply(body: Any, on_text: Callable[[str], None] | None = None) -> Mode
         usage=Usage(
             input_tokens=_count(counts.get("prompt_tokens")),
             output_tokens=_count(counts.get("completion_tokens")),
+            cached_input_tokens=_count(_details(counts).get("cached_tokens")),
         ),
     )
 
