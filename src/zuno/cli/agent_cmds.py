@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.config import PermissionMode
-    from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver
+    from zuno.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
     from zuno.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
 
@@ -95,7 +95,7 @@ class _OneAtATime:
         self._questioner = questioner
         self.name = approver.name
 
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
         async with self._lock:
             return await self._approver.decide(request)
 
@@ -115,15 +115,17 @@ def _interactive() -> bool:
 
 
 def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
+    from zuno.cli.approvals import LearningApprover
     from zuno.cli.trust_cmds import offer_trust
     from zuno.config import ConfigError
-    from zuno.permissions import ApproveAll, DenyAll, TerminalApprover
+    from zuno.permissions import ApproveAll, DenyAll
     from zuno.runtime import Runtime
     from zuno.tools.question import TerminalQuestioner
 
     interactive = _interactive()
     questioner: Questioner | None = TerminalQuestioner() if interactive else None
-    approver: Approver = ApproveAll() if yes else TerminalApprover() if interactive else DenyAll()
+    learning = LearningApprover() if interactive and not yes else None
+    approver: Approver = ApproveAll() if yes else learning or DenyAll()
     shared = _OneAtATime(approver, questioner)
     if interactive:
         # Asked once, before anything from the file is used; never without a terminal.
@@ -140,6 +142,8 @@ def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
         fail(f"cannot start: {exc}")
     warn_untrusted(rt.config)
+    if learning is not None:
+        learning.attach(rt)
     # The question tool looks for a questioner on the runtime (see zuno.tools.question).
     setattr(rt, "questioner", shared if questioner is not None else None)  # noqa: B010
     return rt
