@@ -542,7 +542,7 @@ def _prompt_segments(request: ApprovalRequest) -> Segments:
     always = "[a]lways"
     if request.covers != "this exact call":
         always = f"[a]lways for {request.covers}"
-    edits = " / [e] yes, and accept edits from now on" if request.offers_accept_edits else ""
+    edits = " / [e] yes, and accept file edits from now on" if request.offers_accept_edits else ""
     parts.append((summary, "bold"))
     parts.append((f": allow? [y]es / [n]o / {always} / [t] no, tell the model why{edits} ", ""))
     return parts

@@ -32,7 +32,7 @@ __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 
 OpenPane = Callable[[Path, FakeModelServer], Pane]
-_ASK = "allow? [y]es / [n]o / [a]lways this session"
+_ASK = "allow? [y]es / [n]o / [a]lways / [t] no, tell the model why"
 
 
 def _finished(pane: Pane, answer: str) -> str:
@@ -189,7 +189,7 @@ def test_edit_prompt_shows_what_it_replaces_and_a_rule_says_why() -> None:
     )
     decision, (prompt, again) = _asked(request, "maybe", "y")
     assert decision is ApprovalDecision.APPROVE_ONCE
-    assert "Please answer y" in again
+    assert "Please press y" in again
     assert "-x = 1" in prompt and "+x = 2" in prompt and "replace_all" not in prompt
     assert "rule 'ask edit' matching 'a.py'" in prompt
     assert prompt.rstrip().endswith(f"edit a.py: {_ASK}")
