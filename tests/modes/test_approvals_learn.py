@@ -95,9 +95,7 @@ async def test_a_deny_rule_still_refuses_an_own_state_update(
         rt.close()
 
 
-async def test_typing_into_a_process_asks_once_per_process(
-    workspace: Path, tmp_path: Path
-) -> None:
+async def test_typing_into_a_process_asks_once_per_process(workspace: Path, tmp_path: Path) -> None:
     approver = Answering(*[ApprovalDecision.APPROVE_ONCE] * 4)
     rt = _runtime(workspace, tmp_path, approver, **exec_config())
     try:
