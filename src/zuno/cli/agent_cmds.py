@@ -375,7 +375,11 @@ def resume(
     db: Db = None,
     wait: WaitOpt = 0.0,
 ) -> None:
-    """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT."""
+    """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT.
+
+    Without PROMPT on a terminal, the session continues as an interactive chat
+    (`zuno chat`): an unfinished turn first, then the next prompt is asked.
+    """
     from zuno.agent.loop import load_history, resolve_model
     from zuno.agent.messages import AssistantMessage
     from zuno.agent.providers import ProviderError
@@ -394,9 +398,11 @@ def resume(
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc))
     history = load_history(rt.store, state.session_id)
+    chatting = prompt is None and _interactive()  # on a terminal: the chat, in this session
     if prompt is None:
         last = history[-1] if history else None
-        if last is None or (isinstance(last, AssistantMessage) and not last.tool_calls):
+        finished = last is None or (isinstance(last, AssistantMessage) and not last.tool_calls)
+        if finished and not chatting:
             why = "has no conversation" if last is None else "ended with an answer"
             _close_and_fail(
                 rt,
@@ -410,6 +416,14 @@ def resume(
         # The model hears of the move in the turn's user message, which the transcript keeps.
         note = moved_note(str(home), str(target))
         prompt = note if prompt is None else f"{note}\n\n{prompt}"
+    if chatting:
+        from zuno.cli.chat import Chat, run_chat
+
+        chat = Chat(rt, state.agent_name, chosen, provider, state, max_steps=max_steps, db=db)
+        last = history[-1] if history else None
+        unfinished = isinstance(last, AssistantMessage) and bool(last.tool_calls)
+        run_chat(chat, first_turn=unfinished or prompt is not None, first_prompt=prompt)
+        return
     _finish(rt, state, provider, prompt, max_steps)
 
 
