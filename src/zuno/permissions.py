@@ -27,8 +27,13 @@ A call is authorized in these steps:
 5. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
    session" remembers that fingerprint, nothing broader, except where the tool
-   names a wider scope (``webfetch``: every fetch from that host). The person
-   may also approve and switch the session to ``accept-edits``.
+   names a wider scope (``webfetch``: every fetch from that host; ``write_stdin``:
+   one process, covered by any yes). The person may also approve and switch the
+   session to ``accept-edits``, deny with words for the model, or keep a rule
+   (an :class:`ApprovalAnswer`), which holds for the rest of the session.
+
+Updates of the session's own plan, todos and goal (:data:`WORK_STATE_UPDATES`)
+are never asked about, in any mode; a deny rule still refuses them.
 
 What the runtime guards whatever the rules say (process secrets, control
 files) is in :mod:`zuno.preflight` and :mod:`zuno.real_paths`.
@@ -87,8 +92,8 @@ MODES: tuple[PermissionMode, ...] = ("plan", "accept-edits", "strict", "permissi
 """The permission modes, strictest first."""
 
 WORK_STATE_UPDATES = frozenset({"plan_update", "todo_update", "goal_update"})
-"""The tools plan mode runs although they change something: the session's own plan,
-todos and goal, kept in the store (never the workspace)."""
+"""The tools that change only the session's own plan, todos and goal, kept in the store
+(never the workspace): plan mode runs them, and no mode asks about them."""
 
 _ASKING_MODES = frozenset({"plan", "accept-edits", "strict"})
 """The modes that ask what strict mode asks (accept-edits skips file edits)."""

@@ -34,6 +34,7 @@ from rich.text import Text
 
 from zuno.agent.loop import TurnStatus
 from zuno.call_text import describe_call, file_diff, for_person, read_range, result_lines
+from zuno.cli.output_tail import OutputTail
 from zuno.cli.render import outcome_style, styled_diff
 from zuno.events import Event
 from zuno.runtime import Runtime, SessionState
@@ -45,8 +46,6 @@ _TICK_S = 0.25
 """How often the bottom of the screen may be redrawn (the rate limit)."""
 _TAIL_LINES = 5
 """Lines of a running command's output kept on screen."""
-_READ_MAX = 64 * 1024
-"""The most read from one output file per tick (beyond it, only its end matters)."""
 _SNAPSHOT_MAX = 256 * 1024
 """Files larger than this are not diffed in results."""
 _DIFF_LINES = 40
@@ -70,51 +69,13 @@ def _elapsed(seconds: float) -> str:
 
 
 @dataclass
-class _Tail:
-    """The end of a file that grows while a command runs."""
-
-    path: Path
-    offset: int = 0
-    partial: bytes = b""
-
-    def poll(self, into: deque[str]) -> bool:
-        """Move the file's new complete lines into ``into``; whether anything new came."""
-        try:
-            size = os.path.getsize(self.path)
-        except OSError:
-            return False
-        if size <= self.offset:
-            return False
-        if size - self.offset > _READ_MAX:
-            self.offset, self.partial = size - _READ_MAX, b""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(size - self.offset)
-        except OSError:
-            return False
-        self.offset += len(data)
-        *complete, self.partial = (self.partial + data).split(b"\n")
-        for line in complete:
-            text = line.decode("utf-8", "replace").rstrip("\r")
-            if text.strip():
-                into.append(text)
-        return True
-
-    @property
-    def pending(self) -> str:
-        """A line printed without its newline yet."""
-        return self.partial.decode("utf-8", "replace").rstrip("\r")
-
-
-@dataclass
 class _Running:
     """A call still running, or a background job of this process."""
 
     depth: int
     label: Text
     started: float
-    tails: list[_Tail] = field(default_factory=lambda: [])
+    tails: list[OutputTail] = field(default_factory=lambda: [])
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
     job_id: str | None = None
 
@@ -407,7 +368,7 @@ class LiveView:
         running = _Running(depth, label, time.monotonic())
         if tool in ("shell", "execute") and not values.get("background"):
             running.tails = [
-                _Tail(self._rt.artifacts.path_for(event.session_id, event.call_id, name))
+                OutputTail(self._rt.artifacts.path_for(event.session_id, event.call_id, name))
                 for name in ("stdout", "stderr")
             ]
         elif tool in ("exec_command", "write_stdin", "exec_poll"):
@@ -418,7 +379,7 @@ class LiveView:
 
     def _process_tail(
         self, session_id: str, call_id: str, tool: str, values: dict[str, Any]
-    ) -> list[_Tail]:
+    ) -> list[OutputTail]:
         """The transcript of the interactive process a call starts or talks to, from its end."""
         started_by = call_id
         if tool != "exec_command":
@@ -434,7 +395,7 @@ class LiveView:
             offset = os.path.getsize(path) if tool != "exec_command" else 0
         except OSError:
             offset = 0
-        return [_Tail(path, offset)]
+        return [OutputTail(path, offset)]
 
     def _asking(self, depth: int, event: Event) -> None:
         if event.call_id is not None:
@@ -534,7 +495,11 @@ class LiveView:
         )
         with self._lock:
             self._running[str(job_id)] = _Running(
-                depth, label, time.monotonic(), [_Tail(Path(str(output_path)))], job_id=str(job_id)
+                depth,
+                label,
+                time.monotonic(),
+                [OutputTail(Path(str(output_path)))],
+                job_id=str(job_id),
             )
             self._draw()
 
