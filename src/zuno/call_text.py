@@ -193,6 +193,13 @@ _DESCRIBERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "apply_patch": _patch,
     "question": _question,
     "task": _task,
+    "exec_command": _command,
+    "write_stdin": lambda v: (
+        f"type {_cut(json.dumps(v.get('chars', ''), ensure_ascii=False), _VALUE_WIDTH)}"
+        f" into process {v.get('session')}"
+    ),
+    "exec_poll": lambda v: f"read new output of process {v.get('session')}",
+    "exec_kill": lambda v: f"kill process {v.get('session')}",
     "webfetch": lambda v: f"fetch {v.get('url')}",
     "read": lambda v: f"read {v.get('path')}",
 }

@@ -70,6 +70,7 @@ def test_an_interactive_process_output_shows_and_typing_asks_once(
     shown = _done(pane, "Greeted.")
     assert "Name?" in shown and "Hello, Ada" in shown and "Bye, Bob" in shown
     assert shown.count("allow?") == 2  # the command, then the first keystrokes only
+    assert 'type "Ada\\n" into process 1' in shown  # the call in words, not its JSON
 
 
 def test_read_says_its_lines_and_a_todo_update_its_items_unasked(
