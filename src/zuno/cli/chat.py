@@ -91,6 +91,7 @@ class Chat:
         view = LiveView(self.rt)
         stop = view.watch(state)
         outcome: TurnOutcome | None = None
+        failure: Exception | None = None
         try:
             with anyio.CancelScope() as interrupt:
                 async with anyio.create_task_group() as tg:
@@ -98,10 +99,16 @@ class Chat:
                     loop = AgentLoop(
                         self.rt, state, self.provider, max_steps=self.max_steps, on_text=view.text
                     )
-                    outcome = await loop.run(prompt)
-                    tg.cancel_scope.cancel()
+                    try:
+                        outcome = await loop.run(prompt)
+                    except Exception as exc:  # raised as it is, not in an exception group
+                        failure = exc
+                    finally:
+                        tg.cancel_scope.cancel()  # stop watching for Esc
         finally:
             stop()
+        if failure is not None:
+            raise failure
         if outcome is None:
             err.print(
                 "[yellow]interrupted[/] (Esc): the turn stopped, its running calls were "
