@@ -421,7 +421,10 @@ def resume(
 
         chat = Chat(rt, state.agent_name, chosen, provider, state, max_steps=max_steps, db=db)
         last = history[-1] if history else None
-        unfinished = isinstance(last, AssistantMessage) and bool(last.tool_calls)
+        # The model had not answered yet (calls pending, or a step limit): that turn first.
+        unfinished = last is not None and not (
+            isinstance(last, AssistantMessage) and not last.tool_calls
+        )
         run_chat(chat, first_turn=unfinished or prompt is not None, first_prompt=prompt)
         return
     _finish(rt, state, provider, prompt, max_steps)

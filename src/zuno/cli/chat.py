@@ -126,6 +126,8 @@ class Chat:
         if outcome.status is not TurnStatus.ANSWERED:
             # Text, not markup: a message is the provider's words.
             err.print(Text.assemble(("zuno:", "bold red"), f" {outcome.message}"))
+            return
+        err.print(Text(f"done in {outcome.steps} step(s)", style="dim"))
 
     async def main(self, first_turn: bool, first_prompt: str | None) -> None:
         """Read prompts and run turns until Ctrl-D or /exit.
