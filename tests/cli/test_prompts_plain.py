@@ -147,7 +147,7 @@ def _request(tool: str, arguments: dict[str, Any], preview: str, reason: str = _
     )
 
 
-def _asked(request: ApprovalRequest, *answers: str) -> tuple[ApprovalDecision, list[str]]:
+def _asked(request: ApprovalRequest, *answers: str) -> tuple[Any, list[str]]:
     prompts: list[str] = []
     replies = iter(answers)
 
@@ -193,3 +193,32 @@ def test_edit_prompt_shows_what_it_replaces_and_a_rule_says_why() -> None:
     assert "-x = 1" in prompt and "+x = 2" in prompt and "replace_all" not in prompt
     assert "rule 'ask edit' matching 'a.py'" in prompt
     assert prompt.rstrip().endswith(f"edit a.py: {_ASK}")
+
+
+def test_every_answer_is_offered_on_the_question_line() -> None:
+    request = ApprovalRequest(
+        "ses_x",
+        "call_x",
+        "edit",
+        {"path": "a.py", "old_string": "x", "new_string": "y"},
+        _SIDE,
+        "{}",
+        _STRICT,
+        "fp",
+        "this exact call",
+        offers_accept_edits=True,
+    )
+    decision, (prompt,) = _asked(request, "e")
+    assert decision is ApprovalDecision.ACCEPT_EDITS
+    question = prompt.rstrip().splitlines()[-1]
+    for offer in ("[y]es", "[n]o", "[a]lways", "[t] no, tell the model why", "[e] yes"):
+        assert offer in question, question
+
+
+def test_t_denies_with_the_words_typed_for_the_model() -> None:
+    from zuno.permissions import ApprovalAnswer
+
+    request = _request("shell", {"command": "pip install x"}, "{}")
+    decision, (_prompt, reason_prompt) = _asked(request, "t", "use uv instead")
+    assert decision == ApprovalAnswer(ApprovalDecision.DENY, message="use uv instead")
+    assert "tell the model why" in reason_prompt
