@@ -120,8 +120,11 @@ def test_a_diff_shown_at_the_approval_is_not_shown_again(
 def test_notes_for_the_model_stay_off_the_screen_and_denials_wrap_between_words(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
+    (workspace / "state.txt").write_text("looked at\n")
     model_server.enqueue(
-        _call("c1", "shell", command="echo failing-$((1+1)); exit 3"),
+        # A Never call that fails: its result carries a note for the model ("[Zuno: ...]").
+        _call("c1", "shell", command="echo failing-$((1+1)); sleep 60", timeout=1),
+        _call("c1b", "read", path="state.txt"),  # the inspection the note asks for
         _call("c2", "shell", command="touch denied-file-with-a-long-name-to-wrap"),
         Reply(text="Stopped."),
     )
@@ -133,7 +136,7 @@ def test_notes_for_the_model_stay_off_the_screen_and_denials_wrap_between_words(
     pane.resize(50)
     pane.type("n")
     shown = _done(pane, "Stopped.")
-    assert "failing-2" in shown and "exit code 3" in shown
+    assert "failing-2" in shown and "timed out" in shown
     for banner in ("[Zuno:", "will not be run again", "Do not retry"):
         assert banner not in shown
     # The pane's rows as drawn (not joined): the denial is cut between words only.
