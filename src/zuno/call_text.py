@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shlex
 import types
 import typing
@@ -26,8 +27,10 @@ __all__ = [
     "describe_call",
     "diff_style",
     "file_diff",
+    "for_person",
     "patch_files",
     "plural",
+    "read_range",
     "result_lines",
     "snippet_diff",
     "without_defaults",
@@ -190,6 +193,13 @@ _DESCRIBERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "apply_patch": _patch,
     "question": _question,
     "task": _task,
+    "exec_command": _command,
+    "write_stdin": lambda v: (
+        f"type {_cut(json.dumps(v.get('chars', ''), ensure_ascii=False), _VALUE_WIDTH)}"
+        f" into process {v.get('session')}"
+    ),
+    "exec_poll": lambda v: f"read new output of process {v.get('session')}",
+    "exec_kill": lambda v: f"kill process {v.get('session')}",
     "webfetch": lambda v: f"fetch {v.get('url')}",
     "read": lambda v: f"read {v.get('path')}",
 }
@@ -249,6 +259,39 @@ def file_diff(path: str, old: str | None, new: str | None) -> list[str]:
     )
 
 
+_MODEL_NOTE = re.compile(r"\n?\[Zuno: .*?\](?=\n|$)", re.DOTALL)
+_MODEL_ADVICE = (" Do not retry it unchanged; ask the user or take another approach",)
+
+
+def for_person(text: str) -> str:
+    """``text`` without what Zuno wrote for the model only (``[Zuno: ...]`` notes, advice)."""
+    text = _MODEL_NOTE.sub("", text)
+    for advice in _MODEL_ADVICE:
+        text = text.replace(advice, "")
+    return text
+
+
+_NUMBERED = re.compile(r"\s*(\d+)\t")
+_OF_TOTAL = re.compile(r"\bof (\d+)\b")
+
+
+def read_range(output: str) -> str:
+    """The lines a ``read`` result shows, as ``lines 2-40 of 120`` ("" when not numbered)."""
+    numbers = [int(m.group(1)) for m in map(_NUMBERED.match, output.splitlines()) if m]
+    if not numbers:
+        return ""
+    first, last = numbers[0], numbers[-1]
+    span = f"line {first}" if first == last else f"lines {first}-{last}"
+    tail = output.rstrip().rsplit("\n", 1)[-1]
+    total = _OF_TOTAL.search(tail) if not _NUMBERED.match(tail) else None
+    if total:
+        return f"{span} of {total.group(1)}"
+    return f"{span} (the whole file)" if first == 1 else f"{span} (to the end)"
+
+
+_EXEC_TOOLS = frozenset({"exec_command", "write_stdin", "exec_poll", "exec_kill"})
+
+
 def _last_lines(lines: Sequence[str], count: int) -> list[str]:
     shown = [line for line in lines if line.strip()]
     return shown[-count:]
@@ -263,12 +306,15 @@ def result_lines(tool: str, output: str, limit: int = 12) -> list[str]:
     lines = output.strip().splitlines()
     if not lines:
         return []
-    if tool in ("apply_patch", "question"):
+    if tool in ("apply_patch", "question", "todo_update", "todo_get"):
         kept = lines[:limit]
         if len(lines) > limit:
             kept.append(f"… {plural(len(lines) - limit, 'more line')}")
         return kept
     if tool in ("shell", "execute") and len(lines) > 1:
         return [lines[0], *_last_lines(lines[1:], min(3, limit - 1))]
+    if tool in _EXEC_TOOLS and len(lines) > 1:
+        # The process's status, then what it printed (the person sees what the model sees).
+        return [lines[0], *_last_lines(lines[1:], min(8, limit - 1))]
     first = next((line for line in lines if line.strip()), "")
     return [first]

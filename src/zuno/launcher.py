@@ -568,7 +568,8 @@ def _start_server(place: ServerPlace) -> None:
 def _wanted(argv: list[str]) -> bool:
     rest = argv[1:]
     if not rest:
-        return True
+        # `zuno` alone on a terminal is a chat: interactive, it keeps its own process.
+        return not (os.isatty(0) and os.isatty(1))
     first = rest[0]
     return first in SERVED_COMMANDS or first in {"--help", "-h"}
 

@@ -30,8 +30,13 @@ A call is authorized in these steps:
 5. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
    session" remembers that fingerprint, nothing broader, except where the tool
-   names a wider scope (``webfetch``: every fetch from that host). The person
-   may also approve and switch the session to ``accept-edits``.
+   names a wider scope (``webfetch``: every fetch from that host; ``write_stdin``:
+   one process, covered by any yes). The person may also approve and switch the
+   session to ``accept-edits``, deny with words for the model, or keep a rule
+   (an :class:`ApprovalAnswer`), which holds for the rest of the session.
+
+Updates of the session's own plan, todos and goal (:data:`WORK_STATE_UPDATES`)
+are never asked about, in any mode; a deny rule still refuses them.
 
 What the runtime guards whatever the rules say (process secrets, control
 files) is in :mod:`zuno.preflight` and :mod:`zuno.real_paths`.
@@ -61,6 +66,7 @@ from zuno.shell_rules import command_rule_matches, command_unseen
 __all__ = [
     "MODES",
     "WORK_STATE_UPDATES",
+    "ApprovalAnswer",
     "ApprovalDecision",
     "ApprovalRequest",
     "ApproveAll",
@@ -70,6 +76,7 @@ __all__ = [
     "PermissionMode",
     "TerminalApprover",
     "Verdict",
+    "answer_of",
     "canonical_json",
     "default_approver",
     "effective_permissions",
@@ -88,8 +95,8 @@ MODES: tuple[PermissionMode, ...] = ("plan", "accept-edits", "strict", "permissi
 """The permission modes, strictest first."""
 
 WORK_STATE_UPDATES = frozenset({"plan_update", "todo_update", "goal_update"})
-"""The tools plan mode runs although they change something: the session's own plan,
-todos and goal, kept in the store (never the workspace)."""
+"""The tools that change only the session's own plan, todos and goal, kept in the store
+(never the workspace): plan mode runs them, and no mode asks about them."""
 
 PLAN_USER_MEDIATED = frozenset({"question"})
 """The user-mediated tools plan mode runs: a question changes nothing. Others (a
@@ -175,8 +182,19 @@ def rule_matches(rule: PermissionRule, tool: str, subject: str | None, kind: Mat
     """Whether a rule applies to a call of ``tool`` whose main argument is ``subject``.
 
     A rule written for ``shell`` also holds for ``exec_command`` (and the other way
-    round): the same command started on a terminal must not walk around it.
+    round): the same command started on a terminal must not walk around it. What is
+    typed into a process (``write_stdin``) is held to their deny rules too: a command
+    typed into a shell is still that command. Their allow and ask rules do not cover
+    typing (``write_stdin`` rules do).
     """
+    if (
+        tool == "write_stdin"
+        and rule.action == "deny"
+        and any(fnmatchcase(other, rule.tool) for other in _COMMAND_LINE_TOOLS)
+    ):
+        return rule.pattern in ("*", "**") or (
+            subject is not None and command_rule_matches(rule.pattern, rule.action, subject)
+        )
     if not _names_tool(rule, tool):
         return False
     if rule.pattern in ("*", "**"):
@@ -290,6 +308,9 @@ def evaluate(
         [subject] if subject is None or isinstance(subject, str) else [*subject]
     ) or [None]
     for action in ("deny", "ask"):
+        if action == "ask" and tool in WORK_STATE_UPDATES:
+            # Only the session's own plan, todos or goal change: nothing to ask about.
+            return Verdict("allow", "an update of the session's own work state (never asked)")
         if action == "ask" and settings.mode == "plan":
             # Plan mode is stronger than ask and allow rules: what it refuses,
             # no rule and no approver can let through.
@@ -309,8 +330,6 @@ def evaluate(
     if unseen is not None:
         return unseen
     mode = settings.mode
-    if mode == "plan" and tool in WORK_STATE_UPDATES:
-        return Verdict("allow", "plan mode: an update of the session's own work state")
     asks = mode in _ASKING_MODES
     if asks and declaration.effect in (Effect.SIDE_EFFECTING, Effect.DELEGATING):
         if mode == "accept-edits" and edit_inside and strict_reason is None:
@@ -340,6 +359,26 @@ class ApprovalDecision(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """A decision with what came with it: the person's words, or a rule they chose.
+
+    An approver may return this instead of a bare :class:`ApprovalDecision`.
+    """
+
+    decision: ApprovalDecision
+    message: str = ""
+    """What the person said for the model (a denial's reason); "" for nothing."""
+    rule: PermissionRule | None = None
+    """A rule the person chose ("always" generalised): it holds for the rest of the
+    session (saving it to a configuration file is the approver's business)."""
+
+
+def answer_of(answer: ApprovalDecision | ApprovalAnswer) -> ApprovalAnswer:
+    """An approver's return value as an :class:`ApprovalAnswer`."""
+    return answer if isinstance(answer, ApprovalAnswer) else ApprovalAnswer(answer)
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """One call waiting for approval."""
 
@@ -360,11 +399,15 @@ class ApprovalRequest:
 
 
 class Approver(Protocol):
-    """Decides approval requests. Implementations must be safe to call concurrently."""
+    """Decides approval requests. Implementations must be safe to call concurrently.
+
+    ``decide`` returns a decision, or an :class:`ApprovalAnswer` when the person
+    said more (why not, or a rule to keep).
+    """
 
     name: str
 
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision: ...
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer: ...
 
 
 class DenyAll:
@@ -411,48 +454,67 @@ class CallbackApprover:
 
 
 class TerminalApprover:
-    """Asks the person at the terminal, one request at a time.
+    """Asks the person at the terminal, one request at a time, one key per answer.
 
     The prompt names the call in plain words and shows what it would change (a
     coloured diff, the first lines of a new file, the command); see :func:`_prompt_segments`.
-    Ctrl-C at the prompt interrupts it at once (see :mod:`zuno.tty`).
+    The keys: ``y`` yes this once, ``n`` no, ``a`` always (:meth:`always`), ``t`` no and
+    a line of text the model receives, ``e`` (file edits in strict mode) yes and stop
+    asking about edits. Ctrl-C at the prompt interrupts it at once (see :mod:`zuno.tty`).
     """
 
     name = "terminal"
 
     def __init__(self, ask: Callable[[str], str] | None = None) -> None:
-        """Ask at the terminal, or through ``ask`` (a blocking callable given the prompt)."""
+        """Ask at the terminal, or through ``ask`` (a blocking callable given the prompt,
+        whose answer's first character is the key)."""
         self._lock = anyio.Lock()
         self._ask = ask
 
-    async def _answer(self, prompt: Segments) -> str:
+    async def line(self, prompt: Segments) -> str:
+        """A line of text typed after the prompt."""
         if self._ask is None:
             from zuno.tty import ask_line
 
             return await ask_line(prompt)
         return await anyio.to_thread.run_sync(self._ask, _plain(prompt), abandon_on_cancel=True)
 
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def key(self, prompt: Segments, keys: str) -> str:
+        """One key of ``keys`` (Escape is ``"\\x1b"``; "" when no one answers)."""
+        if self._ask is None:
+            from zuno.tty import ask_key
+
+            return await ask_key(prompt, keys)
+        answer = await anyio.to_thread.run_sync(self._ask, _plain(prompt), abandon_on_cancel=True)
+        return answer.strip().lower()[:1]
+
+    async def always(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
+        """The answer ``a``: approve what the request ``covers`` for the session."""
+        return ApprovalDecision.APPROVE_SESSION
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
         async with self._lock:
+            keys = "ynate" if request.offers_accept_edits else "ynat"
             prompt = _prompt_segments(request)
             while True:
-                choice = (await self._answer(prompt)).strip().lower()
-                if choice in ("y", "yes", "o", "once"):
+                choice = await self.key(prompt, keys)
+                if choice == "y":
                     return ApprovalDecision.APPROVE_ONCE
-                if choice in ("a", "always", "s", "session"):
-                    return ApprovalDecision.APPROVE_SESSION
-                if choice in ("n", "no", "d", "deny", ""):
+                if choice in ("n", "", "\x1b"):
                     return ApprovalDecision.DENY
-                if choice in ("e", "edits") and request.offers_accept_edits:
+                if choice == "a":
+                    return await self.always(request)
+                if choice == "e" and request.offers_accept_edits:
                     return ApprovalDecision.ACCEPT_EDITS
-                edits = f", e ({_ACCEPT_EDITS})" if request.offers_accept_edits else ""
-                prompt = [
-                    (
-                        f"Please answer y (yes, this once), n (no), a (always allow "
-                        f"{request.covers} this session){edits}: ",
-                        "",
-                    )
-                ]
+                if choice == "t":
+                    why = (await self.line([("  tell the model why: ", "bold")])).strip()
+                    return ApprovalAnswer(ApprovalDecision.DENY, message=why)
+                prompt = [(f"Please press {_key_list(request)}: ", "")]
+
+
+def _key_list(request: ApprovalRequest) -> str:
+    edits = ", e (yes, and accept file edits from now on)" if request.offers_accept_edits else ""
+    return f"y (yes, once), n (no), a (always), t (no, and tell the model why){edits}"
 
 
 Segments = list[tuple[str, str]]
@@ -461,7 +523,6 @@ Segments = list[tuple[str, str]]
 _PREVIEW_LINES = 40
 _NEW_FILE_LINES = 10
 _LINE_WIDTH = 240
-_ACCEPT_EDITS = "yes, and accept file edits in the workspace for the rest of the session"
 _STRICT_DEFAULT = re.compile(r"strict mode: \w+ calls need approval")
 
 
@@ -531,13 +592,12 @@ def _prompt_segments(request: ApprovalRequest) -> Segments:
     why = _why(request.reason)
     if why:
         parts.append((f"  ({why})\n", "dim"))
-    always = "always this session"
+    always = "[a]lways"
     if request.covers != "this exact call":
-        always = f"always for {request.covers} this session"
-    if request.offers_accept_edits:
-        parts.append((f"  [e] {_ACCEPT_EDITS}\n", "dim"))
+        always = f"[a]lways for {request.covers}"
+    edits = " / [e] yes, and accept file edits from now on" if request.offers_accept_edits else ""
     parts.append((summary, "bold"))
-    parts.append((f": allow? [y]es / [n]o / [a]{always[1:]} ", ""))
+    parts.append((f": allow? [y]es / [n]o / {always} / [t] no, tell the model why{edits} ", ""))
     return parts
 
 

@@ -34,9 +34,11 @@ from zuno.hooks import (
     rewrite_note,
 )
 from zuno.permissions import (
+    ApprovalAnswer,
     ApprovalDecision,
     ApprovalRequest,
     Verdict,
+    answer_of,
     canonical_json,
     evaluate,
     fingerprint_of,
@@ -488,20 +490,19 @@ class Preflight:
             HookNotice("approval_asked", session.session_id, facts, call.tool.name), call.call_id
         )
         try:
-            decision = await rt.approver.decide(request)
+            answer = answer_of(await rt.approver.decide(request))
         except Exception as exc:  # an approver that breaks must not approve
-            decision = ApprovalDecision.DENY
+            answer = ApprovalAnswer(ApprovalDecision.DENY)
             verdict_note = f"the approver failed ({exc!r})"
         else:
             verdict_note = ""
-        rt.events.emit(
-            Event(
-                "approval.decided",
-                session.session_id,
-                call.call_id,
-                {"tool": call.tool.name, "decision": decision.value},
-            )
-        )
+        decision = answer.decision
+        decided: dict[str, Any] = {"tool": call.tool.name, "decision": decision.value}
+        if answer.message:
+            decided["message"] = answer.message
+        if answer.rule is not None:
+            decided["rule"] = answer.rule.model_dump()
+        rt.events.emit(Event("approval.decided", session.session_id, call.call_id, decided))
         await self._notice(
             HookNotice(
                 "approval_answered",
@@ -511,8 +512,13 @@ class Preflight:
             ),
             call.call_id,
         )
-        if decision is ApprovalDecision.APPROVE_SESSION:
+        if decision is ApprovalDecision.APPROVE_SESSION or (
+            decision is ApprovalDecision.APPROVE_ONCE and call.tool.scope_approved_once
+        ):
             rt.store.add_session_approval(session.session_id, key, call.tool.name)
+        if answer.rule is not None and decision is not ApprovalDecision.DENY:
+            rules = [answer.rule, *session.permissions.rules]
+            session.permissions = session.permissions.model_copy(update={"rules": rules})
         if decision is ApprovalDecision.ACCEPT_EDITS:
             rt.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
         if decision is ApprovalDecision.DENY:
@@ -521,6 +527,8 @@ class Preflight:
                 if rt.approver.name.startswith("deny")
                 else "the user denied it"
             )
+            if answer.message:
+                who += f", saying: {answer.message.strip()}"
             raise Blocked(
                 BlockKind.DENIED,
                 f"this call needed approval ({verdict.reason}) and {who}. "

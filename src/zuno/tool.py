@@ -370,6 +370,11 @@ class Tool(ABC, Generic[A]):
         """
         return None
 
+    scope_approved_once: ClassVar[bool] = False
+    """Whether any approval (a plain yes too) covers the call's :meth:`session_scope` for
+    the rest of the session: one question per scope, not per call (``write_stdin``: per
+    process)."""
+
     def session_scope(self, args: A) -> tuple[str, str] | None:
         """What "approve for the session" covers beyond this exact call, or None.
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import sys
+import termios
+import time
 from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.to_thread
 
-__all__ = ["Segments", "ask_line", "on_prompt", "use_terminal"]
+__all__ = ["Segments", "ask_key", "ask_line", "on_prompt", "use_terminal"]
 
 Segments = Sequence[tuple[str, str]]
 """Styled text: (text, rich style) pairs; an empty style is plain."""
@@ -92,7 +94,11 @@ async def _read_line() -> str:
         fd = None
     if fd is not None:
         try:
-            return await _read_fd(fd)
+            while True:
+                data = await _read_fd(fd)
+                line = _without_habitual_enter(data)
+                if line or not data:
+                    return line
         finally:
             os.close(fd)
     try:
@@ -101,6 +107,73 @@ async def _read_line() -> str:
         # Standard input cannot be watched (a regular file): a thread reads it, and is
         # abandoned if the prompt is cancelled.
         return await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+
+
+_ENTER_GRACE_S = 2.0
+"""After a one-key answer, an Enter pressed out of habit within this long is dropped."""
+_key_answered: list[float] = []
+
+
+def _without_habitual_enter(data: str) -> str:
+    """``data`` less the Enter that followed a one-key answer just before (once)."""
+    if not _key_answered:
+        return data
+    answered = _key_answered.pop()
+    if time.monotonic() - answered > _ENTER_GRACE_S:
+        return data
+    return data[1:] if data[:1] in ("\r", "\n") else data
+
+
+async def _read_key(keys: str) -> str:
+    """One key of ``keys`` (lowercased) typed at the terminal, without Enter; "" at its end."""
+    try:
+        fd = _open_terminal()
+    except OSError:
+        fd = None
+    if fd is None or not os.isatty(fd):
+        if fd is not None:
+            os.close(fd)
+        line = (await _read_line()).strip().lower()
+        return line[:1] if line[:1] in keys else (line[:1] or "")
+    try:
+        saved = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[3] &= ~(termios.ICANON | termios.ECHO)  # one key at a time, not echoed
+        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        try:
+            while True:
+                data = await _read_fd(fd)
+                if not data:
+                    return ""
+                if data == "\x1b":  # Escape alone (not the start of an arrow key): no
+                    return "\x1b"
+                for char in data.lower():
+                    if char in keys:
+                        _key_answered[:] = [time.monotonic()]
+                        return char
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+    finally:
+        os.close(fd)
+
+
+async def ask_key(prompt: str | Segments, keys: str) -> str:
+    """Show ``prompt`` on stderr and return the first key of ``keys`` pressed (no Enter).
+
+    Other keys, and an Enter, are ignored. Escape alone returns ``"\\x1b"``; the
+    terminal's end returns "". Without a terminal a line is read and its first
+    character returned. Ctrl-C interrupts as at :func:`ask_line`.
+    """
+    _tell(True)
+    try:
+        _show(prompt)
+        key = await _read_key(keys)
+        sys.stderr.write((key if key.isprintable() else "") + "\n")
+        sys.stderr.flush()
+        return key
+    finally:
+        _tell(False)
 
 
 async def ask_line(prompt: str | Segments) -> str:

@@ -24,7 +24,7 @@ from tmux_pane import Pane, plain, tmux_needed
 from zuno.launcher import SERVED_COMMANDS
 
 ZUNO = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "zuno")
-ASK = "allow? [y]es / [n]o / [a]lways this session"
+ASK = "allow? [y]es / [n]o / [a]lways / [t] no, tell the model why"
 pytestmark = tmux_needed
 
 

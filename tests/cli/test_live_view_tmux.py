@@ -98,7 +98,7 @@ _RED = re.compile(r"\x1b\[[0-9;]*31m\s*-old line")
 _GREEN = re.compile(r"\x1b\[[0-9;]*32m\s*\+new line")
 
 
-def test_approval_and_result_show_a_coloured_diff(
+def test_approval_shows_a_coloured_diff_and_the_result_does_not_repeat_it(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
     (workspace / "notes.md").write_text("old line\nkeep\n")
@@ -120,7 +120,27 @@ def test_approval_and_result_show_a_coloured_diff(
     shown = pane.wait_for(lambda t: "Rewritten." in plain(t), "the answer", colours=True)
     assert (workspace / "notes.md").read_text() == "new line\nkeep\n"
     result = shown.split("allow?")[-1]
-    assert _RED.search(result) and _GREEN.search(result), result
+    assert not _RED.search(result), result  # shown once, at the prompt
+
+
+def test_an_edit_not_asked_about_shows_its_coloured_diff_after_it_ran(
+    workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
+) -> None:
+    (workspace / "notes.md").write_text("old line\nkeep\n")
+    model_server.enqueue(
+        Reply(tool_calls=[("c0", "read", json.dumps({"path": "notes.md"}))]),
+        Reply(
+            tool_calls=[
+                ("c1", "write", json.dumps({"path": "notes.md", "content": "new line\nkeep\n"}))
+            ]
+        ),
+        Reply(text="Rewritten."),
+    )
+    pane = pane_factory(workspace, model_server)
+    pane.zuno("run", "rewrite notes", "--model", MODEL, "--mode", "accept-edits")
+    shown = pane.wait_for(lambda t: "Rewritten." in plain(t), "the answer", colours=True)
+    assert "allow?" not in plain(shown)
+    assert _RED.search(shown) and _GREEN.search(shown), shown
 
 
 def _interrupt_at_prompt(pane: Pane, prompt: str) -> None:

@@ -32,7 +32,7 @@ __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 
 OpenPane = Callable[[Path, FakeModelServer], Pane]
-_ASK = "allow? [y]es / [n]o / [a]lways this session"
+_ASK = "allow? [y]es / [n]o / [a]lways / [t] no, tell the model why"
 
 
 def _finished(pane: Pane, answer: str) -> str:
@@ -147,7 +147,7 @@ def _request(tool: str, arguments: dict[str, Any], preview: str, reason: str = _
     )
 
 
-def _asked(request: ApprovalRequest, *answers: str) -> tuple[ApprovalDecision, list[str]]:
+def _asked(request: ApprovalRequest, *answers: str) -> tuple[Any, list[str]]:
     prompts: list[str] = []
     replies = iter(answers)
 
@@ -189,7 +189,36 @@ def test_edit_prompt_shows_what_it_replaces_and_a_rule_says_why() -> None:
     )
     decision, (prompt, again) = _asked(request, "maybe", "y")
     assert decision is ApprovalDecision.APPROVE_ONCE
-    assert "Please answer y" in again
+    assert "Please press y" in again
     assert "-x = 1" in prompt and "+x = 2" in prompt and "replace_all" not in prompt
     assert "rule 'ask edit' matching 'a.py'" in prompt
     assert prompt.rstrip().endswith(f"edit a.py: {_ASK}")
+
+
+def test_every_answer_is_offered_on_the_question_line() -> None:
+    request = ApprovalRequest(
+        "ses_x",
+        "call_x",
+        "edit",
+        {"path": "a.py", "old_string": "x", "new_string": "y"},
+        _SIDE,
+        "{}",
+        _STRICT,
+        "fp",
+        "this exact call",
+        offers_accept_edits=True,
+    )
+    decision, (prompt,) = _asked(request, "e")
+    assert decision is ApprovalDecision.ACCEPT_EDITS
+    question = prompt.rstrip().splitlines()[-1]
+    for offer in ("[y]es", "[n]o", "[a]lways", "[t] no, tell the model why", "[e] yes"):
+        assert offer in question, question
+
+
+def test_t_denies_with_the_words_typed_for_the_model() -> None:
+    from zuno.permissions import ApprovalAnswer
+
+    request = _request("shell", {"command": "pip install x"}, "{}")
+    decision, (_prompt, reason_prompt) = _asked(request, "t", "use uv instead")
+    assert decision == ApprovalAnswer(ApprovalDecision.DENY, message="use uv instead")
+    assert "tell the model why" in reason_prompt

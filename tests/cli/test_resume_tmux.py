@@ -47,10 +47,12 @@ def test_resume_typed_in_another_folder_writes_in_the_sessions_folder(
         Reply(tool_calls=[("c2", "write", '{"path": "two.txt", "content": "2\\n"}')]),
         Reply(text="Both files are written."),
     )
-    pane.zuno("resume", session, "--yes")
+    pane.zuno("resume", session, "--yes")  # on a terminal: the turn ends, then the chat waits
     pane.wait_text("done in")
     assert (home / "two.txt").read_text() == "2\n"
     assert not (elsewhere / "two.txt").exists()
+    pane.key("C-d")
+    pane.wait_text("is saved", count=2)
 
     # Moving is explicit, shown to the person, and the model hears of it.
     model_server.enqueue(

@@ -105,6 +105,14 @@ class Pane:
         flags = ["-p", "-J", "-S", "-3000"] + (["-e"] if colours else [])
         return self._tmux("capture-pane", "-t", "t", *flags)
 
+    def rows(self) -> str:
+        """The pane's rows as drawn: a line the terminal wrapped stays two rows."""
+        return self._tmux("capture-pane", "-t", "t", "-p", "-S", "-3000")
+
+    def resize(self, width: int) -> None:
+        """Make the terminal ``width`` columns wide."""
+        self._tmux("resize-window", "-t", "t", "-x", str(width))
+
     def command(self) -> str:
         """The program in the pane's foreground."""
         return self._tmux("display-message", "-p", "-t", "t", "#{pane_current_command}").strip()

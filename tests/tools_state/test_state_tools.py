@@ -39,7 +39,7 @@ def make_runtime(workspace: Path, tmp_path: Path, approver: Any = None, **config
 # --- approvals ---------------------------------------------------------------------
 
 
-async def test_strict_mode_asks_for_updates_but_not_getters(
+async def test_strict_mode_asks_neither_for_updates_nor_getters(
     workspace: Path, tmp_path: Path
 ) -> None:
     asked: list[str] = []
@@ -61,11 +61,17 @@ async def test_strict_mode_asks_for_updates_but_not_getters(
         assert result.outcome is Outcome.OK, result.output
         assert result.declaration is not None
         assert result.declaration.effect is Effect.SIDE_EFFECTING
-    assert asked == list(UPDATES)
+    # They change only the session's own state: never asked about (issue 19).
+    assert asked == []
 
 
 async def test_denied_update_changes_nothing(workspace: Path, tmp_path: Path) -> None:
-    rt = make_runtime(workspace, tmp_path, DenyAll())
+    rt = make_runtime(
+        workspace,
+        tmp_path,
+        DenyAll(),
+        permission={"rules": [{"tool": "plan_update", "action": "deny"}]},
+    )
     session = rt.open_session()
     result = await rt.call(session, "plan_update", {"plan": "secret plan"})
     assert result.outcome is Outcome.BLOCKED and result.block_kind is BlockKind.DENIED
@@ -74,12 +80,14 @@ async def test_denied_update_changes_nothing(workspace: Path, tmp_path: Path) ->
     assert "No plan yet" in plan.output
 
 
-async def test_a_rule_can_allow_updates_in_strict_mode(workspace: Path, tmp_path: Path) -> None:
+async def test_updates_run_unasked_unless_a_deny_rule_refuses_them(
+    workspace: Path, tmp_path: Path
+) -> None:
     rt = make_runtime(
         workspace,
         tmp_path,
-        DenyAll(),
-        permission={"rules": [{"tool": "todo_*", "action": "allow"}]},
+        DenyAll(),  # no one to ask: an update that asked would be denied
+        permission={"rules": [{"tool": "goal_*", "action": "deny"}]},
     )
     session = rt.open_session()
     result = await rt.call(session, "todo_update", UPDATES["todo_update"])

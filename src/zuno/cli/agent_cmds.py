@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.config import PermissionMode
-    from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver
+    from zuno.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
     from zuno.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
 
@@ -147,7 +147,7 @@ class _OneAtATime:
         self._questioner = questioner
         self.name = approver.name
 
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
         async with self._lock:
             return await self._approver.decide(request)
 
@@ -167,15 +167,17 @@ def _interactive() -> bool:
 
 
 def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
+    from zuno.cli.approvals import LearningApprover
     from zuno.cli.trust_cmds import offer_trust
     from zuno.config import ConfigError
-    from zuno.permissions import ApproveAll, DenyAll, TerminalApprover
+    from zuno.permissions import ApproveAll, DenyAll
     from zuno.runtime import Runtime
     from zuno.tools.question import TerminalQuestioner
 
     interactive = _interactive()
     questioner: Questioner | None = TerminalQuestioner() if interactive else None
-    approver: Approver = ApproveAll() if yes else TerminalApprover() if interactive else DenyAll()
+    learning = LearningApprover() if interactive and not yes else None
+    approver: Approver = ApproveAll() if yes else learning or DenyAll()
     shared = _OneAtATime(approver, questioner)
     if interactive:
         # Asked once, before anything from the file is used; never without a terminal.
@@ -193,6 +195,8 @@ def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
         fail(f"cannot start: {exc}")
     warn_untrusted(rt.config)
     warn_control_paths(rt)
+    if learning is not None:
+        learning.attach(rt)
     # The question tool looks for a questioner on the runtime (see zuno.tools.question).
     setattr(rt, "questioner", shared if questioner is not None else None)  # noqa: B010
     return rt
@@ -454,7 +458,11 @@ def resume(
     db: Db = None,
     wait: WaitOpt = 0.0,
 ) -> None:
-    """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT."""
+    """Continue a stored session in its own workspace: where it stopped, or with a new PROMPT.
+
+    Without PROMPT on a terminal, the session continues as an interactive chat
+    (`zuno chat`): an unfinished turn first, then the next prompt is asked.
+    """
     from zuno.agent.loop import load_history, resolve_model
     from zuno.agent.messages import AssistantMessage
     from zuno.agent.providers import ProviderError
@@ -495,9 +503,11 @@ def resume(
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
         _close_and_fail(rt, str(exc))
     history = load_history(rt.store, state.session_id)
+    chatting = prompt is None and _interactive()  # on a terminal: the chat, in this session
     if prompt is None:
         last = history[-1] if history else None
-        if last is None or (isinstance(last, AssistantMessage) and not last.tool_calls):
+        finished = last is None or (isinstance(last, AssistantMessage) and not last.tool_calls)
+        if finished and not chatting:
             why = "has no conversation" if last is None else "ended with an answer"
             _close_and_fail(
                 rt,
@@ -511,6 +521,17 @@ def resume(
         # The model hears of the move in the turn's user message, which the transcript keeps.
         note = moved_note(str(home), str(target))
         prompt = note if prompt is None else f"{note}\n\n{prompt}"
+    if chatting:
+        from zuno.cli.chat import Chat, run_chat
+
+        chat = Chat(rt, state.agent_name, chosen, provider, state, max_steps=max_steps, db=db)
+        last = history[-1] if history else None
+        # The model had not answered yet (calls pending, or a step limit): that turn first.
+        unfinished = last is not None and not (
+            isinstance(last, AssistantMessage) and not last.tool_calls
+        )
+        run_chat(chat, first_turn=unfinished or prompt is not None, first_prompt=prompt)
+        return
     _finish(rt, state, provider, prompt, max_steps, last_message)
 
 

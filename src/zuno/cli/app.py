@@ -864,6 +864,8 @@ def main() -> None:
 
     if is_plain(sys.stdout):
         app.rich_markup_mode = None
+    elif len(sys.argv) == 1 and sys.stdin.isatty():
+        sys.argv.append("chat")  # `zuno` alone on a terminal: a conversation
     # Spans to a collector only when OTEL_EXPORTER_OTLP_ENDPOINT asks (docs/headless.md).
     stop_exporting = export_from_environment()
     try:

@@ -33,7 +33,8 @@ from rich.console import Console
 from rich.text import Text
 
 from zuno.agent.loop import TurnStatus
-from zuno.call_text import describe_call, file_diff, result_lines
+from zuno.call_text import describe_call, file_diff, for_person, read_range, result_lines
+from zuno.cli.output_tail import OutputTail
 from zuno.cli.render import outcome_style, styled_diff
 from zuno.events import Event
 from zuno.runtime import Runtime, SessionState
@@ -45,8 +46,6 @@ _TICK_S = 0.25
 """How often the bottom of the screen may be redrawn (the rate limit)."""
 _TAIL_LINES = 5
 """Lines of a running command's output kept on screen."""
-_READ_MAX = 64 * 1024
-"""The most read from one output file per tick (beyond it, only its end matters)."""
 _SNAPSHOT_MAX = 256 * 1024
 """Files larger than this are not diffed in results."""
 _DIFF_LINES = 40
@@ -70,51 +69,13 @@ def _elapsed(seconds: float) -> str:
 
 
 @dataclass
-class _Tail:
-    """The end of a file that grows while a command runs."""
-
-    path: Path
-    offset: int = 0
-    partial: bytes = b""
-
-    def poll(self, into: deque[str]) -> bool:
-        """Move the file's new complete lines into ``into``; whether anything new came."""
-        try:
-            size = os.path.getsize(self.path)
-        except OSError:
-            return False
-        if size <= self.offset:
-            return False
-        if size - self.offset > _READ_MAX:
-            self.offset, self.partial = size - _READ_MAX, b""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(size - self.offset)
-        except OSError:
-            return False
-        self.offset += len(data)
-        *complete, self.partial = (self.partial + data).split(b"\n")
-        for line in complete:
-            text = line.decode("utf-8", "replace").rstrip("\r")
-            if text.strip():
-                into.append(text)
-        return True
-
-    @property
-    def pending(self) -> str:
-        """A line printed without its newline yet."""
-        return self.partial.decode("utf-8", "replace").rstrip("\r")
-
-
-@dataclass
 class _Running:
     """A call still running, or a background job of this process."""
 
     depth: int
     label: Text
     started: float
-    tails: list[_Tail] = field(default_factory=lambda: [])
+    tails: list[OutputTail] = field(default_factory=lambda: [])
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
     job_id: str | None = None
 
@@ -149,6 +110,8 @@ class LiveView:
         self._lock = threading.RLock()
         self._running: dict[str, _Running] = {}
         self._before: dict[str, dict[str, str | None]] = {}
+        self._asked: set[str] = set()
+        """Calls put to an approval prompt: it showed their change, the result does not again."""
         self._drawn = 0
         self._drawn_text = ""
         self._paused = False
@@ -308,7 +271,9 @@ class LiveView:
 
     # Lines ------------------------------------------------------------------------
 
-    def _line(self, depth: int, text: Text) -> None:
+    def _line(self, depth: int, text: Text, *, wrap: bool = False) -> None:
+        """Print ``text`` indented by ``depth``; ``wrap``: broken between words at the
+        screen's edge (the terminal would cut a word), continued under its indent."""
         with self._lock:
             self._clear()
             if self._mid_line:
@@ -316,7 +281,12 @@ class LiveView:
                 self._out.flush()
                 self._mid_line = False
             self._foreign_mid = False
-            self._console.print(Text("  " * depth) + text)
+            if wrap:
+                from rich.padding import Padding
+
+                self._console.print(Padding(text, (0, 0, 0, 2 * depth)), soft_wrap=False)
+            else:
+                self._console.print(Text("  " * depth) + text)
             self._draw()
 
     def _row(self, call_id: str | None) -> tuple[Any, ...] | None:
@@ -398,12 +368,38 @@ class LiveView:
         running = _Running(depth, label, time.monotonic())
         if tool in ("shell", "execute") and not values.get("background"):
             running.tails = [
-                _Tail(self._rt.artifacts.path_for(event.session_id, event.call_id, name))
+                OutputTail(self._rt.artifacts.path_for(event.session_id, event.call_id, name))
                 for name in ("stdout", "stderr")
             ]
+        elif tool in ("exec_command", "write_stdin", "exec_poll"):
+            running.tails = self._process_tail(event.session_id, event.call_id, tool, values)
         with self._lock:
             self._running[event.call_id] = running
             self._draw()
+
+    def _process_tail(
+        self, session_id: str, call_id: str, tool: str, values: dict[str, Any]
+    ) -> list[OutputTail]:
+        """The transcript of the interactive process a call starts or talks to, from its end."""
+        started_by = call_id
+        if tool != "exec_command":
+            rows = self._rt.store.query(
+                "SELECT call_id FROM exec_processes WHERE session_id = ? AND number = ?",
+                (session_id, values.get("session")),
+            )
+            if not rows:
+                return []
+            started_by = str(rows[0][0])
+        path = self._rt.artifacts.path_for(session_id, started_by, "transcript")
+        try:
+            offset = os.path.getsize(path) if tool != "exec_command" else 0
+        except OSError:
+            offset = 0
+        return [OutputTail(path, offset)]
+
+    def _asking(self, depth: int, event: Event) -> None:
+        if event.call_id is not None:
+            self._asked.add(event.call_id)
 
     def _finished(self, depth: int, event: Event) -> None:
         call_id = event.call_id or ""
@@ -414,7 +410,13 @@ class LiveView:
             self._line(depth, running.label)
         outcome = str(event.data.get("outcome"))
         tool = str(event.data.get("tool"))
-        lines = result_lines(tool, str(row[2] or "")) if row else []
+        output = for_person(str(row[2] or "")) if row else ""
+        lines = result_lines(tool, output) if row else []
+        if tool == "read" and row is not None and outcome == "ok":
+            # The path and the lines read, not the first line of the file.
+            shown = read_range(output)
+            path = self._arguments(str(row[1])).get("path", "?")
+            lines = [f"{path}: {shown}" if shown else f"{path}: {lines[0] if lines else ''}"]
         seconds = time.monotonic() - running.started if running else 0.0
         took = f" ({_elapsed(seconds)})" if seconds >= 1 else ""
         self._line(
@@ -430,8 +432,9 @@ class LiveView:
         for line in lines[1:]:
             self._line(depth, Text(f"    {line}", style="dim"))
         before = self._before.pop(call_id, None)
-        if before and outcome == "ok":
-            self._show_diff(depth, before)
+        if before and outcome == "ok" and call_id not in self._asked:
+            self._show_diff(depth, before)  # once: an approval prompt already showed it
+        self._asked.discard(call_id)
         if outcome == "ok" and tool == "shell" and row is not None:
             self._follow_job(depth, call_id)
 
@@ -492,25 +495,37 @@ class LiveView:
         )
         with self._lock:
             self._running[str(job_id)] = _Running(
-                depth, label, time.monotonic(), [_Tail(Path(str(output_path)))], job_id=str(job_id)
+                depth,
+                label,
+                time.monotonic(),
+                [OutputTail(Path(str(output_path)))],
+                job_id=str(job_id),
             )
             self._draw()
 
     def _blocked(self, depth: int, event: Event) -> None:
         data = event.data
+        reason = " ".join(for_person(str(data.get("reason", ""))).split())
         self._line(
             depth,
             Text.assemble(
                 ("⊘ ", "yellow"),
                 (str(data.get("tool")), "bold"),
                 (f" blocked: {data.get('block_kind')}", "yellow"),
-                (f"  {_first_line(str(data.get('reason', '')))}", "dim"),
+                (f"  {reason}", "dim"),
             ),
+            wrap=True,
         )
 
     def _decided(self, depth: int, event: Event) -> None:
         decision = str(event.data.get("decision"))
         style = "red" if decision == "deny" else "green"
+        said = str(event.data.get("message") or "")
+        rule: Any = event.data.get("rule")
+        extra = f" (the model is told: {said})" if said else ""
+        if isinstance(rule, dict):
+            kept = cast(dict[str, Any], rule)
+            extra = f" (rule kept: {kept.get('action')} {kept.get('tool')} {kept.get('pattern')!r})"
         self._line(
             depth,
             Text.assemble(
@@ -518,7 +533,9 @@ class LiveView:
                 (str(event.data.get("tool")), "bold"),
                 (": ", "dim"),
                 (decision, style),
+                (extra, "dim"),
             ),
+            wrap=True,
         )
 
     def _mode(self, depth: int, event: Event) -> None:
@@ -555,6 +572,7 @@ _HANDLERS: dict[str, Callable[[LiveView, int, Event], None]] = {
     "call.started": LiveView._started,  # pyright: ignore[reportPrivateUsage]
     "call.finished": LiveView._finished,  # pyright: ignore[reportPrivateUsage]
     "dispatch.blocked": LiveView._blocked,  # pyright: ignore[reportPrivateUsage]
+    "approval.requested": LiveView._asking,  # pyright: ignore[reportPrivateUsage]
     "approval.decided": LiveView._decided,  # pyright: ignore[reportPrivateUsage]
     "call.retry": LiveView._retry,  # pyright: ignore[reportPrivateUsage]
     "session.mode": LiveView._mode,  # pyright: ignore[reportPrivateUsage]

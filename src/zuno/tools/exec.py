@@ -331,6 +331,15 @@ class WriteStdinTool(Tool[WriteStdinArgs]):
     )
     args_model = WriteStdinArgs
     declaration: ClassVar[Declaration] = _SIDE_EFFECTING
+    # Rules match what is typed (a deny rule for shell commands included, see
+    # zuno.permissions.rule_matches); approval is asked once per process.
+    rule_argument: ClassVar[str | None] = "chars"
+    rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "prefix"
+    scope_approved_once: ClassVar[bool] = True
+
+    def session_scope(self, args: WriteStdinArgs) -> tuple[str, str] | None:
+        """Typing into one process: approved once, it is not asked about again."""
+        return f"process {args.session}", f"typing into process {args.session}"
 
     async def run(self, args: WriteStdinArgs, ctx: ToolContext) -> ToolResult:
         """Write the characters, then wait for output up to yield_ms."""
