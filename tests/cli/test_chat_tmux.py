@@ -260,3 +260,28 @@ def test_resume_without_a_prompt_opens_the_chat(
     said = _said(model_server, 1)
     assert "the first task" in said and "a follow-up" in said
     assert len(_sessions(tmp_path)) == 1
+
+
+def test_compact_sends_the_summary_instead_of_the_past(
+    workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
+) -> None:
+    model_server.enqueue(
+        Reply(text="First answer."),
+        Reply(text="SUMMARY: the user asked about zebra-alpha."),
+        Reply(text="Second answer."),
+    )
+    pane = pane_factory(workspace, model_server)
+    pane.zuno("chat", "--model", MODEL)
+    pane.wait_text(_READY)
+    pane.type("tell me about zebra-alpha")
+    pane.wait_text("First answer.")
+    pane.type("/compact")
+    pane.wait_text("compacted:")
+    pane.type("and then?")
+    pane.wait_text("Second answer.")
+    _leave(pane)
+
+    last = _said(model_server, len(model_server.requests) - 1)
+    assert "SUMMARY: the user asked about zebra-alpha." in last
+    assert "tell me about zebra-alpha" not in last  # the past is sent as its summary
+    assert "and then?" in last

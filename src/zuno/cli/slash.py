@@ -3,8 +3,8 @@
 ``/undo`` and ``/diff`` run ``zuno undo`` and ``zuno diff`` (the same output,
 the undo recorded as a call of its own); ``/sessions`` lists this folder's
 sessions as ``zuno sessions`` does. The others change the chat itself: its
-permission mode, its model, the session it continues. ``/compact`` is not
-here yet: compaction is built elsewhere and joins the table when it lands.
+permission mode, its model, the session it continues; ``/compact`` has the
+model summarise the conversation so far (see :mod:`zuno.agent.compaction`).
 """
 
 from __future__ import annotations
@@ -151,6 +151,26 @@ async def _cost(chat: Chat, args: list[str]) -> None:
     _say(spent or "nothing spent yet: no model reply so far", "")
 
 
+async def _compact(chat: Chat, args: list[str]) -> None:
+    from zuno.agent.compaction import CompactionFailed
+    from zuno.agent.loop import AgentLoop
+
+    if chat.state is None:
+        _say("nothing to compact: no prompt was sent", "dim")
+        return
+    loop = AgentLoop(chat.rt, chat.state, chat.provider, max_steps=chat.max_steps)
+    try:
+        done = await loop.compact(" ".join(args) or None)
+    except CompactionFailed as exc:
+        _say(f"cannot compact: {exc}", "yellow")
+        return
+    _say(
+        f"compacted: {done.replaced} message(s) now reach the model as one summary "
+        f"(compaction {done.number}); zuno show keeps them all",
+        "dim",
+    )
+
+
 async def _help(chat: Chat, args: list[str]) -> None:
     for name, (_handler, words) in COMMANDS.items():
         _say(f"  /{name:<16}{words}")
@@ -169,6 +189,7 @@ COMMANDS: dict[str, tuple[Handler, str]] = {
     "sessions": (_sessions, "this folder's sessions"),
     "resume": (_resume, "SESSION  continue another session of this folder here"),
     "cost": (_cost, "tokens and cost of this session so far"),
+    "compact": (_compact, "[FOCUS]  summarise the conversation so far to free the context"),
     "help": (_help, "this list"),
     "exit": (_exit, "leave (Ctrl-D too)"),
 }
