@@ -60,7 +60,7 @@ from psycopg.conninfo import conninfo_to_dict
 from zuno.store.dialect import to_postgres
 from zuno.store.errors import SessionBusy, StoreError, StoreUnavailable
 from zuno.store.schema import CALL_FIELDS
-from zuno.store.sqlite import SQLiteStore
+from zuno.store.sqlite import _OWNER_FENCE, SQLiteStore  # pyright: ignore[reportPrivateUsage]
 from zuno.store.storable import storable_params
 
 if TYPE_CHECKING:
@@ -669,7 +669,9 @@ class PostgresStore(SQLiteStore):
         if not isinstance(entry, tuple):
             return False
         sql, params = cast(tuple[str, tuple[Any, ...]], entry)
-        if sql in (self._EVENT_SQL, self._RESULT_EVENT_SQL):
+        if sql in (self._EVENT_SQL, self._OWNED_EVENT_SQL) or sql.startswith(
+            self._RESULT_EVENT_SQL
+        ):
             return True
         if sql == self._CALL_SQL:
             read_only = params[8] == "read_only" and params[9] == "safe"
@@ -909,13 +911,29 @@ class PostgresStore(SQLiteStore):
 
     def append_event(self, event: Event) -> int:
         """One event, committed; its number is read after the commit (one round trip)."""
+        sql, params = self._event_entry(event)
         with self._tx() as db:
-            rows = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event))
-        return int(rows.fetchone()[0])
+            rows = db.execute(sql + " RETURNING seq", params)
+        row = rows.fetchone()
+        if row is None:
+            self._not_held(event.session_id)
+        return int(row[0])
 
     def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
-        row = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event)).fetchone()
+        sql, params = self._event_entry(event)
+        row = db.execute(sql + " RETURNING seq", params).fetchone()
+        if row is None:
+            self._not_held(event.session_id)
         return int(row[0])
+
+    def _not_held(self, session_id: str) -> None:
+        raise SessionBusy(
+            f"session {session_id} is no longer held by this worker (its lease lapsed and "
+            "another worker took it over): nothing more is written here",
+            session_id,
+            None,
+            None,
+        )
 
     # The hot path: one round trip per transaction ------------------------------
 
@@ -973,14 +991,22 @@ class PostgresStore(SQLiteStore):
                 " SELECT ?, GREATEST(COALESCE(MAX(step), 0),"
                 " COALESCE((SELECT MAX(c.step) FROM calls c WHERE c.session_id = ?), 0)) + 1, ?"
                 " FROM steps WHERE session_id = ? RETURNING step",
-                (session_id, session_id, time.time(), session_id),
+                (session_id, session_id, self.clock(), session_id),
             )
             if event is not None:
                 head, tail = _split_json(event.data, "step")
                 db.execute(
                     "INSERT INTO events (session_id, call_id, kind, at, data)"
                     " SELECT ?, ?, ?, ?, ? || MAX(step) || ? FROM steps WHERE session_id = ?",
-                    (event.session_id, event.call_id, event.kind, event.at, head, tail, session_id),
+                    (
+                        event.session_id,
+                        event.call_id,
+                        event.kind,
+                        event.at + self.clock_offset,
+                        head,
+                        tail,
+                        session_id,
+                    ),
                 )
             wanted, self._wanted = self._wanted, []
             for sql, params in wanted:
@@ -1010,9 +1036,11 @@ class PostgresStore(SQLiteStore):
             super().call_started(call, event, durable=False, fence=fence)
             return
 
+        entry = self._event_entry(event)
+
         def write(db: sqlite3.Connection) -> None:
             db.execute(self._CALL_SQL, self._call_params(call))
-            db.execute(self._EVENT_SQL, self._event_params(event))
+            db.execute(*entry)
 
         if fence and call.runner is not None:
             self._fenced(call.session_id, call.runner, write)
@@ -1029,16 +1057,28 @@ class PostgresStore(SQLiteStore):
         the result becomes a ``call.late_result`` event beside it; a row that was
         never stored is written whole. No answer is awaited before ``COMMIT``.
         """
-        head, tail = _split_json(json.loads(self._late_params(call, "", event.at)[4]), "settled_as")
+        late_at = event.at + self.clock_offset
+        head, tail = _split_json(json.loads(self._late_params(call, "", late_at)[4]), "settled_as")
         columns = ", ".join(CALL_FIELDS)
         values = ", ".join(["?"] * len(self._call_params(call)))
+        # A result of a session this process holds lands only while it still holds it;
+        # one of a session it lost is only ever a late result.
+        owner = self._owned.get(call.session_id)
+        if call.session_id in self._lost:
+            fence, held = " AND 1 = 0", ()
+        elif owner is not None:
+            fence, held = _OWNER_FENCE, (call.session_id, owner)
+        else:
+            fence, held = "", ()
         params = (
             *self._finish_params(call),
+            *held,
             *self._call_params(call),
+            *held,
             *self._event_params(event),
             call.session_id,
             call.call_id,
-            event.at,
+            late_at,
             head,
             tail,
             call.call_id,
@@ -1047,8 +1087,8 @@ class PostgresStore(SQLiteStore):
         sql = (
             "WITH updated AS (UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
             " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
-            " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING 1),"
-            f" inserted AS (INSERT INTO calls ({columns}) VALUES ({values})"
+            f" WHERE call_id = ? AND attempt = ? AND status = 'started'{fence} RETURNING 1),"
+            f" inserted AS (INSERT INTO calls ({columns}) SELECT {values} WHERE TRUE{fence}"
             " ON CONFLICT DO NOTHING RETURNING 1),"
             " finished AS (INSERT INTO events (session_id, call_id, kind, at, data)"
             " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM updated)"
@@ -1067,15 +1107,27 @@ class PostgresStore(SQLiteStore):
         return finish
 
     def append_message(self, session_id: str, role: str, body: dict[str, Any]) -> int:
-        """The session's next message; its number is allocated under the session's row lock."""
-        with self._tx() as db:
+        """The session's next message; its number is allocated under the session's row lock.
+
+        Raises:
+            SessionBusy: This process held the session and lost it (nothing is written).
+        """
+        owner = self._owner(session_id)
+
+        def write(db: sqlite3.Connection) -> Any:
             # READ COMMITTED: once the lock is held, the next statement sees every
             # message committed by the worker that held it before.
             db.execute("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,))
-            row = db.execute(
+            return db.execute(
                 "INSERT INTO messages (session_id, seq, role, body, at)"
                 " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM messages WHERE session_id = ?"
                 " RETURNING seq",
-                (session_id, role, json.dumps(body), time.time(), session_id),
-            ).fetchone()
-        return int(row[0])
+                (session_id, role, json.dumps(body), self.clock(), session_id),
+            )
+
+        if owner is None:
+            with self._tx() as db:
+                rows = write(db)
+        else:
+            rows = self._fenced(session_id, owner, write)
+        return int(rows.fetchone()[0])
