@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sqlite3
 import time
 import uuid
@@ -51,14 +52,15 @@ from collections.abc import Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, LiteralString, cast
+from typing import TYPE_CHECKING, Any, LiteralString, NoReturn, cast
 
 import platformdirs
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from zuno.store.dialect import to_postgres
+from zuno.store.dialect import NOW_SQL, to_postgres
 from zuno.store.errors import SessionBusy, StoreError, StoreUnavailable
+from zuno.store.pg_settings import connection_settings
 from zuno.store.schema import CALL_FIELDS
 from zuno.store.sqlite import _OWNER_FENCE, SQLiteStore  # pyright: ignore[reportPrivateUsage]
 from zuno.store.storable import storable_params
@@ -67,7 +69,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from zuno.events import Event
-    from zuno.store.records import CallRecord
+    from zuno.store.records import CallRecord, SessionRecord
 
 __all__ = ["PostgresStore"]
 
@@ -330,11 +332,17 @@ class PostgresStore(SQLiteStore):
     # Connections -------------------------------------------------------------
 
     def _open_connection(self) -> None:
-        conn = psycopg.connect(self.dsn, autocommit=True)
+        conn = psycopg.connect(
+            make_conninfo(self.dsn, **connection_settings(self.dsn)), autocommit=True
+        )
         try:
             for statement in self._session_sql:
                 conn.execute(statement)
             rows = conn.execute(_PRIMARY_KEYS_SQL).fetchall()
+            # The clock every rule compares: this machine's may differ from the server's.
+            sent = time.time()
+            now = conn.execute(f"SELECT {NOW_SQL}").fetchone()
+            received = time.time()
         except BaseException:
             with suppress(Exception):
                 conn.close()
@@ -342,6 +350,8 @@ class PostgresStore(SQLiteStore):
         keys: dict[str, list[str]] = {}
         for table, column in rows:
             keys.setdefault(str(table), []).append(str(column))
+        if now is not None:
+            self.note_clock(float(now[0]), sent, received)
         self._keys.update({t: tuple(c) for t, c in keys.items()})
         self._pg = conn
 
@@ -374,6 +384,43 @@ class PostgresStore(SQLiteStore):
             f"to connect failed ({_first_line(last) if last else 'no answer'}): check that "
             "the server runs and accepts this connection string (--db or ZUNO_DB)"
         ) from (cause or last)
+
+    def acquire_session(self, session_id: str, worker_id: str) -> SessionRecord:
+        """As on SQLite; a row lock held past ``lock_timeout`` reads as a busy session.
+
+        The lock is another worker's transaction on the session (a dead peer's, until
+        the server ends it): a ``--wait`` loop asks again, within its own deadline.
+        """
+        try:
+            return super().acquire_session(session_id, worker_id)
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                raise
+            raise SessionBusy(
+                f"session {session_id} is locked by another worker's transaction (a worker "
+                "that was cut off holds it until the server ends its session): use --wait "
+                "SECONDS, or try again shortly",
+                session_id,
+                None,
+                None,
+            ) from exc
+
+    def interrupt(self) -> None:
+        """Break the connection under a transaction stuck on a dead peer (from another thread).
+
+        The socket is shut down: the statement waiting on it fails at once, and
+        the next transaction connects again.
+        """
+        conn = self._pg
+        if conn is None or conn.closed:
+            return
+        with suppress(Exception):  # already closed, or the fd went away
+            fd = conn.pgconn.socket
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
 
     def _disconnect(self) -> None:
         conn, self._pg = self._pg, None
@@ -619,6 +666,8 @@ class PostgresStore(SQLiteStore):
     def _send_begin(self, tx: _Tx) -> None:
         self._send(tx, _Sent("BEGIN ISOLATION LEVEL READ COMMITTED", (), None))
         if self._ddl:
+            # Workers starting together wait their turn for the schema, however long.
+            self._send(tx, _Sent("SET LOCAL lock_timeout = 0", (), None))
             self._send(tx, _Sent(_SCHEMA_LOCK_SQL, (), None))
             self._relations = None  # read again under the lock
         if self._tokens:
@@ -926,7 +975,7 @@ class PostgresStore(SQLiteStore):
             self._not_held(event.session_id)
         return int(row[0])
 
-    def _not_held(self, session_id: str) -> None:
+    def _not_held(self, session_id: str) -> NoReturn:
         raise SessionBusy(
             f"session {session_id} is no longer held by this worker (its lease lapsed and "
             "another worker took it over): nothing more is written here",
@@ -1022,6 +1071,7 @@ class PostgresStore(SQLiteStore):
             with self._tx(relaxed=True) as db:
                 rows = write(db)
         else:
+            self._owner(session_id)  # a session lost by this process opens no step
             rows = self._fenced(session_id, worker, write, relaxed=True)
         step = int(rows.fetchone()[0])
         if event is not None:
@@ -1042,6 +1092,8 @@ class PostgresStore(SQLiteStore):
             db.execute(self._CALL_SQL, self._call_params(call))
             db.execute(*entry)
 
+        if fence:
+            self._owner(call.session_id)  # a session lost by this process runs nothing
         if fence and call.runner is not None:
             self._fenced(call.session_id, call.runner, write)
         else:

@@ -622,7 +622,7 @@ class SQLiteStore:
         return time.time() + self.clock_offset
 
     def note_clock(self, db_now: float, sent: float, received: float) -> None:
-        """Record the database's time ``db_now``, read between local times ``sent`` and ``received``."""
+        """Record the database's time ``db_now``, read between local ``sent`` and ``received``."""
         self.clock_offset = db_now - (sent + received) / 2
 
     def _owner(self, session_id: str) -> str | None:
@@ -646,15 +646,21 @@ class SQLiteStore:
 
         Each one is written again only after it is acquired again (:meth:`acquire_session`).
         """
-        with self._lock:
-            lost = list(self._owned)
-            for session_id in lost:
-                self._lost[session_id] = reason
-            self._owned.clear()
+        # Not under the store's lock: a transaction stuck on a dead connection holds it.
+        lost = list(self._owned)
+        for session_id in lost:
+            self._lost[session_id] = reason
+            self._owned.pop(session_id, None)
         return lost
 
+    def interrupt(self) -> None:
+        """Break a transaction stuck on a dead connection (from another thread).
+
+        A local file has no connection to break: nothing to do here.
+        """
+
     def check_owner(self, db: StoreConnection, session_id: str) -> None:
-        """Inside a transaction: raise :class:`SessionBusy` unless this process may write the session.
+        """In a transaction: raise :class:`SessionBusy` unless this process may write the session.
 
         For modules writing a session's rows with their own SQL (recovery notices):
         a session this process holds must still be leased to it.
@@ -859,6 +865,8 @@ class SQLiteStore:
         read-only calls can run): the number is read under the session's lease
         (only its holder opens steps) and the row waits for the next transaction.
         """
+        if worker is not None:
+            self._owner(session_id)  # a session lost by this process opens no step
         try:
             with self._tx() as db:
                 if worker is not None:
@@ -982,6 +990,8 @@ class SQLiteStore:
                 self._defer(self._CALL_SQL, self._call_params(call))
                 self._defer(*self._event_entry(event))
             return
+        if fence:
+            self._owner(call.session_id)  # a session lost by this process runs nothing
         with self._tx() as db:
             if fence and call.runner is not None:
                 self._fence(db, call.session_id, call.runner)
