@@ -51,8 +51,10 @@ from zuno.calls import new_id
 from zuno.config import ConfigError
 from zuno.events import Event
 from zuno.permissions import ApproveAll, Approver, DenyAll
+from zuno.recovery import settle_interrupted
 from zuno.session_options import parse_options
 from zuno.store.errors import SessionBusy, StoreUnavailable
+from zuno.workers import WorkerIdentity, proc_is_ours
 
 if TYPE_CHECKING:
     from zuno.runtime import Runtime
@@ -73,6 +75,8 @@ __all__ = [
 ]
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_MAX_BACKOFF = 5.0
+"""The longest pause between looks at a store that does not answer (seconds)."""
 
 
 class FleetState(StrEnum):
@@ -218,6 +222,79 @@ _TAKE_SQL = (
 _CLAIM_TRIES = 8
 """Claims in a row that may lose their race to another worker before giving up for now."""
 
+_CLAIMED_SQL = (
+    "INSERT INTO events (session_id, call_id, kind, at, data)"
+    " VALUES (?, NULL, 'fleet.claimed', zuno_now(), ?)"
+)
+
+
+def _claimed(worker_id: str, taken_from: str | None, was: str) -> str:
+    return json.dumps({"worker": worker_id, "taken_from": taken_from, "was": was})
+
+
+_RUNNING_OWNERS_SQL = (
+    "SELECT DISTINCT owner FROM sessions WHERE state = 'running' AND prompt IS NOT NULL"
+    " AND owner IS NOT NULL"
+)
+_EXPIRE_SQL = "UPDATE workers SET expires_at = zuno_now() - 1 WHERE worker_id = ?"
+
+
+def _expire_dead_owners(store: Store, worker_id: str) -> None:
+    """The fast path on one machine: a running session's owner whose process is gone here.
+
+    Its lease is expired at once (the process that held it is dead: same machine,
+    boot and PID namespace, and no process with its pid and start time), so the
+    claim below takes its session over without waiting for the lease to run out.
+    """
+    me = WorkerIdentity.parse(worker_id)
+    if me is None or not proc_is_ours():
+        return
+    dead = [
+        str(owner)
+        for (owner,) in store.query(_RUNNING_OWNERS_SQL)
+        if (who := WorkerIdentity.parse(str(owner))) is not None
+        and who != me
+        and who.same_pid_space(me)
+        and not who.process_alive()
+    ]
+    if dead:
+        with store.transaction() as db:
+            for owner in dead:
+                db.execute(_EXPIRE_SQL, (owner,))
+
+
+_OWN_SQL = (
+    "UPDATE sessions SET updated_at = zuno_now() WHERE owner = ? AND state = 'running'"
+    " AND prompt IS NOT NULL AND session_id = (SELECT session_id FROM sessions"
+    " WHERE owner = ? AND state = 'running' AND prompt IS NOT NULL"
+    " ORDER BY created_at LIMIT 1)"
+    " RETURNING session_id, workspace, agent, model, prompt, options"
+)
+
+
+def reclaim_own(store: Store, worker_id: str) -> Claim | None:
+    """A running session this worker still owns but let go of (a store outage), or None.
+
+    A worker runs one session at a time: one it owns while it is looking for
+    work is one it had to drop. It takes it back first, as its own former owner
+    (``taken_from``): what it was running then was killed, and is settled.
+    """
+    with store.transaction() as db:
+        row = db.execute(_OWN_SQL, (worker_id, worker_id)).fetchone()
+        if row is None:
+            return None
+        session_id, workspace, agent, model, prompt, options = tuple(row)
+        db.execute(_CLAIMED_SQL, (session_id, _claimed(worker_id, worker_id, "running")))
+    return Claim(
+        str(session_id),
+        Path(str(workspace)),
+        str(agent),
+        str(model) if model else None,
+        str(prompt),
+        parse_options(options),
+        worker_id,
+    )
+
 
 def claim_next(store: Store, worker_id: str) -> Claim | None:
     """Take the oldest claimable session for ``worker_id``, or None when there is none.
@@ -226,6 +303,7 @@ def claim_next(store: Store, worker_id: str) -> Claim | None:
     choose it (a row lock skipped by the others on PostgreSQL, the database's
     write lock on SQLite).
     """
+    _expire_dead_owners(store, worker_id)
     for _ in range(_CLAIM_TRIES):
         with store.transaction() as db:
             row = db.execute(_CLAIM_SQL).fetchone()
@@ -238,16 +316,7 @@ def claim_next(store: Store, worker_id: str) -> Claim | None:
             if taken is None:
                 continue  # taken meanwhile: choose again
             taken_from = str(owner) if state == FleetState.RUNNING.value and owner else None
-            db.execute(
-                "INSERT INTO events (session_id, call_id, kind, at, data)"
-                " VALUES (?, NULL, ?, ?, ?)",
-                (
-                    session_id,
-                    "fleet.claimed",
-                    time.time(),
-                    json.dumps({"worker": worker_id, "taken_from": taken_from, "was": state}),
-                ),
-            )
+            db.execute(_CLAIMED_SQL, (session_id, _claimed(worker_id, taken_from, str(state))))
         break
     else:
         return None  # every try lost its race: the caller asks again later
@@ -291,10 +360,13 @@ def _max_steps(claim: Claim) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-async def _run_claim(rt: Runtime, claim: Claim) -> SessionEnd:
+async def _run_claim(rt: Runtime, claim: Claim, worker_id: str) -> SessionEnd:
     """The agent loop of a claimed session in its own runtime (opened by the caller)."""
     from zuno.mcp.errors import McpServerError
 
+    if claim.taken_from == worker_id:
+        # Taken back after an outage: what this worker ran in it then was killed.
+        settle_interrupted(rt.store, claim.session_id, gone=worker_id)
     state = rt.open_session(claim.session_id)  # settles what a dead owner left running
     history = load_history(rt.store, claim.session_id)
     last = history[-1] if history else None
@@ -365,6 +437,12 @@ class FleetWorker:
     """Sessions run to an end (done or failed) so far."""
     _stopping: int | None = field(default=None, init=False, repr=False)
     _scope: anyio.CancelScope | None = field(default=None, init=False, repr=False)
+    _dropped: bool = field(default=False, init=False, repr=False)
+    """A session was let go of (an outage): look for it first."""
+    _outage_since: float | None = field(default=None, init=False, repr=False)
+    _backoff: float = field(default=1.0, init=False, repr=False)
+    _recorded: str | None = field(default=None, init=False, repr=False)
+    """The session whose end event is written (its release may still be retried)."""
 
     @property
     def worker_id(self) -> str:
@@ -411,13 +489,15 @@ class FleetWorker:
         idle_since = time.monotonic()
         while self._stopping is None:
             try:
-                claim = claim_next(self.store, self.worker_id)
+                claim = reclaim_own(self.store, self.worker_id) if self._dropped else None
+                self._dropped = False
+                if claim is None:
+                    claim = claim_next(self.store, self.worker_id)
             except StoreUnavailable as exc:
-                # A database blip must not end a worker: look again after a pause.
-                self.log(f"worker {self._short}: the store is unavailable ({exc}); retrying")
-                with self._cancellable():
-                    await anyio.sleep(self.poll)
+                # An outage must not end a worker: look again, less and less often.
+                await self._ride_out(exc)
                 continue
+            self._answered()
             if claim is None:
                 if self.once:
                     return
@@ -429,8 +509,20 @@ class FleetWorker:
                 continue
             await self._run(claim)
             idle_since = time.monotonic()
-            if self.once or (self.max_sessions is not None and self.ran >= self.max_sessions):
+            if self.once and not self._dropped:
                 return
+            if self.max_sessions is not None and self.ran >= self.max_sessions:
+                return
+
+    async def _ride_out(self, exc: StoreUnavailable) -> None:
+        """Wait out a store outage (one line when it starts, one when it ends)."""
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            self._backoff = self.poll
+            self.log(f"worker {self._short}: the store is unavailable ({exc}); retrying")
+        with self._cancellable():
+            await anyio.sleep(self._backoff)
+        self._backoff = min(_MAX_BACKOFF, self._backoff * 2)
 
     @contextmanager
     def _cancellable(self) -> Generator[anyio.CancelScope]:
@@ -450,31 +542,69 @@ class FleetWorker:
 
     async def _run(self, claim: Claim) -> None:
         taken = f" (taken over from {short_worker(claim.taken_from)})" if claim.taken_from else ""
+        if claim.taken_from == self.worker_id:
+            taken = " (taken back after the outage)"
         self.log(f"worker {self._short}: {claim.session_id} claimed{taken}")
         end: SessionEnd | None = None
         rt: Runtime | None = None
         try:
             rt = self._runtime(claim)
             with self._cancellable() as scope:
-                end = await _run_claim(rt, claim)
+                end = await _run_claim(rt, claim, self.worker_id)
             if scope.cancelled_caught:  # a stop signal: another worker continues it
                 end = SessionEnd(FleetState.QUEUED, "the worker was stopped")
         except BaseException as exc:
+            if _leaf(exc, StoreUnavailable) is not None and _leaf(exc, SessionBusy) is None:
+                # The store went away mid-session: the session stays this worker's
+                # (nothing is written to it meanwhile); it is taken back once the store
+                # answers, unless the lease lapsed first and another worker took it.
+                self._drop(claim, rt, f"the store is unavailable ({_leaf(exc, StoreUnavailable)})")
+                return
             busy = _leaf(exc, SessionBusy)
             if busy is not None:
-                # Our lease lapsed and another worker took the session: it is theirs now.
-                self.log(f"worker {self._short}: {claim.session_id} lost: {busy}")
-                if rt is not None:
-                    release_runtime(rt)
+                # Our lease lapsed and another worker took the session (or will): it is
+                # not ours to write any more.
+                self._drop(claim, rt, f"lost: {busy}")
                 return
             config = _leaf(exc, ConfigError)
             if config is None:
-                # Not the session's fault (a store outage, a bug): hand it back, then stop.
+                # Not the session's fault (a bug): hand it back, then stop.
                 with suppress(Exception):  # the error that stops the worker is the one above
                     self._finish(claim, SessionEnd(FleetState.QUEUED, repr(exc)), rt)
                 raise
             end = SessionEnd(FleetState.FAILED, f"cannot run in {claim.workspace}: {config}")
-        self._finish(claim, end, rt)
+        await self._finish_riding_out(claim, end, rt)
+
+    def _drop(self, claim: Claim, rt: Runtime | None, why: str) -> None:
+        """Let go of a session without writing to it (its runtime, its processes)."""
+        self.store.fence_sessions(why)
+        self._dropped = True
+        self.log(f"worker {self._short}: {claim.session_id} dropped: {why}")
+        if rt is not None:
+            with suppress(Exception):  # releasing writes nothing to a fenced session
+                release_runtime(rt)
+
+    async def _finish_riding_out(self, claim: Claim, end: SessionEnd, rt: Runtime | None) -> None:
+        """Record the end, waiting for the store as long as it is away (the end is known)."""
+        while True:
+            try:
+                self._finish(claim, end, rt)
+            except StoreUnavailable as exc:
+                if self._stopping is not None:
+                    raise
+                await self._ride_out(exc)
+                continue
+            except SessionBusy as exc:
+                self._drop(claim, rt, f"lost before its end was recorded: {exc}")
+                return
+            self._answered()
+            return
+
+    def _answered(self) -> None:
+        if self._outage_since is not None:
+            away = time.monotonic() - self._outage_since
+            self.log(f"worker {self._short}: the store answers again (away {away:.0f} s)")
+            self._outage_since = None
 
     def _runtime(self, claim: Claim) -> Runtime:
         from zuno.runtime import Runtime
@@ -485,7 +615,9 @@ class FleetWorker:
         """Record how the session ended and release it (never closing the shared store)."""
         data = {"worker": self.worker_id, "state": end.state.value, "reason": end.reason}
         kind = "fleet.released" if end.state is FleetState.QUEUED else "fleet.finished"
-        self.store.append_event(Event(kind, claim.session_id, data=data))
+        if self._recorded != claim.session_id:  # once, even when the release is tried again
+            self.store.append_event(Event(kind, claim.session_id, data=data))
+            self._recorded = claim.session_id
         # The owner stays written, so `zuno sessions` shows which worker ran it.
         if rt is not None:
             release_runtime(rt, end.state.value)  # and its share of the lease

@@ -43,6 +43,7 @@ __all__ = [
     "WorkerIdentity",
     "WorkerLease",
     "lease_seconds",
+    "proc_is_ours",
     "runner_running",
     "runner_settleable",
     "settleable_in",
@@ -83,7 +84,7 @@ def _pid_namespace() -> str:
         return ""
 
 
-def _proc_is_ours() -> bool:
+def proc_is_ours() -> bool:
     """Whether this process's ``/proc`` shows its own PID namespace.
 
     After ``unshare --pid`` without a fresh ``/proc`` mount, ``/proc/<pid>``
@@ -180,7 +181,7 @@ def this_worker() -> WorkerIdentity:
         _current = WorkerIdentity(
             machine or "-",
             _read("/proc/sys/kernel/random/boot_id") or "-",
-            (_pid_namespace() if _proc_is_ours() else "") or f"noproc{pid}",
+            (_pid_namespace() if proc_is_ours() else "") or f"noproc{pid}",
             pid,
             start,
         )
@@ -224,7 +225,7 @@ def _settleable(runner: str | None, single_host: bool, lease_alive: Callable[[st
         return not (single_host and identity.process_alive())
     if identity == me:
         return False  # this very process: alive by definition
-    if identity.same_pid_space(me) and _proc_is_ours() and not identity.process_alive():
+    if identity.same_pid_space(me) and proc_is_ours() and not identity.process_alive():
         return True  # the fast path on one machine: its process is gone
     return not lease_alive(runner)
 
@@ -272,7 +273,7 @@ def runner_running(runner: str | None, store: Store | None = None) -> bool:
     identity = WorkerIdentity.parse(runner)
     if identity is None:
         return False
-    if identity.legacy or (identity.same_pid_space(this_worker()) and _proc_is_ours()):
+    if identity.legacy or (identity.same_pid_space(this_worker()) and proc_is_ours()):
         return identity.process_alive()
     return True
 

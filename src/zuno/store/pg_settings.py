@@ -26,9 +26,15 @@ from __future__ import annotations
 
 import os
 
+import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-__all__ = ["IDLE_IN_TRANSACTION_SECONDS", "LOCK_TIMEOUT_SECONDS", "connection_settings"]
+__all__ = [
+    "IDLE_IN_TRANSACTION_SECONDS",
+    "LOCK_TIMEOUT_SECONDS",
+    "connection_settings",
+    "describe_dsn",
+]
 
 IDLE_IN_TRANSACTION_SECONDS = 10.0
 """How long the server keeps a session idle inside a transaction before ending it."""
@@ -78,3 +84,14 @@ def connection_settings(dsn: str) -> dict[str, str]:
     if added:
         settings["options"] = " ".join([options, *added]).strip()
     return settings
+
+
+def describe_dsn(dsn: str) -> str:
+    """The server and database of a connection string, as people read it (no password)."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "the PostgreSQL server of --db (or ZUNO_DB)"
+    user = f"{info['user']}@" if info.get("user") else ""
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{info.get('host') or 'localhost'}{port}/{info.get('dbname', '')}"

@@ -56,11 +56,11 @@ from typing import TYPE_CHECKING, Any, LiteralString, NoReturn, cast
 
 import platformdirs
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from zuno.store.dialect import NOW_SQL, to_postgres
 from zuno.store.errors import SessionBusy, StoreError, StoreUnavailable
-from zuno.store.pg_settings import connection_settings
+from zuno.store.pg_settings import connection_settings, describe_dsn
 from zuno.store.schema import CALL_FIELDS
 from zuno.store.sqlite import _OWNER_FENCE, SQLiteStore  # pyright: ignore[reportPrivateUsage]
 from zuno.store.storable import storable_params
@@ -918,15 +918,7 @@ class PostgresStore(SQLiteStore):
 
     def _where(self) -> str:
         """The server and database, without the password."""
-        try:
-            info = conninfo_to_dict(self.dsn)
-        except psycopg.Error:
-            return "the PostgreSQL server of --db (or ZUNO_DB)"
-        user = f"{info['user']}@" if info.get("user") else ""
-        port = f":{info['port']}" if info.get("port") else ""
-        return (
-            f"postgresql://{user}{info.get('host') or 'localhost'}{port}/{info.get('dbname', '')}"
-        )
+        return describe_dsn(self.dsn)
 
     def _problem(self, exc: Exception) -> str:
         first = _first_line(exc)

@@ -806,16 +806,39 @@ class SQLiteStore:
         if session_id in self._lost:
             return False  # its lease lapsed: another worker may hold it by now
         with self._tx() as db:
+            ending = self._answered_state(db, session_id) if state == "idle" else state
             row = db.execute(
                 "UPDATE sessions SET state = ?, updated_at = zuno_now()"
                 " WHERE session_id = ? AND owner = ? AND (state = 'running' OR ? <> 'idle')"
                 " RETURNING session_id",
-                (state, session_id, worker_id, state),
+                (ending, session_id, worker_id, state),
             ).fetchone()
         with self._lock:
             if self._owned.get(session_id) == worker_id:
                 del self._owned[session_id]
         return row is not None
+
+    @staticmethod
+    def _answered_state(db: sqlite3.Connection, session_id: str) -> str:
+        """``done`` for a submitted session whose model gave its answer, else ``idle``.
+
+        A person may finish a submitted session with ``zuno resume``: once answered,
+        it is done for the fleet too, not an idle interactive session.
+        """
+        row = db.execute(
+            "SELECT s.prompt IS NOT NULL, m.role, m.body FROM sessions s"
+            " LEFT JOIN messages m ON m.session_id = s.session_id AND m.seq ="
+            " (SELECT MAX(seq) FROM messages WHERE session_id = s.session_id)"
+            " WHERE s.session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None or not row[0] or row[1] != "assistant":
+            return "idle"
+        try:
+            body = json.loads(row[2])
+        except (TypeError, ValueError):
+            return "idle"
+        return "idle" if isinstance(body, dict) and body.get("tool_calls") else "done"  # pyright: ignore[reportUnknownMemberType]
 
     def _fence(self, db: sqlite3.Connection, session_id: str, worker_id: str) -> None:
         """Raise :class:`SessionBusy` unless the session is still leased to ``worker_id``.
