@@ -177,14 +177,22 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="zuno-fence", daemon=True)
         self._thread.start()
 
-    def renewed(self, sent_at: float) -> None:
-        """A renewal sent at ``sent_at`` (:func:`boot_clock`) succeeded: push the deadline."""
+    def renewed(self, sent_at: float) -> bool:
+        """A renewal sent at ``sent_at`` (:func:`boot_clock`) succeeded: push the deadline.
+
+        Returns whether this ends a fence. A renewal whose answer came too late
+        (its deadline already passed) changes nothing.
+        """
         deadline = sent_at + self.lease_seconds - self.margin
+        if deadline <= boot_clock():
+            return False
         with self._cond:
+            ended = self.fenced
             self._deadline = deadline
             self.fenced = False
             self._cond.notify_all()
         _renewed(deadline)
+        return ended
 
     def stop(self) -> None:
         """The lease ended on purpose (expired by its worker): nothing more to enforce."""

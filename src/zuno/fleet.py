@@ -268,6 +268,8 @@ _OWN_SQL = (
     " AND prompt IS NOT NULL AND session_id = (SELECT session_id FROM sessions"
     " WHERE owner = ? AND state = 'running' AND prompt IS NOT NULL"
     " ORDER BY created_at LIMIT 1)"
+    # Only under a live lease: once it expired, any worker (this one too) claims it.
+    " AND EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = ? AND w.expires_at >= zuno_now())"
     " RETURNING session_id, workspace, agent, model, prompt, options"
 )
 
@@ -280,7 +282,7 @@ def reclaim_own(store: Store, worker_id: str) -> Claim | None:
     (``taken_from``): what it was running then was killed, and is settled.
     """
     with store.transaction() as db:
-        row = db.execute(_OWN_SQL, (worker_id, worker_id)).fetchone()
+        row = db.execute(_OWN_SQL, (worker_id, worker_id, worker_id)).fetchone()
         if row is None:
             return None
         session_id, workspace, agent, model, prompt, options = tuple(row)

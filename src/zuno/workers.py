@@ -377,7 +377,8 @@ class WorkerLease:
         with store.transaction() as db:
             rows = self._beat(db, store)
         self._note_clock(store, rows, sent)
-        self._watchdog.renewed(sent)
+        if self._watchdog.renewed(sent):
+            _log.warning("zuno: the worker lease is renewed again; the fence is lifted")
 
     @staticmethod
     def _note_clock(store: Store, rows: Any, sent: float) -> None:
@@ -385,7 +386,10 @@ class WorkerLease:
         if rows is None:
             return  # zuno_now() is this machine's clock
         received = boot_clock()
-        row = rows.fetchone()
+        try:
+            row = rows.fetchone()
+        except Exception:  # the commit's answer came through a replay: measure next time
+            return
         if row is not None and row[0] is not None:
             now = time.time()
             store.note_clock(float(row[0]), now - (received - sent), now)
@@ -419,8 +423,6 @@ class WorkerLease:
                     _log.warning("zuno: the worker lease could not be renewed: %s", exc)
                 self._failing = True
             else:
-                if self._failing:
-                    _log.warning("zuno: the worker lease is renewed again")
                 self._failing = False
 
     def stop(self) -> None:
