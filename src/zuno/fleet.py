@@ -54,7 +54,7 @@ from zuno.permissions import ApproveAll, Approver, DenyAll
 from zuno.recovery import settle_interrupted
 from zuno.session_options import parse_options
 from zuno.store.errors import SessionBusy, StoreUnavailable
-from zuno.workers import WorkerIdentity, proc_is_ours
+from zuno.workers import WorkerIdentity, proc_is_ours, this_worker
 
 if TYPE_CHECKING:
     from zuno.runtime import Runtime
@@ -246,14 +246,15 @@ def _expire_dead_owners(store: Store, worker_id: str) -> None:
     boot and PID namespace, and no process with its pid and start time), so the
     claim below takes its session over without waiting for the lease to run out.
     """
-    me = WorkerIdentity.parse(worker_id)
-    if me is None or not proc_is_ours():
+    me = this_worker()
+    if not proc_is_ours():
         return
     dead = [
         str(owner)
         for (owner,) in store.query(_RUNNING_OWNERS_SQL)
         if (who := WorkerIdentity.parse(str(owner))) is not None
         and who != me
+        and str(owner) != worker_id
         and who.same_pid_space(me)
         and not who.process_alive()
     ]
@@ -268,8 +269,6 @@ _OWN_SQL = (
     " AND prompt IS NOT NULL AND session_id = (SELECT session_id FROM sessions"
     " WHERE owner = ? AND state = 'running' AND prompt IS NOT NULL"
     " ORDER BY created_at LIMIT 1)"
-    # Only under a live lease: once it expired, any worker (this one too) claims it.
-    " AND EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = ? AND w.expires_at >= zuno_now())"
     " RETURNING session_id, workspace, agent, model, prompt, options"
 )
 
@@ -282,7 +281,7 @@ def reclaim_own(store: Store, worker_id: str) -> Claim | None:
     (``taken_from``): what it was running then was killed, and is settled.
     """
     with store.transaction() as db:
-        row = db.execute(_OWN_SQL, (worker_id, worker_id, worker_id)).fetchone()
+        row = db.execute(_OWN_SQL, (worker_id, worker_id)).fetchone()
         if row is None:
             return None
         session_id, workspace, agent, model, prompt, options = tuple(row)

@@ -128,6 +128,8 @@ class Relay:
                 sink.sendall(data)
         except OSError:
             pass
+        while self._held.is_set() and not self._closed:
+            time.sleep(0.02)  # a partition carries no end of stream either
         with suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
 
@@ -289,9 +291,9 @@ class CarefulModel(FleetModelServer):
     it reads the ``marks`` folder: when ``NN.txt`` is not there, it runs the call
     again (a new call id), else it answers.
 
-    With ``fail_first``, the script starts with a ``shell`` call that fails
-    (``exit 3``, a side-effecting Never call ending in error), then reads the
-    marks folder (an inspection), then runs the writing call.
+    With ``fail_first``, the script starts with a ``shell`` call cut off by its
+    timeout (a side-effecting Never call whose outcome is uncertain), then reads
+    the marks folder (an inspection), then runs the writing call.
     ``hold`` (set by a test): the reply to the request that follows the failed
     call waits until it is cleared (``held`` is set while one waits).
     """
@@ -311,17 +313,22 @@ class CarefulModel(FleetModelServer):
         last = messages[-1]
         tools = [m for m in messages if m.get("role") == "tool"]
         ids = [str(m.get("tool_call_id", "")) for m in tools]
+        if any(i.startswith("f_") for i in ids) and not any(
+            i.startswith(("insp_", "look_")) for i in ids
+        ):
+            while self.hold.is_set():  # the first request after the failure waits
+                self.held.set()
+                time.sleep(0.05)
         if last.get("role") == "user" and last is not users[0]:
             return "Checking what happened.", [_call(f"insp_{task:02d}_{len(users)}", "read", {})]
         if last.get("role") == "user":
             if self.fail_first:
-                return "First a check.", [_call(f"f_{task:02d}", "shell", {"command": "exit 3"})]
+                # Cut off by its timeout: its outcome is uncertain (it may have acted).
+                failing = {"command": "sleep 5", "timeout": 1}
+                return "First a check.", [_call(f"f_{task:02d}", "shell", failing)]
             return "Writing.", [_call(f"sh_{task:02d}", "shell", write)]
         last_id = ids[-1] if ids else ""
         if last_id.startswith("f_"):
-            while self.hold.is_set():
-                self.held.set()
-                time.sleep(0.05)
             return "Looking.", [_call(f"look_{task:02d}", "read", {})]
         if last_id.startswith(("insp_", "look_")):
             listing = _text(tools[-1])
