@@ -13,8 +13,10 @@ connection of the store therefore asks for:
   sits in an open transaction without sending anything, and rolls it back,
   releasing its locks (Zuno's transactions are pipelined: they never wait on
   anything but the network);
-- ``lock_timeout`` 2 s: no statement waits longer for a row lock; a
-  ``--wait`` loop asks again until its own deadline instead;
+- ``lock_timeout`` 2 s (or a sixth of the lease, if that is shorter): no
+  statement waits longer for a row lock, so a wait never holds the store past
+  the lease's fence margin (see :mod:`zuno.fencing`); a ``--wait`` loop asks
+  again until its own deadline instead;
 - ``connect_timeout`` 10 s.
 
 A setting the connection string already gives is kept as given (``options``
@@ -70,7 +72,9 @@ def connection_settings(dsn: str) -> dict[str, str]:
     settings = {k: v for k, v in _CLIENT.items() if k not in given}
     options = str(given.get("options") or "")
     idle = _seconds("ZUNO_PG_IDLE_TX_TIMEOUT", IDLE_IN_TRANSACTION_SECONDS)
-    lock = _seconds("ZUNO_PG_LOCK_TIMEOUT", LOCK_TIMEOUT_SECONDS)
+    from zuno.workers import lease_seconds
+
+    lock = _seconds("ZUNO_PG_LOCK_TIMEOUT", min(LOCK_TIMEOUT_SECONDS, lease_seconds() / 6))
     server = {
         "idle_in_transaction_session_timeout": f"{round(idle * 1000)}ms",
         "lock_timeout": f"{round(lock * 1000)}ms",
