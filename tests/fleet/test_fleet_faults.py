@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -29,6 +29,7 @@ from fault_kit import CarefulModel, Host, Relay, namespaces_work, pg_target, rel
 from fleet_model import prompt_for
 
 from zuno.store import Store, open_store
+from zuno.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.skipif(
     not namespaces_work(), reason="needs root: unshare and bind mounts simulate the hosts"
@@ -160,7 +161,7 @@ def _conversation_problems(faults: Faults, session_id: str) -> list[str]:
             if role == "assistant":
                 if previous == "assistant":
                     problems.append("two assistant messages in a row")
-                calls = body.get("tool_calls") or []
+                calls = cast(list[dict[str, Any]], body.get("tool_calls") or [])
                 open_calls = [str(c["id"]) for c in calls]
                 answers += not calls
         previous = role
@@ -348,15 +349,14 @@ def test_a_lock_held_by_a_cut_peer_is_released_and_waits_are_bounded(faults: Fau
 def test_connections_ask_for_keepalives_and_server_timeouts(pg_dsn: str) -> None:
     store = open_store(pg_dsn)
     try:
-        conn = store.connection  # type: ignore[attr-defined]
+        assert isinstance(store, PostgresStore)
+        conn = store.connection
         params = conn.info.get_parameters()
         assert params.get("keepalives") == "1"
         assert params.get("tcp_user_timeout") == "10000"
-        shown = {
-            name: conn.execute(f"SHOW {name}").fetchone()[0]
-            for name in ("idle_in_transaction_session_timeout", "lock_timeout")
-        }
-        assert shown == {"idle_in_transaction_session_timeout": "10s", "lock_timeout": "2s"}
+        idle = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+        lock = conn.execute("SHOW lock_timeout").fetchone()
+        assert (idle, lock) == (("10s",), ("2s",))
         assert "search_path" in params.get("options", "")  # the DSN's own options are kept
     finally:
         store.close()
