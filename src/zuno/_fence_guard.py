@@ -9,8 +9,8 @@ worker, enforces it.
 It reads lines on stdin, each one word and a number:
 
 ``until T``
-    The deadline, on ``CLOCK_BOOTTIME`` (which keeps counting while the machine
-    sleeps): at T every group still registered is killed.
+    The deadline, on the clock named by the first argument (``CLOCK_BOOTTIME``
+    unless told otherwise): at T every group still registered is killed.
 ``add PGID`` / ``forget PGID``
     A command's process group started / ended.
 ``kill 0``
@@ -33,8 +33,11 @@ import time
 __all__ = ["main"]
 
 
+_clock = [time.CLOCK_BOOTTIME]
+
+
 def _now() -> float:
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.clock_gettime(_clock[0])
 
 
 def _tree(root: int) -> set[int]:
@@ -83,7 +86,12 @@ def _kill(groups: set[int]) -> None:
 
 
 def main() -> int:
-    """Read orders on stdin until it ends; kill at the deadline and at the end."""
+    """Read orders on stdin until it ends; kill at the deadline and at the end.
+
+    The first argument, when given, is the clock id deadlines are read on.
+    """
+    if len(sys.argv) > 1 and sys.argv[1].isdigit():
+        _clock[0] = int(sys.argv[1])
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGTSTP):
         signal.signal(signum, signal.SIG_IGN)
     groups: set[int] = set()

@@ -26,7 +26,7 @@ the worker is paused (SIGSTOP), starved, or stuck on a dead connection, and
 when the worker dies. The one case neither covers is a whole machine frozen
 (every process stopped, the commands too): nothing runs there, and when it
 thaws the guard's deadline has passed (its clock, ``CLOCK_BOOTTIME``, counts
-the frozen time), so it kills at once; what a command does in the instant
+the frozen time; see :func:`choose_clock`), so it kills at once; what a command does in the instant
 between its own thaw and the guard's is the remaining exposure.
 """
 
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Watchdog",
-    "boot_clock",
+    "choose_clock",
+    "fence_clock",
     "fence_margin",
     "fire",
     "forget_group",
@@ -58,9 +59,23 @@ _log = logging.getLogger("zuno.fencing")
 _GUARD = Path(__file__).with_name("_fence_guard.py")
 
 
-def boot_clock() -> float:
-    """Seconds on ``CLOCK_BOOTTIME`` (monotonic, and counting while the machine is suspended)."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
+def choose_clock(single_host: bool) -> None:
+    """Which clock measures the fence: ``CLOCK_BOOTTIME``, or ``CLOCK_MONOTONIC`` on one machine.
+
+    With workers on many machines, time a machine spends suspended counts: the
+    others went on, and may take over. With a store on one machine (SQLite)
+    every worker was suspended too, so a laptop waking up does not fence itself
+    for the time it slept. The first lease of a process decides.
+    """
+    with _state.lock:
+        if not _state.chosen:
+            _state.chosen = True
+            _state.clock_id = time.CLOCK_MONOTONIC if single_host else time.CLOCK_BOOTTIME
+
+
+def fence_clock() -> float:
+    """Seconds on the fence's clock (see :func:`choose_clock`)."""
+    return time.clock_gettime(_state.clock_id)
 
 
 def fence_margin(lease_seconds: float) -> float:
@@ -78,6 +93,8 @@ class _State:
         self.guard: Popen[bytes] | None = None
         self.guard_pid = 0
         self.owner_pid = os.getpid()
+        self.chosen = False
+        self.clock_id = time.CLOCK_BOOTTIME
 
     def send(self, line: str) -> None:
         """Tell the guard (started when there is a deadline and a command to guard)."""
@@ -102,7 +119,7 @@ class _State:
 
         try:
             guard = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(_GUARD)],
+                [sys.executable, "-I", "-S", str(_GUARD), str(self.clock_id)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -178,13 +195,13 @@ class Watchdog:
         self._thread.start()
 
     def renewed(self, sent_at: float) -> bool:
-        """A renewal sent at ``sent_at`` (:func:`boot_clock`) succeeded: push the deadline.
+        """A renewal sent at ``sent_at`` (:func:`fence_clock`) succeeded: push the deadline.
 
         Returns whether this ends a fence. A renewal whose answer came too late
         (its deadline already passed) changes nothing.
         """
         deadline = sent_at + self.lease_seconds - self.margin
-        if deadline <= boot_clock():
+        if deadline <= fence_clock():
             return False
         with self._cond:
             ended = self.fenced
@@ -208,7 +225,7 @@ class Watchdog:
                 if self._deadline is None or self.fenced:
                     self._cond.wait()
                     continue
-                left = self._deadline - boot_clock()
+                left = self._deadline - fence_clock()
                 if left > 0:
                     self._cond.wait(left)
                     continue

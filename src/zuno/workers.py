@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from zuno.fencing import Watchdog, boot_clock
+from zuno.fencing import Watchdog, choose_clock, fence_clock
 
 if TYPE_CHECKING:
     from zuno.store import Store
@@ -324,7 +324,8 @@ class WorkerLease:
         self._users = 1
         self._users_lock = threading.Lock()
         self._failing = False
-        sent = boot_clock()
+        choose_clock(store.single_host)
+        sent = fence_clock()
         with store.transaction() as db:
             db.execute(_PRUNE_SQL)
             rows = self._beat(db, store)
@@ -373,7 +374,7 @@ class WorkerLease:
         store = self._store_ref()
         if store is None:
             return
-        sent = boot_clock()
+        sent = fence_clock()
         with store.transaction() as db:
             rows = self._beat(db, store)
         self._note_clock(store, rows, sent)
@@ -385,7 +386,7 @@ class WorkerLease:
         """Measure the database's clock against this machine's (a server's clock may differ)."""
         if rows is None:
             return  # zuno_now() is this machine's clock
-        received = boot_clock()
+        received = fence_clock()
         try:
             row = rows.fetchone()
         except Exception:  # the commit's answer came through a replay: measure next time

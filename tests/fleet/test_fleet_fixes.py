@@ -179,3 +179,66 @@ def test_a_killed_workers_session_is_claimed_at_once_on_the_same_machine(
                 proc.wait(timeout=60)
         for log in logs:
             log.close()
+
+
+_PAUSED = """
+import os, sys
+from pathlib import Path
+import anyio
+from zuno.process import run_process
+from zuno.store import open_store
+from zuno.workers import WorkerLease
+
+store = open_store(Path(sys.argv[1]))
+lease = WorkerLease(store, lease_seconds=3)
+
+
+async def main() -> None:
+    print("ready", flush=True)
+    await run_process(
+        ["sh", "-c", f"echo $$ > {sys.argv[2]}.pid; sleep 5; echo ran > {sys.argv[2]}"],
+        cwd=Path.cwd(),
+        env=dict(os.environ),
+        time_limit=None,
+        on_stdout=lambda chunk: None,
+        on_stderr=lambda chunk: None,
+    )
+
+
+anyio.run(main)
+"""
+
+
+def test_a_paused_worker_cannot_keep_its_command_past_its_lease(tmp_path: Path) -> None:
+    """SIGSTOP the worker, not its command: the guard kills the command at the fence."""
+    mark = tmp_path / "mark"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED, str(tmp_path / "z.db"), str(mark)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+        pid_file = Path(f"{mark}.pid")
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(worker.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        command = int(pid_file.read_text())
+        # Past the moment the command would have written (it sleeps 5 s).
+        time.sleep(max(0.0, stopped + 7 - time.monotonic()))
+        assert not mark.exists(), "the paused worker's command ran past its lease"
+        assert not _alive(command)
+    finally:
+        worker.kill()
+        worker.wait(timeout=30)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
