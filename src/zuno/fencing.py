@@ -211,6 +211,32 @@ class Watchdog:
         _renewed(deadline)
         return ended
 
+    def check(self) -> None:
+        """Fence now, in the caller's thread, if the deadline passed (the thread may lag).
+
+        A writer calls it before writing: a process that was paused past its
+        deadline and continues may not write before its watchdog has woken.
+        """
+        with self._cond:
+            if self._stopped or self.fenced or self._deadline is None:
+                return
+            if self._deadline - fence_clock() > 0:
+                return
+            self.fenced = True
+        self._fire()
+
+    def _fire(self) -> None:
+        reason = (
+            f"the worker lease was not renewed for {self.lease_seconds - self.margin:g} s "
+            f"(lease {self.lease_seconds:g} s): this worker stopped its commands and "
+            "writes nothing more to its sessions"
+        )
+        try:
+            fire(reason)
+            self._on_fence(reason)
+        except Exception as exc:  # the fence must not end the thread
+            _log.warning("zuno: fencing failed: %s", exc)
+
     def stop(self) -> None:
         """The lease ended on purpose (expired by its worker): nothing more to enforce."""
         with self._cond:
@@ -230,16 +256,8 @@ class Watchdog:
                     self._cond.wait(left)
                     continue
                 self.fenced = True
-                reason = (
-                    f"the worker lease was not renewed for {self.lease_seconds - self.margin:g} s "
-                    f"(lease {self.lease_seconds:g} s): this worker stopped its commands and "
-                    "writes nothing more to its sessions"
-                )
                 self._cond.release()
                 try:
-                    fire(reason)
-                    self._on_fence(reason)
-                except Exception as exc:  # the fence must not end the thread
-                    _log.warning("zuno: fencing failed: %s", exc)
+                    self._fire()
                 finally:
                     self._cond.acquire()

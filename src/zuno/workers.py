@@ -332,6 +332,7 @@ class WorkerLease:
         self._note_clock(store, rows, sent)
         self._watchdog = Watchdog(self.lease_seconds, self._fence)
         self._watchdog.renewed(sent)
+        store.fence_check = self._watchdog.check
         with _holders_lock:
             _holders[self._key] = _holders.get(self._key, 0) + 1
         self._thread = threading.Thread(

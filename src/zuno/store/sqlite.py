@@ -211,6 +211,8 @@ class SQLiteStore:
         """Sessions a runtime of this process holds, by id: the worker id that holds them."""
         self._lost: dict[str, str] = {}
         """Sessions this process held until its lease lapsed, by id: why nothing is written."""
+        self.fence_check: Callable[[], None] | None = None
+        """Set by this process's lease: fences it now if its deadline passed (zuno.fencing)."""
         self.clock_offset = 0.0
         """The database's clock minus this machine's (seconds), measured on the connection
         and at every lease heartbeat: times this store writes are on the database's clock."""
@@ -631,6 +633,9 @@ class SQLiteStore:
         Raises:
             SessionBusy: This process held it until its lease lapsed (it writes nothing more).
         """
+        check = self.fence_check
+        if check is not None and (self._owned or self._lost):
+            check()  # a lease past its deadline fences before anything is written
         why = self._lost.get(session_id)
         if why is not None:
             raise SessionBusy(
