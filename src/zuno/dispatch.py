@@ -37,6 +37,7 @@ from zuno.store.records import CallRecord
 from zuno.telemetry import RunningCall, call_running, call_span
 from zuno.tool import (
     ArgumentsRejected,
+    NotFound,
     ToolContext,
     ToolError,
     ToolResult,
@@ -356,7 +357,9 @@ class Dispatcher:
             outcome = Outcome.BLOCKED
         except ToolError as exc:
             transient = isinstance(exc, TransientError)
-            result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc))
+            # A lookup that found nothing still observed the state (NotFound).
+            data = {"observed": "absent"} if isinstance(exc, NotFound) else None
+            result = ToolResult(f"Error: {exc}", is_error=True, reason=str(exc), data=data)
             outcome = Outcome.ERROR
         except anyio.get_cancelled_exc_class():
             self._finish_cancelled(call, record, ctx, running)  # synchronous: not interrupted
@@ -617,4 +620,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 def _inspected(result: CallResult) -> bool:
     """Whether a result is a completed inspection of the real state."""
     declaration = result.declaration
-    return result.outcome is Outcome.OK and declaration is not None and declaration.inspects
+    if declaration is None or not declaration.inspects:
+        return False
+    absent = result.outcome is Outcome.ERROR and (result.data or {}).get("observed") == "absent"
+    return result.outcome is Outcome.OK or absent

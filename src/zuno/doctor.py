@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from zuno.config import CONFIG_NAME, Config, ConfigError, load_config, user_config_path
-from zuno.store import default_db_path
+from zuno.store import store_location
 
 __all__ = ["diagnose", "report_lines"]
 
@@ -33,7 +33,7 @@ def diagnose(workspace: Path, db: Path | None = None) -> dict[str, Any]:
     except RipgrepUnavailable as exc:
         ok = False
         report["rg"] = {"error": str(exc)}
-    report["store"] = str(db or default_db_path())
+    report["store"] = store_location(db)
     ws = workspace.resolve()
     candidates = [user_config_path(), ws / CONFIG_NAME]
     report["config_files"] = {str(p): ("found" if p.is_file() else "absent") for p in candidates}

@@ -25,13 +25,18 @@ so another worker continues the session at once. A worker that lacks what the
 session needs (the API key of its model) hands it back and stops, rather than
 failing the whole queue.
 
+A worker whose lease lapses fences itself (:mod:`zuno.fencing`): its commands
+are killed and it writes nothing more to the session, before another worker may
+take it over. Through a store outage a worker keeps running: it drops the
+session in hand without writing to it, waits with backoff, and takes it back
+(:func:`~zuno.fleet_queue.reclaim_own`) unless another worker took it first.
+
 Only sessions that were submitted (they carry a prompt) are taken over: an
 interactive ``zuno run`` that crashed is left for its person to resume.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
@@ -39,20 +44,20 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
 from zuno.agent.loop import AgentLoop, TurnStatus, load_history
 from zuno.agent.messages import AssistantMessage
 from zuno.agent.providers import MissingCredentials, ProviderError, make_provider
-from zuno.calls import new_id
 from zuno.config import ConfigError
 from zuno.events import Event
+from zuno.fleet_queue import Claim, claim_next, reclaim_own, submit
 from zuno.permissions import ApproveAll, Approver, DenyAll
-from zuno.session_options import parse_options
+from zuno.recovery import settle_interrupted
 from zuno.store.errors import SessionBusy, StoreUnavailable
+from zuno.workers import WorkerIdentity
 
 if TYPE_CHECKING:
     from zuno.runtime import Runtime
@@ -67,12 +72,15 @@ __all__ = [
     "WorkerCannotRun",
     "WorkerStopped",
     "claim_next",
+    "reclaim_own",
     "release_runtime",
     "short_worker",
     "submit",
 ]
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_MAX_BACKOFF = 5.0
+"""The longest pause between looks at a store that does not answer (seconds)."""
 
 
 class FleetState(StrEnum):
@@ -100,166 +108,6 @@ class WorkerStopped(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-
-# Submitting ------------------------------------------------------------------------
-
-
-def submit(
-    store: Store,
-    prompt: str,
-    *,
-    workspace: Path,
-    agent: str,
-    model: str,
-    max_steps: int | None = None,
-    approve: bool = False,
-    title: str | None = None,
-    mode: str | None = None,
-    max_budget: float | None = None,
-    max_tokens_budget: int | None = None,
-) -> str:
-    """Queue a session for the fleet; returns its id.
-
-    Args:
-        store: The shared store.
-        prompt: What the agent should do.
-        workspace: The folder the session runs in (every worker must reach it).
-        agent: The agent whose tools are active.
-        model: ``PROVIDER:MODEL`` (already resolved: the worker does not guess).
-        max_steps: Model steps before the session fails (None: the agent's).
-        approve: Approve what strict mode would ask (no one is there to ask).
-        title: A short title (default: the prompt's first line).
-        mode: The session's permission mode (stored with it, see :mod:`zuno.modes`;
-            None: the workspace configuration's).
-        max_budget: A cap in US dollars the worker holds the session to (see
-            :func:`zuno.budget.session_budget`).
-        max_tokens_budget: A cap on tokens, likewise.
-    """
-    session_id = new_id("ses")
-    options: dict[str, Any] = {"model": model, "max_steps": max_steps, "approve": approve}
-    if mode is not None:
-        options["mode"] = mode
-    if max_budget is not None:
-        options["max_budget"] = max_budget
-    if max_tokens_budget is not None:
-        options["max_tokens_budget"] = max_tokens_budget
-    line = next((x.strip() for x in prompt.splitlines() if x.strip()), "")
-    with store.transaction() as db:
-        db.execute(
-            "INSERT INTO sessions (session_id, created_at, agent, workspace, model, title,"
-            " state, prompt, options, updated_at)"
-            " VALUES (?, zuno_now(), ?, ?, ?, ?, 'queued', ?, ?, zuno_now())",
-            (
-                session_id,
-                agent,
-                str(workspace.resolve()),
-                model,
-                title or line[:80],
-                prompt,
-                json.dumps(options),
-            ),
-        )
-    return session_id
-
-
-# Claiming ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A session a worker has just taken, as stored.
-
-    Attributes:
-        session_id: The session.
-        workspace: The folder it runs in.
-        agent: Its agent.
-        model: ``PROVIDER:MODEL``.
-        prompt: The submitted prompt.
-        options: The submitted options (``max_steps``, ``approve``).
-        taken_from: The worker whose expired lease this session was taken from
-            (None for a queued session).
-    """
-
-    session_id: str
-    workspace: Path
-    agent: str
-    model: str | None
-    prompt: str
-    options: dict[str, Any]
-    taken_from: str | None
-
-
-# The owner's lease decides, read on the database's clock (zuno_now()): a worker
-# never compares its own clock with another machine's. Ties on created_at go by id,
-# so every worker sees the same order.
-_CLAIMABLE = (
-    "prompt IS NOT NULL AND (state = 'queued' OR (state = 'running' AND NOT EXISTS"
-    " (SELECT 1 FROM workers w WHERE w.worker_id = {t}owner AND w.expires_at >= zuno_now())))"
-)
-"""A submitted session nobody runs: queued, or running under a lease that expired.
-
-A subquery, not a join: PostgreSQL re-checks a locked row's condition against
-the row another worker just committed, and a joined row would be the stale one.
-"""
-
-_CLAIM_SQL = (
-    "SELECT s.session_id, s.state, s.owner, s.workspace, s.agent, s.model, s.prompt, s.options"
-    f" FROM sessions s WHERE {_CLAIMABLE.format(t='s.')}"
-    " ORDER BY s.created_at, s.session_id LIMIT 1 /*pg: FOR UPDATE OF s SKIP LOCKED*/"
-)
-
-_TAKE_SQL = (
-    "UPDATE sessions SET owner = ?, state = 'running', updated_at = zuno_now()"
-    f" WHERE session_id = ? AND {_CLAIMABLE.format(t='sessions.')} RETURNING session_id"
-)
-
-
-_CLAIM_TRIES = 8
-"""Claims in a row that may lose their race to another worker before giving up for now."""
-
-
-def claim_next(store: Store, worker_id: str) -> Claim | None:
-    """Take the oldest claimable session for ``worker_id``, or None when there is none.
-
-    One transaction: the row is chosen and owned before any other worker can
-    choose it (a row lock skipped by the others on PostgreSQL, the database's
-    write lock on SQLite).
-    """
-    for _ in range(_CLAIM_TRIES):
-        with store.transaction() as db:
-            row = db.execute(_CLAIM_SQL).fetchone()
-            if row is None:
-                return None
-            session_id, state, owner, workspace, agent, model, prompt, options = tuple(row)
-            # Taken only while still claimable: checked again by the UPDATE, on
-            # the latest committed row, so a session is never claimed twice.
-            taken = db.execute(_TAKE_SQL, (worker_id, session_id)).fetchone()
-            if taken is None:
-                continue  # taken meanwhile: choose again
-            taken_from = str(owner) if state == FleetState.RUNNING.value and owner else None
-            db.execute(
-                "INSERT INTO events (session_id, call_id, kind, at, data)"
-                " VALUES (?, NULL, ?, ?, ?)",
-                (
-                    session_id,
-                    "fleet.claimed",
-                    time.time(),
-                    json.dumps({"worker": worker_id, "taken_from": taken_from, "was": state}),
-                ),
-            )
-        break
-    else:
-        return None  # every try lost its race: the caller asks again later
-    return Claim(
-        str(session_id),
-        Path(str(workspace)),
-        str(agent),
-        str(model) if model else None,
-        str(prompt),
-        parse_options(options),
-        taken_from,
-    )
 
 
 # Running one session ---------------------------------------------------------------
@@ -291,10 +139,13 @@ def _max_steps(claim: Claim) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-async def _run_claim(rt: Runtime, claim: Claim) -> SessionEnd:
+async def _run_claim(rt: Runtime, claim: Claim, worker_id: str) -> SessionEnd:
     """The agent loop of a claimed session in its own runtime (opened by the caller)."""
     from zuno.mcp.errors import McpServerError
 
+    if claim.taken_from == worker_id:
+        # Taken back after an outage: what this worker ran in it then was killed.
+        settle_interrupted(rt.store, claim.session_id, gone=worker_id)
     state = rt.open_session(claim.session_id)  # settles what a dead owner left running
     history = load_history(rt.store, claim.session_id)
     last = history[-1] if history else None
@@ -365,6 +216,12 @@ class FleetWorker:
     """Sessions run to an end (done or failed) so far."""
     _stopping: int | None = field(default=None, init=False, repr=False)
     _scope: anyio.CancelScope | None = field(default=None, init=False, repr=False)
+    _dropped: bool = field(default=False, init=False, repr=False)
+    """A session was let go of (an outage): look for it first."""
+    _outage_since: float | None = field(default=None, init=False, repr=False)
+    _backoff: float = field(default=1.0, init=False, repr=False)
+    _recorded: str | None = field(default=None, init=False, repr=False)
+    """The session whose end event is written (its release may still be retried)."""
 
     @property
     def worker_id(self) -> str:
@@ -411,13 +268,15 @@ class FleetWorker:
         idle_since = time.monotonic()
         while self._stopping is None:
             try:
-                claim = claim_next(self.store, self.worker_id)
+                claim = reclaim_own(self.store, self.worker_id) if self._dropped else None
+                self._dropped = False
+                if claim is None:
+                    claim = claim_next(self.store, self.worker_id)
             except StoreUnavailable as exc:
-                # A database blip must not end a worker: look again after a pause.
-                self.log(f"worker {self._short}: the store is unavailable ({exc}); retrying")
-                with self._cancellable():
-                    await anyio.sleep(self.poll)
+                # An outage must not end a worker: look again, less and less often.
+                await self._ride_out(exc)
                 continue
+            self._answered()
             if claim is None:
                 if self.once:
                     return
@@ -429,8 +288,20 @@ class FleetWorker:
                 continue
             await self._run(claim)
             idle_since = time.monotonic()
-            if self.once or (self.max_sessions is not None and self.ran >= self.max_sessions):
+            if self.once and not self._dropped:
                 return
+            if self.max_sessions is not None and self.ran >= self.max_sessions:
+                return
+
+    async def _ride_out(self, exc: StoreUnavailable) -> None:
+        """Wait out a store outage (one line when it starts, one when it ends)."""
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            self._backoff = self.poll
+            self.log(f"worker {self._short}: the store is unavailable ({exc}); retrying")
+        with self._cancellable():
+            await anyio.sleep(self._backoff)
+        self._backoff = min(_MAX_BACKOFF, self._backoff * 2)
 
     @contextmanager
     def _cancellable(self) -> Generator[anyio.CancelScope]:
@@ -450,31 +321,69 @@ class FleetWorker:
 
     async def _run(self, claim: Claim) -> None:
         taken = f" (taken over from {short_worker(claim.taken_from)})" if claim.taken_from else ""
+        if claim.taken_from == self.worker_id:
+            taken = " (taken back after the outage)"
         self.log(f"worker {self._short}: {claim.session_id} claimed{taken}")
         end: SessionEnd | None = None
         rt: Runtime | None = None
         try:
             rt = self._runtime(claim)
             with self._cancellable() as scope:
-                end = await _run_claim(rt, claim)
+                end = await _run_claim(rt, claim, self.worker_id)
             if scope.cancelled_caught:  # a stop signal: another worker continues it
                 end = SessionEnd(FleetState.QUEUED, "the worker was stopped")
         except BaseException as exc:
+            if _leaf(exc, StoreUnavailable) is not None and _leaf(exc, SessionBusy) is None:
+                # The store went away mid-session: the session stays this worker's
+                # (nothing is written to it meanwhile); it is taken back once the store
+                # answers, unless the lease lapsed first and another worker took it.
+                self._drop(claim, rt, f"the store is unavailable ({_leaf(exc, StoreUnavailable)})")
+                return
             busy = _leaf(exc, SessionBusy)
             if busy is not None:
-                # Our lease lapsed and another worker took the session: it is theirs now.
-                self.log(f"worker {self._short}: {claim.session_id} lost: {busy}")
-                if rt is not None:
-                    release_runtime(rt)
+                # Our lease lapsed and another worker took the session (or will): it is
+                # not ours to write any more.
+                self._drop(claim, rt, f"lost: {busy}")
                 return
             config = _leaf(exc, ConfigError)
             if config is None:
-                # Not the session's fault (a store outage, a bug): hand it back, then stop.
+                # Not the session's fault (a bug): hand it back, then stop.
                 with suppress(Exception):  # the error that stops the worker is the one above
                     self._finish(claim, SessionEnd(FleetState.QUEUED, repr(exc)), rt)
                 raise
             end = SessionEnd(FleetState.FAILED, f"cannot run in {claim.workspace}: {config}")
-        self._finish(claim, end, rt)
+        await self._finish_riding_out(claim, end, rt)
+
+    def _drop(self, claim: Claim, rt: Runtime | None, why: str) -> None:
+        """Let go of a session without writing to it (its runtime, its processes)."""
+        self.store.fence_sessions(why)
+        self._dropped = True
+        self.log(f"worker {self._short}: {claim.session_id} dropped: {why}")
+        if rt is not None:
+            with suppress(Exception):  # releasing writes nothing to a fenced session
+                release_runtime(rt)
+
+    async def _finish_riding_out(self, claim: Claim, end: SessionEnd, rt: Runtime | None) -> None:
+        """Record the end, waiting for the store as long as it is away (the end is known)."""
+        while True:
+            try:
+                self._finish(claim, end, rt)
+            except StoreUnavailable as exc:
+                if self._stopping is not None:
+                    raise
+                await self._ride_out(exc)
+                continue
+            except SessionBusy as exc:
+                self._drop(claim, rt, f"lost before its end was recorded: {exc}")
+                return
+            self._answered()
+            return
+
+    def _answered(self) -> None:
+        if self._outage_since is not None:
+            away = time.monotonic() - self._outage_since
+            self.log(f"worker {self._short}: the store answers again (away {away:.0f} s)")
+            self._outage_since = None
 
     def _runtime(self, claim: Claim) -> Runtime:
         from zuno.runtime import Runtime
@@ -485,7 +394,9 @@ class FleetWorker:
         """Record how the session ended and release it (never closing the shared store)."""
         data = {"worker": self.worker_id, "state": end.state.value, "reason": end.reason}
         kind = "fleet.released" if end.state is FleetState.QUEUED else "fleet.finished"
-        self.store.append_event(Event(kind, claim.session_id, data=data))
+        if self._recorded != claim.session_id:  # once, even when the release is tried again
+            self.store.append_event(Event(kind, claim.session_id, data=data))
+            self._recorded = claim.session_id
         # The owner stays written, so `zuno sessions` shows which worker ran it.
         if rt is not None:
             release_runtime(rt, end.state.value)  # and its share of the lease
@@ -516,7 +427,6 @@ def release_runtime(rt: Runtime, state: str = "idle") -> None:
 
 def short_worker(worker_id: str | None) -> str:
     """A worker id as people read it (``pid@machine``), or ``-`` for none."""
-    from zuno.workers import WorkerIdentity
 
     identity = WorkerIdentity.parse(worker_id)
     if identity is None:

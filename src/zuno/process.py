@@ -34,6 +34,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from zuno import fencing
+
 __all__ = [
     "OutputSink",
     "ProcessResult",
@@ -310,6 +312,7 @@ async def run_process(
         raise
     os.close(out_write)
     os.close(err_write)
+    fencing.register_group(process.pid)  # killed if this worker's lease lapses
     timed_out = False
     abandoned = False
     cancelled = False
@@ -338,6 +341,7 @@ async def run_process(
             kill_process_tree(process.pid)
             with anyio.move_on_after(drain_grace):
                 await process.aclose()
+            fencing.forget_group(process.pid)
             if cancelled:
                 # What the command printed before the cancellation may still sit in
                 # the pipes (the readers stop at once): hand it on, so it is kept.

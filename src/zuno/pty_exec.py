@@ -85,6 +85,7 @@ from typing import Any
 
 import anyio
 
+from zuno import fencing
 from zuno.output import CappedFile
 from zuno.process import kill_process_tree, proc_stat, signal_label
 from zuno.sandbox import Sandbox, SandboxPolicy, prepared_launch
@@ -471,6 +472,7 @@ class InteractiveProcess:
             os.close(fd)
         os.set_blocking(self._input_fd, False)
         self.pid = self.popen.pid
+        fencing.register_group(self.pid)  # killed if this worker's lease lapses
 
     # The reader thread --------------------------------------------------------------
 
@@ -497,6 +499,7 @@ class InteractiveProcess:
                 kill_process_tree(self.pid)
                 self._reap()
                 self._reaped = True
+            fencing.forget_group(self.pid)
             self._drain()
             if ending is not None and self.state is ProcessState.RUNNING:
                 self.state = ending

@@ -27,7 +27,6 @@ prose (invariant 9).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,8 +83,13 @@ def ensure_schema(store: Store) -> None:
         store._recovery_schema = True  # type: ignore[attr-defined]
 
 
-def settle_interrupted(store: Store, session_id: str) -> list[str]:
-    """Give an outcome to the calls a gone worker left ``started``; returns their ids."""
+def settle_interrupted(store: Store, session_id: str, *, gone: str | None = None) -> list[str]:
+    """Give an outcome to the calls a gone worker left ``started``; returns their ids.
+
+    ``gone``: a worker id known to run none of them, though its lease may be
+    alive (this very worker, taking back a session it had to let go of during an
+    outage: what it was running then was killed).
+    """
     rows = store.query(
         "SELECT call_id, attempt, replay, effect, runner FROM calls"
         " WHERE session_id = ? AND status = 'started'",
@@ -94,23 +98,21 @@ def settle_interrupted(store: Store, session_id: str) -> list[str]:
     verdicts: dict[str | None, bool] = {}
     for *_, runner in rows:
         if runner not in verdicts:
-            verdicts[runner] = runner_settleable(store, runner)
-    gone = [r for r in rows if verdicts[r[4]]]  # a live worker is running the others
+            verdicts[runner] = runner == gone or runner_settleable(store, runner)
+    stale = [r for r in rows if verdicts[r[4]]]  # a live worker is running the others
     settled: list[str] = []
-    if not gone:
+    if not stale:
         return settled
-    now = time.time()
     with store.transaction() as db:
-        for call_id, attempt, replay, effect, runner in gone:
+        for call_id, attempt, replay, effect, runner in stale:
             harmless = replay == "safe" and effect == "read_only"
             changed = db.execute(
                 "UPDATE calls SET status = 'finished', outcome = ?, result = ?, is_error = 1,"
-                " finished_at = ?, reason = ?"
+                " finished_at = zuno_now(), reason = ?"
                 " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING call_id",
                 (
                     "error" if harmless else "uncertain",
                     INTERRUPTED_READ_ONLY if harmless else INTERRUPTED,
-                    now,
                     f"the runtime stopped while this call was running (worker "
                     f"{runner or 'unknown'}), before its result was stored",
                     call_id,
@@ -120,12 +122,12 @@ def settle_interrupted(store: Store, session_id: str) -> list[str]:
             if changed is None:
                 continue  # its worker stored the result meanwhile
             db.execute(
-                "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO events (session_id, call_id, kind, at, data)"
+                " VALUES (?, ?, ?, zuno_now(), ?)",
                 (
                     session_id,
                     call_id,
                     "call.interrupted",
-                    now,
                     json.dumps(
                         {
                             "attempt": attempt,
@@ -149,7 +151,9 @@ _INSPECTION_SQL = (
     f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}' AND e.at > f.finished_at"
     # In index order: a generic plan (a prepared statement on PostgreSQL) would
     # otherwise scan the session's events for a first match that may not exist.
-    "   AND r.outcome = 'ok' AND r.started_at > f.finished_at ORDER BY e.at LIMIT 1)"
+    # A failed inspection counts only when it observed an absence (the dispatcher
+    # writes call.inspected for nothing else); its row then says error.
+    "   AND r.outcome IN ('ok', 'error') AND r.started_at > f.finished_at ORDER BY e.at LIMIT 1)"
     " FROM calls f"
     " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
     f" AND f.effect IN {_MAY_CHANGE_STATE}"
@@ -293,13 +297,13 @@ def issue_notice(store: Store, notice: RecoveryNotice) -> None:
     """Record that a recovery turn received this notice."""
     ensure_schema(store)
     with store.transaction() as db:
+        store.check_owner(db, notice.session_id)  # only the session's owner tells its model
         db.execute(
             "INSERT INTO recovery_notices (session_id, attempt, created_at, call_ids, text)"
-            " VALUES (?, ?, ?, ?, ?)",
+            " VALUES (?, ?, zuno_now(), ?, ?)",
             (
                 notice.session_id,
                 notice.attempt,
-                time.time(),
                 json.dumps([i.call_id for i in notice.items]),
                 notice.text,
             ),

@@ -70,6 +70,14 @@ class ToolError(Exception):
     """The call ran and failed in a way the model should read and act on."""
 
 
+class NotFound(ToolError):
+    """What the call looked for does not exist: a failure that observed the real state.
+
+    An inspection tool raising it has still inspected (the absence is what is
+    there), so it counts for the inspection rule (see :mod:`zuno.recovery`).
+    """
+
+
 class ArgumentsRejected(ToolError):
     """The arguments do not fit the current state; the tool refused before changing anything."""
 

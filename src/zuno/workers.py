@@ -26,11 +26,14 @@ import logging
 import os
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
+
+from zuno.fencing import Watchdog, choose_clock, fence_clock
 
 if TYPE_CHECKING:
     from zuno.store import Store
@@ -40,6 +43,7 @@ __all__ = [
     "WorkerIdentity",
     "WorkerLease",
     "lease_seconds",
+    "proc_is_ours",
     "runner_running",
     "runner_settleable",
     "settleable_in",
@@ -80,7 +84,7 @@ def _pid_namespace() -> str:
         return ""
 
 
-def _proc_is_ours() -> bool:
+def proc_is_ours() -> bool:
     """Whether this process's ``/proc`` shows its own PID namespace.
 
     After ``unshare --pid`` without a fresh ``/proc`` mount, ``/proc/<pid>``
@@ -177,7 +181,7 @@ def this_worker() -> WorkerIdentity:
         _current = WorkerIdentity(
             machine or "-",
             _read("/proc/sys/kernel/random/boot_id") or "-",
-            (_pid_namespace() if _proc_is_ours() else "") or f"noproc{pid}",
+            (_pid_namespace() if proc_is_ours() else "") or f"noproc{pid}",
             pid,
             start,
         )
@@ -221,7 +225,7 @@ def _settleable(runner: str | None, single_host: bool, lease_alive: Callable[[st
         return not (single_host and identity.process_alive())
     if identity == me:
         return False  # this very process: alive by definition
-    if identity.same_pid_space(me) and _proc_is_ours() and not identity.process_alive():
+    if identity.same_pid_space(me) and proc_is_ours() and not identity.process_alive():
         return True  # the fast path on one machine: its process is gone
     return not lease_alive(runner)
 
@@ -269,7 +273,7 @@ def runner_running(runner: str | None, store: Store | None = None) -> bool:
     identity = WorkerIdentity.parse(runner)
     if identity is None:
         return False
-    if identity.legacy or (identity.same_pid_space(this_worker()) and _proc_is_ours()):
+    if identity.legacy or (identity.same_pid_space(this_worker()) and proc_is_ours()):
         return identity.process_alive()
     return True
 
@@ -280,7 +284,7 @@ _HEARTBEAT_SQL = (
     "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at, expires_at)"
     " VALUES (?, ?, ?, zuno_now(), zuno_now(), zuno_now() + ?)"
     " ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = zuno_now(),"
-    " expires_at = zuno_now() + ?"
+    " expires_at = zuno_now() + ? RETURNING heartbeat_at"
 )
 _PRUNE_SQL = "DELETE FROM workers WHERE expires_at < zuno_now() - 86400"
 """Rows expired for a day: a missing row reads as expired, so nothing changes meaning."""
@@ -296,6 +300,8 @@ class WorkerLease:
 
     Registering writes the row at once (``expires_at = zuno_now() + lease_seconds``);
     :meth:`stop` ends the heartbeat and expires the row. Usable as a context manager.
+    A lease not renewed in time fences this process (see :mod:`zuno.fencing`): its
+    commands are killed and its sessions in ``store`` are written no more.
 
     Args:
         store: The store holding the ``workers`` table.
@@ -317,9 +323,16 @@ class WorkerLease:
         self._stopped = False
         self._users = 1
         self._users_lock = threading.Lock()
+        self._failing = False
+        choose_clock(store.single_host)
+        sent = fence_clock()
         with store.transaction() as db:
             db.execute(_PRUNE_SQL)
-            self._beat(db)
+            rows = self._beat(db, store)
+        self._note_clock(store, rows, sent)
+        self._watchdog = Watchdog(self.lease_seconds, self._fence)
+        self._watchdog.renewed(sent)
+        store.fence_check = self._watchdog.check
         with _holders_lock:
             _holders[self._key] = _holders.get(self._key, 0) + 1
         self._thread = threading.Thread(
@@ -340,8 +353,9 @@ class WorkerLease:
             self._users += 1
             return True
 
-    def _beat(self, db: Any) -> None:
-        db.execute(
+    def _beat(self, db: Any, store: Store) -> Any:
+        """Renew the row; its time (read after the commit on a server, one round trip)."""
+        rows = db.execute(
             _HEARTBEAT_SQL,
             (
                 self.identity.id,
@@ -351,14 +365,49 @@ class WorkerLease:
                 self.lease_seconds,
             ),
         )
+        if store.single_host:
+            rows.fetchone()  # a local file: read now, so no statement outlives the commit
+            return None
+        return rows
 
     def heartbeat(self) -> None:
-        """Push the lease's expiry forward now."""
+        """Push the lease's expiry forward now (and the fence deadline with it)."""
         store = self._store_ref()
         if store is None:
             return
+        sent = fence_clock()
         with store.transaction() as db:
-            self._beat(db)
+            rows = self._beat(db, store)
+        self._note_clock(store, rows, sent)
+        if self._watchdog.renewed(sent):
+            _log.warning("zuno: the worker lease is renewed again; the fence is lifted")
+
+    @staticmethod
+    def _note_clock(store: Store, rows: Any, sent: float) -> None:
+        """Measure the database's clock against this machine's (a server's clock may differ)."""
+        if rows is None:
+            return  # zuno_now() is this machine's clock
+        received = fence_clock()
+        try:
+            row = rows.fetchone()
+        except Exception:  # the commit's answer came through a replay: measure next time
+            return
+        if row is not None and row[0] is not None:
+            now = time.time()
+            store.note_clock(float(row[0]), now - (received - sent), now)
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the lease lapsed past its fence deadline (until it is renewed again)."""
+        return self._watchdog.fenced
+
+    def _fence(self, reason: str) -> None:
+        store = self._store_ref()
+        if store is None:
+            return
+        store.interrupt()  # a transaction stuck on a dead connection lets go
+        lost = store.fence_sessions(reason)
+        _log.warning("zuno: %s (sessions: %s)", reason, ", ".join(lost) or "none")
 
     def _run(self) -> None:
         interval = self.lease_seconds / 3
@@ -372,7 +421,11 @@ class WorkerLease:
             except Exception as exc:  # a busy or dropped store: try again next beat
                 if (store := self._store_ref()) is None or store.closed:
                     return
-                _log.warning("zuno: the worker lease could not be renewed: %s", exc)
+                if not self._failing:  # once per outage, not at every beat
+                    _log.warning("zuno: the worker lease could not be renewed: %s", exc)
+                self._failing = True
+            else:
+                self._failing = False
 
     def stop(self) -> None:
         """End the heartbeat; expire the lease unless another holder in this process needs it."""
@@ -382,6 +435,7 @@ class WorkerLease:
                 return
             self._stopped = True
         self._stop.set()
+        self._watchdog.stop()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, self.lease_seconds))
         with _holders_lock:

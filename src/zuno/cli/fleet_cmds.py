@@ -9,6 +9,7 @@ queued sessions and run them. See :mod:`zuno.fleet`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -183,6 +184,20 @@ def worker(
                     f"{fleet.ran} session(s)\n"
                 )
                 raise typer.Exit(128 + exc.signum) from None
+            except Exception as exc:  # unrecoverable: one line (the details go to the log)
+                logging.getLogger("zuno.fleet").debug("the worker stopped", exc_info=True)
+                fail(
+                    f"worker {short_worker(fleet.worker_id)} stopped after {fleet.ran} "
+                    f"session(s): {_one_line(exc)} (its session went back to the queue)"
+                )
         sys.stderr.write(f"worker {short_worker(fleet.worker_id)}: {ran} session(s) run\n")
     finally:
         store.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first real error inside ``exc`` (exception groups unwrapped), as one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # pyright: ignore[reportUnknownMemberType]
+        exc = exc.exceptions[0]  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+    text = " ".join(str(exc).split()) or type(exc).__name__  # pyright: ignore[reportUnknownArgumentType]
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -33,6 +33,7 @@ __all__ = [
     "StoreVersionError",
     "default_db_path",
     "open_store",
+    "store_location",
 ]
 
 Store = SQLiteStore
@@ -63,6 +64,17 @@ def _postgres_dsn(location: str) -> str | None:
     if location.startswith("://", len(match.group(1))):
         return location
     return f"{match.group(1)}://{location[match.end() :]}"
+
+
+def store_location(path: Path | str | None = None) -> str:
+    """Where :func:`open_store` would open the store, as people read it (no password)."""
+    location = str(path) if path is not None else os.environ.get("ZUNO_DB") or ""
+    dsn = _postgres_dsn(location)
+    if dsn is not None:
+        from zuno.store.pg_settings import describe_dsn
+
+        return describe_dsn(dsn)
+    return str(Path(path) if path is not None else default_db_path())
 
 
 def open_store(path: Path | str | None = None, *, migrate: bool = True) -> Store:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sqlite3
 import time
 import uuid
@@ -51,23 +52,24 @@ from collections.abc import Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, LiteralString, cast
+from typing import TYPE_CHECKING, Any, LiteralString, NoReturn, cast
 
 import platformdirs
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import make_conninfo
 
-from zuno.store.dialect import to_postgres
+from zuno.store.dialect import NOW_SQL, to_postgres
 from zuno.store.errors import SessionBusy, StoreError, StoreUnavailable
+from zuno.store.pg_settings import connection_settings, describe_dsn
 from zuno.store.schema import CALL_FIELDS
-from zuno.store.sqlite import SQLiteStore
+from zuno.store.sqlite import _OWNER_FENCE, SQLiteStore  # pyright: ignore[reportPrivateUsage]
 from zuno.store.storable import storable_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from zuno.events import Event
-    from zuno.store.records import CallRecord
+    from zuno.store.records import CallRecord, SessionRecord
 
 __all__ = ["PostgresStore"]
 
@@ -330,11 +332,17 @@ class PostgresStore(SQLiteStore):
     # Connections -------------------------------------------------------------
 
     def _open_connection(self) -> None:
-        conn = psycopg.connect(self.dsn, autocommit=True)
+        conn = psycopg.connect(
+            make_conninfo(self.dsn, **connection_settings(self.dsn)), autocommit=True
+        )
         try:
             for statement in self._session_sql:
                 conn.execute(statement)
             rows = conn.execute(_PRIMARY_KEYS_SQL).fetchall()
+            # The clock every rule compares: this machine's may differ from the server's.
+            sent = time.time()
+            now = conn.execute(f"SELECT {NOW_SQL}").fetchone()
+            received = time.time()
         except BaseException:
             with suppress(Exception):
                 conn.close()
@@ -342,6 +350,8 @@ class PostgresStore(SQLiteStore):
         keys: dict[str, list[str]] = {}
         for table, column in rows:
             keys.setdefault(str(table), []).append(str(column))
+        if now is not None:
+            self.note_clock(float(now[0]), sent, received)
         self._keys.update({t: tuple(c) for t, c in keys.items()})
         self._pg = conn
 
@@ -374,6 +384,43 @@ class PostgresStore(SQLiteStore):
             f"to connect failed ({_first_line(last) if last else 'no answer'}): check that "
             "the server runs and accepts this connection string (--db or ZUNO_DB)"
         ) from (cause or last)
+
+    def acquire_session(self, session_id: str, worker_id: str) -> SessionRecord:
+        """As on SQLite; a row lock held past ``lock_timeout`` reads as a busy session.
+
+        The lock is another worker's transaction on the session (a dead peer's, until
+        the server ends it): a ``--wait`` loop asks again, within its own deadline.
+        """
+        try:
+            return super().acquire_session(session_id, worker_id)
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                raise
+            raise SessionBusy(
+                f"session {session_id} is locked by another worker's transaction (a worker "
+                "that was cut off holds it until the server ends its session): use --wait "
+                "SECONDS, or try again shortly",
+                session_id,
+                None,
+                None,
+            ) from exc
+
+    def interrupt(self) -> None:
+        """Break the connection under a transaction stuck on a dead peer (from another thread).
+
+        The socket is shut down: the statement waiting on it fails at once, and
+        the next transaction connects again.
+        """
+        conn = self._pg
+        if conn is None or conn.closed:
+            return
+        with suppress(Exception):  # already closed, or the fd went away
+            fd = conn.pgconn.socket
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
 
     def _disconnect(self) -> None:
         conn, self._pg = self._pg, None
@@ -619,6 +666,8 @@ class PostgresStore(SQLiteStore):
     def _send_begin(self, tx: _Tx) -> None:
         self._send(tx, _Sent("BEGIN ISOLATION LEVEL READ COMMITTED", (), None))
         if self._ddl:
+            # Workers starting together wait their turn for the schema, however long.
+            self._send(tx, _Sent("SET LOCAL lock_timeout = 0", (), None))
             self._send(tx, _Sent(_SCHEMA_LOCK_SQL, (), None))
             self._relations = None  # read again under the lock
         if self._tokens:
@@ -669,7 +718,9 @@ class PostgresStore(SQLiteStore):
         if not isinstance(entry, tuple):
             return False
         sql, params = cast(tuple[str, tuple[Any, ...]], entry)
-        if sql in (self._EVENT_SQL, self._RESULT_EVENT_SQL):
+        if sql in (self._EVENT_SQL, self._OWNED_EVENT_SQL) or sql.startswith(
+            self._RESULT_EVENT_SQL
+        ):
             return True
         if sql == self._CALL_SQL:
             read_only = params[8] == "read_only" and params[9] == "safe"
@@ -867,15 +918,7 @@ class PostgresStore(SQLiteStore):
 
     def _where(self) -> str:
         """The server and database, without the password."""
-        try:
-            info = conninfo_to_dict(self.dsn)
-        except psycopg.Error:
-            return "the PostgreSQL server of --db (or ZUNO_DB)"
-        user = f"{info['user']}@" if info.get("user") else ""
-        port = f":{info['port']}" if info.get("port") else ""
-        return (
-            f"postgresql://{user}{info.get('host') or 'localhost'}{port}/{info.get('dbname', '')}"
-        )
+        return describe_dsn(self.dsn)
 
     def _problem(self, exc: Exception) -> str:
         first = _first_line(exc)
@@ -909,13 +952,29 @@ class PostgresStore(SQLiteStore):
 
     def append_event(self, event: Event) -> int:
         """One event, committed; its number is read after the commit (one round trip)."""
+        sql, params = self._event_entry(event)
         with self._tx() as db:
-            rows = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event))
-        return int(rows.fetchone()[0])
+            rows = db.execute(sql + " RETURNING seq", params)
+        row = rows.fetchone()
+        if row is None:
+            self._not_held(event.session_id)
+        return int(row[0])
 
     def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
-        row = db.execute(self._EVENT_SQL + " RETURNING seq", self._event_params(event)).fetchone()
+        sql, params = self._event_entry(event)
+        row = db.execute(sql + " RETURNING seq", params).fetchone()
+        if row is None:
+            self._not_held(event.session_id)
         return int(row[0])
+
+    def _not_held(self, session_id: str) -> NoReturn:
+        raise SessionBusy(
+            f"session {session_id} is no longer held by this worker (its lease lapsed and "
+            "another worker took it over): nothing more is written here",
+            session_id,
+            None,
+            None,
+        )
 
     # The hot path: one round trip per transaction ------------------------------
 
@@ -973,14 +1032,22 @@ class PostgresStore(SQLiteStore):
                 " SELECT ?, GREATEST(COALESCE(MAX(step), 0),"
                 " COALESCE((SELECT MAX(c.step) FROM calls c WHERE c.session_id = ?), 0)) + 1, ?"
                 " FROM steps WHERE session_id = ? RETURNING step",
-                (session_id, session_id, time.time(), session_id),
+                (session_id, session_id, self.clock(), session_id),
             )
             if event is not None:
                 head, tail = _split_json(event.data, "step")
                 db.execute(
                     "INSERT INTO events (session_id, call_id, kind, at, data)"
                     " SELECT ?, ?, ?, ?, ? || MAX(step) || ? FROM steps WHERE session_id = ?",
-                    (event.session_id, event.call_id, event.kind, event.at, head, tail, session_id),
+                    (
+                        event.session_id,
+                        event.call_id,
+                        event.kind,
+                        event.at + self.clock_offset,
+                        head,
+                        tail,
+                        session_id,
+                    ),
                 )
             wanted, self._wanted = self._wanted, []
             for sql, params in wanted:
@@ -996,6 +1063,7 @@ class PostgresStore(SQLiteStore):
             with self._tx(relaxed=True) as db:
                 rows = write(db)
         else:
+            self._owner(session_id)  # a session lost by this process opens no step
             rows = self._fenced(session_id, worker, write, relaxed=True)
         step = int(rows.fetchone()[0])
         if event is not None:
@@ -1010,10 +1078,14 @@ class PostgresStore(SQLiteStore):
             super().call_started(call, event, durable=False, fence=fence)
             return
 
+        entry = self._event_entry(event)
+
         def write(db: sqlite3.Connection) -> None:
             db.execute(self._CALL_SQL, self._call_params(call))
-            db.execute(self._EVENT_SQL, self._event_params(event))
+            db.execute(*entry)
 
+        if fence:
+            self._owner(call.session_id)  # a session lost by this process runs nothing
         if fence and call.runner is not None:
             self._fenced(call.session_id, call.runner, write)
         else:
@@ -1029,16 +1101,28 @@ class PostgresStore(SQLiteStore):
         the result becomes a ``call.late_result`` event beside it; a row that was
         never stored is written whole. No answer is awaited before ``COMMIT``.
         """
-        head, tail = _split_json(json.loads(self._late_params(call, "", event.at)[4]), "settled_as")
+        late_at = event.at + self.clock_offset
+        head, tail = _split_json(json.loads(self._late_params(call, "", late_at)[4]), "settled_as")
         columns = ", ".join(CALL_FIELDS)
         values = ", ".join(["?"] * len(self._call_params(call)))
+        # A result of a session this process holds lands only while it still holds it;
+        # one of a session it lost is only ever a late result.
+        owner = self._owned.get(call.session_id)
+        if call.session_id in self._lost:
+            fence, held = " AND 1 = 0", ()
+        elif owner is not None:
+            fence, held = _OWNER_FENCE, (call.session_id, owner)
+        else:
+            fence, held = "", ()
         params = (
             *self._finish_params(call),
+            *held,
             *self._call_params(call),
+            *held,
             *self._event_params(event),
             call.session_id,
             call.call_id,
-            event.at,
+            late_at,
             head,
             tail,
             call.call_id,
@@ -1047,8 +1131,8 @@ class PostgresStore(SQLiteStore):
         sql = (
             "WITH updated AS (UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
             " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
-            " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING 1),"
-            f" inserted AS (INSERT INTO calls ({columns}) VALUES ({values})"
+            f" WHERE call_id = ? AND attempt = ? AND status = 'started'{fence} RETURNING 1),"
+            f" inserted AS (INSERT INTO calls ({columns}) SELECT {values} WHERE TRUE{fence}"
             " ON CONFLICT DO NOTHING RETURNING 1),"
             " finished AS (INSERT INTO events (session_id, call_id, kind, at, data)"
             " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM updated)"
@@ -1067,15 +1151,27 @@ class PostgresStore(SQLiteStore):
         return finish
 
     def append_message(self, session_id: str, role: str, body: dict[str, Any]) -> int:
-        """The session's next message; its number is allocated under the session's row lock."""
-        with self._tx() as db:
+        """The session's next message; its number is allocated under the session's row lock.
+
+        Raises:
+            SessionBusy: This process held the session and lost it (nothing is written).
+        """
+        owner = self._owner(session_id)
+
+        def write(db: sqlite3.Connection) -> Any:
             # READ COMMITTED: once the lock is held, the next statement sees every
             # message committed by the worker that held it before.
             db.execute("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,))
-            row = db.execute(
+            return db.execute(
                 "INSERT INTO messages (session_id, seq, role, body, at)"
                 " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM messages WHERE session_id = ?"
                 " RETURNING seq",
-                (session_id, role, json.dumps(body), time.time(), session_id),
-            ).fetchone()
-        return int(row[0])
+                (session_id, role, json.dumps(body), self.clock(), session_id),
+            )
+
+        if owner is None:
+            with self._tx() as db:
+                rows = write(db)
+        else:
+            rows = self._fenced(session_id, owner, write)
+        return int(rows.fetchone()[0])

@@ -77,6 +77,9 @@ _Pending = tuple[str, tuple[Any, ...]] | Callable[[sqlite3.Connection], None]
 """A queued write: a statement and its parameters, or a function run inside the
 transaction (a guarded update that decides its own event)."""
 
+_OWNER_FENCE = " AND EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = ? AND s.owner = ?)"
+"""A condition that holds while the session is leased to the worker given."""
+
 _DEFERRED_STEP_SQL = "INSERT INTO steps (session_id, step, created_at) VALUES (?, ?, ?)"
 
 _PREVIEW = 200
@@ -204,6 +207,15 @@ class SQLiteStore:
         """Whether :meth:`close` was called (nothing more is written)."""
         self.migration_needed: str | None = None
         """Why this store needs a schema upgrade that this (reading) open did not do."""
+        self._owned: dict[str, str] = {}
+        """Sessions a runtime of this process holds, by id: the worker id that holds them."""
+        self._lost: dict[str, str] = {}
+        """Sessions this process held until its lease lapsed, by id: why nothing is written."""
+        self.fence_check: Callable[[], None] | None = None
+        """Set by this process's lease: fences it now if its deadline passed (zuno.fencing)."""
+        self.clock_offset = 0.0
+        """The database's clock minus this machine's (seconds), measured on the connection
+        and at every lease heartbeat: times this store writes are on the database's clock."""
 
     # Opening --------------------------------------------------------------------
 
@@ -584,13 +596,83 @@ class SQLiteStore:
 
     _EVENT_SQL = "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)"
 
-    @staticmethod
-    def _event_params(event: Event) -> tuple[Any, ...]:
-        return (event.session_id, event.call_id, event.kind, event.at, json.dumps(event.data))
+    def _event_params(self, event: Event) -> tuple[Any, ...]:
+        at = event.at + self.clock_offset
+        return (event.session_id, event.call_id, event.kind, at, json.dumps(event.data))
 
     def _insert_event(self, db: sqlite3.Connection, event: Event) -> int:
-        cur = db.execute(self._EVENT_SQL, self._event_params(event))
+        cur = db.execute(*self._event_entry(event))
         return int(cur.lastrowid or 0)
+
+    _OWNED_EVENT_SQL = (
+        "INSERT INTO events (session_id, call_id, kind, at, data) SELECT ?, ?, ?, ?, ?"
+        " WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = ? AND s.owner = ?)"
+    )
+    """An event of a session this process holds: written only while it still holds it."""
+
+    def _event_entry(self, event: Event) -> tuple[str, tuple[Any, ...]]:
+        """The statement writing ``event``: fenced by its owner when this process holds it."""
+        owner = self._owner(event.session_id)
+        if owner is None:
+            return self._EVENT_SQL, self._event_params(event)
+        return self._OWNED_EVENT_SQL, (*self._event_params(event), event.session_id, owner)
+
+    # Ownership and the clock ------------------------------------------------------
+
+    def clock(self) -> float:
+        """Now on the database's clock (this machine's clock corrected by the measured offset)."""
+        return time.time() + self.clock_offset
+
+    def note_clock(self, db_now: float, sent: float, received: float) -> None:
+        """Record the database's time ``db_now``, read between local ``sent`` and ``received``."""
+        self.clock_offset = db_now - (sent + received) / 2
+
+    def _owner(self, session_id: str) -> str | None:
+        """The worker id holding ``session_id`` in this process, or None when it holds none.
+
+        Raises:
+            SessionBusy: This process held it until its lease lapsed (it writes nothing more).
+        """
+        check = self.fence_check
+        if check is not None and (self._owned or self._lost):
+            check()  # a lease past its deadline fences before anything is written
+        why = self._lost.get(session_id)
+        if why is not None:
+            raise SessionBusy(
+                f"session {session_id} is no longer written by this worker: {why}",
+                session_id,
+                None,
+                None,
+            )
+        return self._owned.get(session_id)
+
+    def fence_sessions(self, reason: str) -> list[str]:
+        """Stop every write to the sessions this process holds (its lease lapsed); returns them.
+
+        Each one is written again only after it is acquired again (:meth:`acquire_session`).
+        """
+        # Not under the store's lock: a transaction stuck on a dead connection holds it.
+        lost = list(self._owned)
+        for session_id in lost:
+            self._lost[session_id] = reason
+            self._owned.pop(session_id, None)
+        return lost
+
+    def interrupt(self) -> None:
+        """Break a transaction stuck on a dead connection (from another thread).
+
+        A local file has no connection to break: nothing to do here.
+        """
+
+    def check_owner(self, db: StoreConnection, session_id: str) -> None:
+        """In a transaction: raise :class:`SessionBusy` unless this process may write the session.
+
+        For modules writing a session's rows with their own SQL (recovery notices):
+        a session this process holds must still be leased to it.
+        """
+        owner = self._owner(session_id)
+        if owner is not None:
+            self._fence(cast(sqlite3.Connection, db), session_id, owner)
 
     # Sessions -----------------------------------------------------------------
 
@@ -608,7 +690,7 @@ class SQLiteStore:
         """A new session; with ``owner`` (a worker id) it is created leased to that worker."""
         state = "running" if owner is not None else None
         record = SessionRecord(
-            session_id, time.time(), agent, workspace, parent_call_id, model, title, owner, state
+            session_id, self.clock(), agent, workspace, parent_call_id, model, title, owner, state
         )
         with self._tx() as db:
             db.execute(
@@ -713,6 +795,9 @@ class SQLiteStore:
                 " WHERE session_id = ?",
                 (worker_id, session_id),
             )
+        with self._lock:
+            self._lost.pop(session_id, None)
+            self._owned[session_id] = worker_id
         record = self.get_session(session_id)
         assert record is not None
         return record
@@ -723,14 +808,42 @@ class SQLiteStore:
         ``idle`` (a runtime closing) only ends a ``running`` lease: a session a
         worker already marked ``done`` or ``failed`` keeps that state.
         """
+        if session_id in self._lost:
+            return False  # its lease lapsed: another worker may hold it by now
         with self._tx() as db:
+            ending = self._answered_state(db, session_id) if state == "idle" else state
             row = db.execute(
                 "UPDATE sessions SET state = ?, updated_at = zuno_now()"
                 " WHERE session_id = ? AND owner = ? AND (state = 'running' OR ? <> 'idle')"
                 " RETURNING session_id",
-                (state, session_id, worker_id, state),
+                (ending, session_id, worker_id, state),
             ).fetchone()
+        with self._lock:
+            if self._owned.get(session_id) == worker_id:
+                del self._owned[session_id]
         return row is not None
+
+    @staticmethod
+    def _answered_state(db: sqlite3.Connection, session_id: str) -> str:
+        """``done`` for a submitted session whose model gave its answer, else ``idle``.
+
+        A person may finish a submitted session with ``zuno resume``: once answered,
+        it is done for the fleet too, not an idle interactive session.
+        """
+        row = db.execute(
+            "SELECT s.prompt IS NOT NULL, m.role, m.body FROM sessions s"
+            " LEFT JOIN messages m ON m.session_id = s.session_id AND m.seq ="
+            " (SELECT MAX(seq) FROM messages WHERE session_id = s.session_id)"
+            " WHERE s.session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None or not row[0] or row[1] != "assistant":
+            return "idle"
+        try:
+            body = json.loads(row[2])
+        except (TypeError, ValueError):
+            return "idle"
+        return "idle" if isinstance(body, dict) and body.get("tool_calls") else "done"  # pyright: ignore[reportUnknownMemberType]
 
     def _fence(self, db: sqlite3.Connection, session_id: str, worker_id: str) -> None:
         """Raise :class:`SessionBusy` unless the session is still leased to ``worker_id``.
@@ -780,6 +893,8 @@ class SQLiteStore:
         read-only calls can run): the number is read under the session's lease
         (only its holder opens steps) and the row waits for the next transaction.
         """
+        if worker is not None:
+            self._owner(session_id)  # a session lost by this process opens no step
         try:
             with self._tx() as db:
                 if worker is not None:
@@ -788,12 +903,12 @@ class SQLiteStore:
                     "INSERT INTO steps (session_id, step, created_at)"
                     " SELECT ?, COALESCE(MAX(step), 0) + 1, ? FROM steps WHERE session_id = ?"
                     " RETURNING step",
-                    (session_id, time.time(), session_id),
+                    (session_id, self.clock(), session_id),
                 ).fetchone()
                 step = int(row[0])
                 if event is not None:
                     event.data["step"] = step
-                    db.execute(self._EVENT_SQL, self._event_params(event))
+                    db.execute(*self._event_entry(event))
             return step
         except SessionBusy:
             raise
@@ -814,10 +929,10 @@ class SQLiteStore:
             ]
             step = max([int(row[0]), *waiting]) + 1
             # A plain INSERT: a clash is set aside with a warning, never silently skipped.
-            self._defer(_DEFERRED_STEP_SQL, (session_id, step, time.time()))
+            self._defer(_DEFERRED_STEP_SQL, (session_id, step, self.clock()))
             if event is not None:
                 event.data["step"] = step
-                self._defer(self._EVENT_SQL, self._event_params(event))
+                self._defer(*self._event_entry(event))
         return step
 
     # Calls ----------------------------------------------------------------------
@@ -827,8 +942,11 @@ class SQLiteStore:
         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
-    @staticmethod
-    def _call_params(call: CallRecord) -> tuple[Any, ...]:
+    def _on_clock(self, at: float | None) -> float | None:
+        """A local time as the database's clock reads it."""
+        return None if at is None else at + self.clock_offset
+
+    def _call_params(self, call: CallRecord) -> tuple[Any, ...]:
         return (
             call.call_id,
             call.session_id,
@@ -846,8 +964,8 @@ class SQLiteStore:
             call.block_kind,
             call.result,
             int(call.is_error),
-            call.started_at,
-            call.finished_at,
+            self._on_clock(call.started_at),
+            self._on_clock(call.finished_at),
             call.artifact,
             call.model_call_id,
             call.runner,
@@ -856,15 +974,14 @@ class SQLiteStore:
             call.mode,
         )
 
-    @staticmethod
-    def _finish_params(call: CallRecord) -> tuple[Any, ...]:
+    def _finish_params(self, call: CallRecord) -> tuple[Any, ...]:
         """The parameters of a guarded result: its columns, then the row's key."""
         return (
             call.outcome,
             call.block_kind,
             call.result,
             int(call.is_error),
-            call.finished_at,
+            self._on_clock(call.finished_at),
             call.artifact,
             call.reason,
             call.call_id,
@@ -881,7 +998,7 @@ class SQLiteStore:
         a blocked call changed nothing, so nothing else waits on it.
         """
         with self._lock:
-            self._defer(self._EVENT_SQL, self._event_params(event))
+            self._defer(*self._event_entry(event))
             self._defer(self._CALL_SQL, self._call_params(call))
 
     def call_started(
@@ -899,8 +1016,10 @@ class SQLiteStore:
             with self._lock:
                 self._deferred_calls[(call.call_id, call.attempt)] = len(self._pending)
                 self._defer(self._CALL_SQL, self._call_params(call))
-                self._defer(self._EVENT_SQL, self._event_params(event))
+                self._defer(*self._event_entry(event))
             return
+        if fence:
+            self._owner(call.session_id)  # a session lost by this process runs nothing
         with self._tx() as db:
             if fence and call.runner is not None:
                 self._fence(db, call.session_id, call.runner)
@@ -920,7 +1039,7 @@ class SQLiteStore:
                 # Its started row is still waiting: write the finished row in its
                 # place, one insert instead of an insert and an update.
                 self._pending[slot] = (self._CALL_SQL, self._call_params(call))
-                self._defer(self._EVENT_SQL, self._event_params(event))
+                self._defer(*self._event_entry(event))
             else:
                 self._defer_call(self._guarded_finish(call, event))
             self._flush_or_keep()
@@ -934,28 +1053,39 @@ class SQLiteStore:
         gone), the row stays as settled and the result becomes a
         ``call.late_result`` event beside it.
         """
-        finished = self._event_params(event)
+        finished = self._event_entry(event) if event.session_id not in self._lost else None
         update = self._finish_params(call)
+        # A result of a session this process holds lands only while it still holds it;
+        # one of a session it lost is only ever a late result.
+        owner = self._owned.get(call.session_id)
+        fence = _OWNER_FENCE if owner is not None else ""
+        params = (*update, call.session_id, owner) if owner is not None else update
+        late_at = event.at + self.clock_offset
 
         def finish(db: sqlite3.Connection) -> None:
             """UPDATE calls ... WHERE status = 'started' (a guarded result)"""
-            row = db.execute(
-                "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
-                " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
-                " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING call_id",
-                update,
-            ).fetchone()
+            row = None
+            if finished is not None:
+                row = db.execute(
+                    "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
+                    " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
+                    f" WHERE call_id = ? AND attempt = ? AND status = 'started'{fence}"
+                    " RETURNING call_id",
+                    params,
+                ).fetchone()
             if row is None:
                 found = db.execute(
                     "SELECT outcome FROM calls WHERE call_id = ? AND attempt = ?",
                     (call.call_id, call.attempt),
                 ).fetchone()
-                if found is not None:
-                    db.execute(self._EVENT_SQL, self._late_params(call, str(found[0]), event.at))
+                if found is not None or finished is None:
+                    settled = str(found[0]) if found is not None else "None"
+                    db.execute(self._EVENT_SQL, self._late_params(call, settled, late_at))
                     return
                 # Its started row was never stored (set aside): the result is the row.
                 db.execute(self._CALL_SQL, self._call_params(call))
-            db.execute(self._EVENT_SQL, finished)
+            assert finished is not None
+            db.execute(*finished)
 
         return finish
 
@@ -1027,16 +1157,19 @@ class SQLiteStore:
                 if event.kind == "call.result" and event.call_id and "outcome" in event.data:
                     # The owner's claim of an outcome: kept out of the log when its
                     # row was settled otherwise meanwhile (call.late_result holds it).
-                    self._defer(
-                        self._RESULT_EVENT_SQL,
-                        (
-                            *self._event_params(event),
-                            event.call_id,
-                            str(event.data.get("outcome") or ""),
-                        ),
+                    params = (
+                        *self._event_params(event),
+                        event.call_id,
+                        str(event.data.get("outcome") or ""),
                     )
+                    owner = self._owner(event.session_id)
+                    if owner is None:
+                        self._defer(self._RESULT_EVENT_SQL, params)
+                    else:
+                        sql = self._RESULT_EVENT_SQL + _OWNER_FENCE
+                        self._defer(sql, (*params, event.session_id, owner))
                 else:
-                    self._defer(self._EVENT_SQL, self._event_params(event))
+                    self._defer(*self._event_entry(event))
         if deliver is not None:
             for event in events:
                 deliver(event)
@@ -1059,7 +1192,7 @@ class SQLiteStore:
             db.execute(
                 "INSERT OR IGNORE INTO approvals (session_id, fingerprint, tool, at)"
                 " VALUES (?, ?, ?, ?)",
-                (session_id, fingerprint, tool, time.time()),
+                (session_id, fingerprint, tool, self.clock()),
             )
 
     def has_session_approval(self, session_id: str, fingerprint: str) -> bool:
@@ -1074,7 +1207,15 @@ class SQLiteStore:
     # Messages (the conversation of the agent loop) ---------------------------
 
     def append_message(self, session_id: str, role: str, body: dict[str, Any]) -> int:
+        """The session's next message (only while this process still holds the session).
+
+        Raises:
+            SessionBusy: This process held the session and lost it (nothing is written).
+        """
+        owner = self._owner(session_id)
         with self._tx() as db:
+            if owner is not None:
+                self._fence(db, session_id, owner)
             row = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
                 (session_id,),
@@ -1082,7 +1223,7 @@ class SQLiteStore:
             seq = int(row[0])
             db.execute(
                 "INSERT INTO messages (session_id, seq, role, body, at) VALUES (?, ?, ?, ?, ?)",
-                (session_id, seq, role, json.dumps(body), time.time()),
+                (session_id, seq, role, json.dumps(body), self.clock()),
             )
         return seq
 

@@ -56,7 +56,7 @@ from zuno.output import bound_text, format_size
 from zuno.permissions import rule_matches
 from zuno.real_paths import proc_refusal, relative_subject, special_file_kind
 from zuno.signatures import binary_signature
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.tool import NotFound, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -187,7 +187,7 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise ToolError(_not_found_message(path, shown, ctx.workspace)) from None
+        raise NotFound(_not_found_message(path, shown, ctx.workspace)) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
     offset = args.offset or 1

@@ -1,0 +1,263 @@
+"""Self-fencing: a worker whose lease may lapse stops its own commands first.
+
+A session belongs to a worker as long as the worker's lease (see
+:mod:`zuno.workers`) has not expired on the database's clock; then another
+worker may take it over and settle its calls. A command must therefore never
+run past its owner's lease. The timing, for a lease of ``L`` seconds:
+
+- the lease is renewed every ``L / 3`` seconds;
+- each renewal that succeeds sets the *fence deadline*: the moment the renewal
+  was sent, plus ``L - M``, where the margin ``M`` is ``L / 6``
+  (:func:`fence_margin`);
+- at the fence deadline, unless a later renewal pushed it forward, the worker
+  kills every command and interactive process it started (each one's process
+  group and tree, and so its sandbox) and writes nothing more to its sessions
+  (:meth:`~zuno.store.sqlite.SQLiteStore.fence_sessions`) until it holds
+  them again;
+- the lease itself expires at the database's time of that renewal plus ``L``:
+  at least ``M`` after the fence deadline. Only then does another worker take
+  the session over and settle its calls.
+
+Two enforcers keep the deadline. A thread of the worker (:class:`Watchdog`),
+which also stops the writes; and a guard process of its own
+(``_fence_guard.py``, started with the first command), told every deadline
+and every command's process group: it kills them at the deadline even when
+the worker is paused (SIGSTOP), starved, or stuck on a dead connection, and
+when the worker dies. The one case neither covers is a whole machine frozen
+(every process stopped, the commands too): nothing runs there, and when it
+thaws the guard's deadline has passed (its clock, ``CLOCK_BOOTTIME``, counts
+the frozen time; see :func:`choose_clock`), so it kills at once; what a command does in the instant
+between its own thaw and the guard's is the remaining exposure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subprocess import Popen
+
+__all__ = [
+    "Watchdog",
+    "choose_clock",
+    "fence_clock",
+    "fence_margin",
+    "fire",
+    "forget_group",
+    "register_group",
+]
+
+_log = logging.getLogger("zuno.fencing")
+
+_GUARD = Path(__file__).with_name("_fence_guard.py")
+
+
+def choose_clock(single_host: bool) -> None:
+    """Which clock measures the fence: ``CLOCK_BOOTTIME``, or ``CLOCK_MONOTONIC`` on one machine.
+
+    With workers on many machines, time a machine spends suspended counts: the
+    others went on, and may take over. With a store on one machine (SQLite)
+    every worker was suspended too, so a laptop waking up does not fence itself
+    for the time it slept. The first lease of a process decides.
+    """
+    with _state.lock:
+        if not _state.chosen:
+            _state.chosen = True
+            _state.clock_id = time.CLOCK_MONOTONIC if single_host else time.CLOCK_BOOTTIME
+
+
+def fence_clock() -> float:
+    """Seconds on the fence's clock (see :func:`choose_clock`)."""
+    return time.clock_gettime(_state.clock_id)
+
+
+def fence_margin(lease_seconds: float) -> float:
+    """How long before its lease can expire a worker fences itself: a sixth of the lease."""
+    return lease_seconds / 6
+
+
+class _State:
+    """The process's commands and its guard (one per process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.groups: set[int] = set()
+        self.deadline: float | None = None
+        self.guard: Popen[bytes] | None = None
+        self.guard_pid = 0
+        self.owner_pid = os.getpid()
+        self.chosen = False
+        self.clock_id = time.CLOCK_BOOTTIME
+
+    def send(self, line: str) -> None:
+        """Tell the guard (started when there is a deadline and a command to guard)."""
+        guard = self.guard
+        if guard is None or guard.poll() is not None or self.guard_pid != os.getpid():
+            if self.deadline is None or not self.groups:
+                return
+            guard = self._start_guard()
+            if guard is None:
+                return
+            line = "".join(f"add {g}\n" for g in self.groups) + f"until {self.deadline}\n"
+        assert guard.stdin is not None
+        try:
+            guard.stdin.write(line.encode() if line.endswith("\n") else (line + "\n").encode())
+            guard.stdin.flush()
+        except OSError as exc:
+            _log.warning("zuno: the fence guard stopped (%s); this process still fences", exc)
+            self.guard = None
+
+    def _start_guard(self) -> Popen[bytes] | None:
+        import subprocess
+
+        try:
+            guard = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_GUARD), str(self.clock_id)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            _log.warning("zuno: the fence guard could not start (%s)", exc)
+            return None
+        self.guard, self.guard_pid = guard, os.getpid()
+        return guard
+
+
+_state = _State()
+
+
+def register_group(pgid: int) -> None:
+    """A command or interactive process now runs as process group ``pgid``: fence it."""
+    with _state.lock:
+        _state.groups.add(pgid)
+        _state.send(f"add {pgid}")
+
+
+def forget_group(pgid: int) -> None:
+    """The group ``pgid`` has ended (and was reaped)."""
+    with _state.lock:
+        _state.groups.discard(pgid)
+        if _state.guard is not None:
+            _state.send(f"forget {pgid}")
+
+
+def _renewed(deadline: float | None) -> None:
+    with _state.lock:
+        _state.deadline = deadline
+        if _state.guard is not None or (deadline is not None and _state.groups):
+            _state.send(f"until {deadline if deadline is not None else 1e12}")
+
+
+def fire(reason: str) -> int:
+    """Kill every command this process started, now; returns how many groups were killed."""
+    from zuno.process import kill_process_tree
+
+    with _state.lock:
+        groups = set(_state.groups)
+        if _state.guard is not None:
+            _state.send("kill 0")
+    for pgid in groups:
+        kill_process_tree(pgid)
+    if groups:
+        _log.warning("zuno: killed %d command(s): %s", len(groups), reason)
+    return len(groups)
+
+
+class Watchdog:
+    """Fences this process when its lease was not renewed by the fence deadline.
+
+    Args:
+        lease_seconds: The lease's length.
+        on_fence: Called (from the watchdog's thread) with the reason, after the
+            commands were killed: stops the writes of the lease's store.
+    """
+
+    def __init__(self, lease_seconds: float, on_fence: Callable[[str], None]) -> None:
+        self.lease_seconds = lease_seconds
+        self.margin = fence_margin(lease_seconds)
+        self._on_fence = on_fence
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._stopped = False
+        self.fenced = False
+        """Whether the last deadline passed without a renewal (until the next renewal)."""
+        self._thread = threading.Thread(target=self._run, name="zuno-fence", daemon=True)
+        self._thread.start()
+
+    def renewed(self, sent_at: float) -> bool:
+        """A renewal sent at ``sent_at`` (:func:`fence_clock`) succeeded: push the deadline.
+
+        Returns whether this ends a fence. A renewal whose answer came too late
+        (its deadline already passed) changes nothing.
+        """
+        deadline = sent_at + self.lease_seconds - self.margin
+        if deadline <= fence_clock():
+            return False
+        with self._cond:
+            ended = self.fenced
+            self._deadline = deadline
+            self.fenced = False
+            self._cond.notify_all()
+        _renewed(deadline)
+        return ended
+
+    def check(self) -> None:
+        """Fence now, in the caller's thread, if the deadline passed (the thread may lag).
+
+        A writer calls it before writing: a process that was paused past its
+        deadline and continues may not write before its watchdog has woken.
+        """
+        with self._cond:
+            if self._stopped or self.fenced or self._deadline is None:
+                return
+            if self._deadline - fence_clock() > 0:
+                return
+            self.fenced = True
+        self._fire()
+
+    def _fire(self) -> None:
+        reason = (
+            f"the worker lease was not renewed for {self.lease_seconds - self.margin:g} s "
+            f"(lease {self.lease_seconds:g} s): this worker stopped its commands and "
+            "writes nothing more to its sessions"
+        )
+        try:
+            fire(reason)
+            self._on_fence(reason)
+        except Exception as exc:  # the fence must not end the thread
+            _log.warning("zuno: fencing failed: %s", exc)
+
+    def stop(self) -> None:
+        """The lease ended on purpose (expired by its worker): nothing more to enforce."""
+        with self._cond:
+            self._stopped = True
+            self._deadline = None
+            self._cond.notify_all()
+        _renewed(None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                if self._deadline is None or self.fenced:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - fence_clock()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self.fenced = True
+                self._cond.release()
+                try:
+                    self._fire()
+                finally:
+                    self._cond.acquire()
