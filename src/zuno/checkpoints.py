@@ -46,12 +46,31 @@ import os
 import re
 import stat
 import subprocess
+import threading
+import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from zuno.beneath import Beneath, EscapesRoot
+from zuno.checkpoint_fast import changed_entries, large_files
+from zuno.checkpoint_git import (
+    StoreLayout,
+    create_store,
+    git_command,
+    git_env,
+    store_is_intact,
+    write_private,
+)
+from zuno.checkpoint_objects import (
+    EditConflict,
+    ObjectStore,
+    is_large_stand_in,
+    large_file_limit,
+    large_stand_in,
+)
+from zuno.checkpoint_privacy import DeniedPaths, denied_patterns
 from zuno.workspace_watch import FolderWatch
 
 __all__ = [
@@ -65,6 +84,7 @@ __all__ = [
     "checkpoints_enabled",
     "checkpoints_for",
     "checkpoints_of_store",
+    "denied_patterns",
 ]
 
 CHECKPOINTS_ENV = "ZUNO_CHECKPOINTS"
@@ -74,6 +94,8 @@ _log = logging.getLogger("zuno.checkpoints")
 
 _HEAD = "refs/zuno/head"
 _TIMEOUT = 600.0  # seconds; a first snapshot of a huge tree is slow, a hung git is not waited for
+_PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
+_DENIED = "zuno-denied"  # the deny patterns the store was last told of
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _GITLINK = "160000"
 _SYMLINK = "120000"
@@ -190,6 +212,8 @@ class Restored:
     removed: list[str] = field(default_factory=lambda: [])
     skipped: list[str] = field(default_factory=lambda: [])
     """Nested repositories, which are never restored."""
+    too_large: list[str] = field(default_factory=lambda: [])
+    """Files over the size limit, recorded by size and hash only: not restored."""
 
 
 def checkpoints_enabled() -> bool:
@@ -199,7 +223,11 @@ def checkpoints_enabled() -> bool:
 
 
 def checkpoints_for(
-    artifacts_root: Path, workspace: Path, *, also_exclude: Sequence[Path] = ()
+    artifacts_root: Path,
+    workspace: Path,
+    *,
+    also_exclude: Sequence[Path] = (),
+    denied: Sequence[str] | None = None,
 ) -> Checkpoints:
     """The checkpoints of ``workspace``, kept beside a store's artifacts.
 
@@ -209,30 +237,46 @@ def checkpoints_for(
         workspace: The workspace folder.
         also_exclude: Further paths never to snapshot or restore (a store file
             kept inside the workspace).
+        denied: Path patterns of the deny rules on ``read`` (:func:`denied_patterns`):
+            never read into the store nor shown. None: those the store last recorded.
     """
     root = artifacts_root / "checkpoints"
-    return Checkpoints(root, workspace, exclude=[artifacts_root, *also_exclude])
+    return Checkpoints(root, workspace, exclude=[artifacts_root, *also_exclude], denied=denied)
 
 
-def checkpoints_of_store(store: object, workspace: Path) -> Checkpoints:
+def checkpoints_of_store(
+    store: object, workspace: Path, *, denied: Sequence[str] | None = None
+) -> Checkpoints:
     """The checkpoints of ``workspace`` for a store (its artifacts folder, its file left out)."""
     artifacts_root: Path = getattr(store, "artifacts_root")  # noqa: B009 (any store type)
     path = getattr(store, "path", None)
     return checkpoints_for(
-        artifacts_root, workspace, also_exclude=[path] if isinstance(path, Path) else []
+        artifacts_root,
+        workspace,
+        also_exclude=[path] if isinstance(path, Path) else [],
+        denied=denied,
     )
 
 
 class Checkpoints:
     """The shadow git store of one workspace (created on first use)."""
 
-    def __init__(self, root: Path, workspace: Path, *, exclude: Sequence[Path] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        workspace: Path,
+        *,
+        exclude: Sequence[Path] = (),
+        denied: Sequence[str] | None = None,
+    ) -> None:
         """Find (not yet create) the shadow store of ``workspace`` under ``root``.
 
         Args:
             root: The folder holding every workspace's shadow store.
             workspace: The workspace.
             exclude: Paths never to snapshot (those inside the workspace matter).
+            denied: Path patterns never read nor shown (deny rules on ``read``);
+                None: the ones the store recorded last.
         """
         self.workspace = Path(os.path.realpath(workspace))
         key = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:16]
@@ -240,15 +284,41 @@ class Checkpoints:
         self.git_dir = Path(os.path.abspath(root)) / f"{name}-{key}.git"
         self._lock_path = self.git_dir.with_suffix(".lock")
         self._exclude = [Path(os.path.abspath(p)) for p in exclude]
+        self._denied_given = None if denied is None else DeniedPaths.of(denied)
+        self._denied = self._denied_given or DeniedPaths(())
+        self._objects = ObjectStore(self.git_dir)
+        self._large = large_file_limit()
+        self._stand_ins: dict[tuple[int, int, int, int], str] = {}
         self._ready = False
         self._watch: FolderWatch | None = None
         # What the index file and the chain's head were after this object's last
         # snapshot: if either differs, another process wrote them, and only a full
-        # look is exact.
+        # look is exact. The tree is that of the last look (full or watched).
         self._index_seen: tuple[int, int, int] | None = None
         self._head_seen: str | None = None
+        self._tree: str | None = None
+        self._preparing: threading.Thread | None = None
+        self._thread_lock = threading.RLock()
 
     # Taking snapshots -------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Take the first full look in the background (at session start).
+
+        The watch starts and the index is brought up to the workspace, so the
+        first side-effecting call pays only for what changed since. A call
+        arriving earlier waits for it (the lock); a failure is left to that call.
+        """
+        if self._preparing is not None:
+            return
+
+        def look() -> None:
+            with contextlib.suppress(CheckpointError, OSError), self._locked():
+                if self._index_seen is None:
+                    self._write_tree(start_watch=True)
+
+        self._preparing = threading.Thread(target=look, name="zuno-checkpoints", daemon=True)
+        self._preparing.start()
 
     def take(self, *, call_id: str, tool: str, session_id: str) -> Snapshot:
         """Record the workspace as it is now, as the next commit of the chain.
@@ -264,16 +334,25 @@ class Checkpoints:
             with self._locked():
                 tree, unreadable = self._write_tree(start_watch=True)
                 parent = self._head()
-                args = ["commit-tree", tree, "-m", message]
-                if parent:
-                    args += ["-p", parent]
-                commit = self._git(*args).strip()
-                self._git("update-ref", _HEAD, commit, parent or "")
+                commit = self._commit(tree, parent, message)
                 if self._index_seen is not None:
                     self._head_seen = commit
         except OSError as exc:
             raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
         return Snapshot(commit, unreadable)
+
+    def _commit(self, tree: str, parent: str | None, message: str) -> str:
+        """Write the commit and move the chain's head to it (under the lock)."""
+        stamp = f"Zuno <checkpoints@zuno.invalid> {int(time.time())} +0000"
+        body = f"tree {tree}\n"
+        if parent:
+            body += f"parent {parent}\n"
+        body += f"author {stamp}\ncommitter {stamp}\n\n{message}"
+        commit = self._objects.write("commit", body.encode("utf-8", "surrogateescape"))
+        ref = self.git_dir / _HEAD
+        ref.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_private(ref, commit + "\n")
+        return commit
 
     def current_tree(self) -> str:
         """The tree of the workspace as it is now (written to the store, not committed).
@@ -290,6 +369,8 @@ class Checkpoints:
 
     def close(self) -> None:
         """Stop watching the workspace (the next snapshot looks at every file)."""
+        if self._preparing is not None:
+            self._preparing.join()
         self._forget_watch()
 
     def _forget_watch(self) -> None:
@@ -298,6 +379,7 @@ class Checkpoints:
             self._watch = None
         self._index_seen = None
         self._head_seen = None
+        self._tree = None
 
     def _index_stamp(self) -> tuple[int, int, int] | None:
         with contextlib.suppress(OSError):
@@ -324,67 +406,96 @@ class Checkpoints:
         return paths
 
     def _write_tree(self, *, start_watch: bool) -> tuple[str, tuple[str, ...]]:
-        """Bring the private index up to the workspace and write its tree.
+        """The tree of the workspace as it is now, written to the store.
 
-        ``git status`` finds what changed: it stats each known file (the index
-        remembers the rest) and, with the untracked cache, reads only the
-        folders whose own stat changed. Only those paths are hashed again. When
-        the folder watch names the changed paths, ``git status`` looks at those
-        alone (no other file is stat'ed).
+        With the folder watch naming the changed paths, the previous tree plus
+        those paths, in Python (:mod:`zuno.checkpoint_fast`); the paths it put in
+        the tree but not in git's index are kept in a file, for the next full look.
+        Otherwise (the first look, a lost event, something only git can tell) the
+        full look: ``git status`` stats each known file (the index remembers
+        the rest) and, with the untracked cache, reads only the folders whose
+        own stat changed; only those paths are hashed again.
         """
         self._ensure()
         paths = self._watched_paths()
-        unreadable: tuple[str, ...] = ()
-        if paths is not None:
-            try:
-                unreadable = self._update_index(paths)
-            except CheckpointError as exc:
-                _log.info("checkpoint from watched paths failed (%s); looking at all", exc)
-                paths = None
-        if paths is None:
-            start_watch = start_watch or self._watch is not None
-            self._forget_watch()
-            if start_watch:
-                # Watch before looking, so a change made during the full look is
-                # reported next time (at worst twice, which is harmless).
-                self._watch = FolderWatch.start(
-                    self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
-                )
-            unreadable = self._update_index(None)
+        tree = self._tree
+        if paths is not None and tree is not None:
+            with contextlib.suppress(EditConflict, CheckpointError):
+                if paths:
+                    tree = self._watched_tree(tree, paths)
+                self._index_seen = self._index_stamp()
+                self._head_seen = self._head()
+                self._tree = tree
+                return tree, ()
+            _log.info("the watched paths need the full look: %s", ", ".join(paths[:5]))
+        start_watch = start_watch or self._watch is not None
+        self._forget_watch()
+        if start_watch:
+            # Watch before looking, so a change made during the full look is
+            # reported next time (at worst twice, which is harmless).
+            self._watch = FolderWatch.start(
+                self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
+            )
+        unreadable = self._update_index()
         tree = self._git("write-tree").strip()
         # A file left out stays out of the watched paths once reported: look at all
         # next time, as a full look would name it again.
         if self._watch is not None and not unreadable:
             self._index_seen = self._index_stamp()
             self._head_seen = self._head()
+            self._tree = tree
         return tree, unreadable
 
-    def _update_index(self, paths: list[str] | None) -> tuple[str, ...]:
-        """Stage what changed among ``paths`` (None: anywhere); the unreadable files."""
-        if paths == []:
-            changed: list[str] = []
-        else:
-            status = self._run(
-                *(["--literal-pathspecs"] if paths else []),
-                "status",
-                "--porcelain=v1",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=all",
-                *(["--", *paths] if paths else []),
-            )
-            if status.returncode != 0:
-                raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
-            changed = _changed_paths(status.stdout)
+    def _watched_tree(self, tree: str, paths: list[str]) -> str:
+        """The previous tree plus the watched paths (raises EditConflict: full look)."""
+        found = changed_entries(
+            self.workspace,
+            self._objects,
+            tree,
+            paths,
+            denied=self._denied,
+            large=self._large,
+            ignored=self._ignored,
+        )
+        if not found:
+            return tree
+        new = self._objects.edit(tree, found)
+        pending = self.git_dir / _PENDING
+        with open(pending, "ab", opener=_private_opener) as out:
+            out.write(b"".join(os.fsencode(p) + b"\0" for p in found))
+        return new
+
+    def _ignored(self, paths: list[str]) -> set[str]:
+        """Which of ``paths`` (new to the tree) the ignore rules leave out."""
+        proc = self._run(
+            "check-ignore", "--no-index", "-z", "--stdin", input="".join(p + "\0" for p in paths)
+        )
+        if proc.returncode not in (0, 1):
+            raise CheckpointError(f"git check-ignore failed: {_first_line(proc.stderr)}")
+        return {p for p in proc.stdout.split("\0") if p}
+
+    def _update_index(self) -> tuple[str, ...]:
+        """The full look: stage what changed anywhere; the unreadable files."""
+        large = {p for p in large_files(self.workspace, self._large) if not self._denied.covers(p)}
+        keep_out = [*self._denied.pathspecs(), *(f":(exclude,literal,top){p}" for p in large)]
+        status = self._run(
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
+            *(["--", ".", *keep_out] if keep_out else []),
+        )
+        if status.returncode != 0:
+            raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
+        changed = _changed_paths(status.stdout)
+        changed += self._pending(skip=set(changed) | large)
         unreadable: tuple[str, ...] = ()
         if len(changed) > _BULK:
             # Many new paths (the first snapshot): one `add` of the whole tree is far
             # cheaper than naming them (update-index slows with each path it adds).
-            add = self._run("add", "--all", "--ignore-errors", "--", ".")
-            unreadable = tuple(_unreadable_paths(add.stderr))
-            if add.returncode != 0 and not unreadable:
-                raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+            unreadable = self._add_all(keep_out)
         elif changed:
             # Removals first, so a file that became a folder (or back) leaves the
             # index before its replacement comes in (--replace is quadratic with a
@@ -400,11 +511,71 @@ class Checkpoints:
             if update.returncode != 0:
                 # A file that cannot be read fails the whole batch: add what can be
                 # read, and name the rest (left out of this snapshot).
-                add = self._run("add", "--all", "--ignore-errors", "--", ".")
-                unreadable = tuple(_unreadable_paths(add.stderr))
-                if add.returncode != 0 and not unreadable:
-                    raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+                unreadable = self._add_all(keep_out)
+        self._stage_large(large)
+        self._drop_denied()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.git_dir / _PENDING)
         return unreadable
+
+    def _add_all(self, keep_out: list[str]) -> tuple[str, ...]:
+        add = self._run("add", "--all", "--ignore-errors", "--", ".", *keep_out)
+        unreadable = tuple(_unreadable_paths(add.stderr))
+        if add.returncode != 0 and not unreadable:
+            raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+        return unreadable
+
+    def _pending(self, *, skip: set[str]) -> list[str]:
+        """The paths watched snapshots put in a tree but not in the index (not folders)."""
+        try:
+            raw = (self.git_dir / _PENDING).read_bytes()
+        except FileNotFoundError:
+            return []
+        found: list[str] = []
+        for path in dict.fromkeys(os.fsdecode(p) for p in raw.split(b"\0") if p):
+            if path in skip or self._denied.covers(path):
+                continue
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                if stat.S_ISDIR(os.lstat(self.workspace / path).st_mode):
+                    continue  # now a folder: status named what is in it
+            found.append(path)
+        return found
+
+    def _stage_large(self, large: set[str]) -> None:
+        """Put the stand-in of each large, not ignored file in the index."""
+        if not large:
+            return
+        shown = self._ignored(sorted(large))
+        lines: list[str] = []
+        for path in sorted(large - shown):
+            try:
+                fd = os.open(self.workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                oid = self._stand_ins.get(key)
+                if oid is None:
+                    oid = self._objects.write("blob", large_stand_in(fd, st.st_size))
+                    self._stand_ins[key] = oid
+            finally:
+                os.close(fd)
+            mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
+            lines.append(f"{mode} {oid}\t{path}\0")
+        if lines:
+            self._git("update-index", "--add", "-z", "--index-info", input="".join(lines))
+
+    def _drop_denied(self) -> None:
+        """Take out of the index what deny rules now cover (staged before a rule came)."""
+        if not self._denied.patterns:
+            return
+        including = [s.replace(":(exclude,", ":(", 1) for s in self._denied.pathspecs()]
+        listed = self._run("ls-files", "-z", "--cached", "--", *including)
+        paths = [p for p in listed.stdout.split("\0") if p]
+        if paths:
+            listing = "".join(f"{p}\0" for p in paths)
+            self._git("update-index", "--force-remove", "-z", "--stdin", input=listing)
 
     # Reading the chain ------------------------------------------------------------
 
@@ -462,12 +633,18 @@ class Checkpoints:
     # Comparing ----------------------------------------------------------------------
 
     def changes(self, old: str, new: str) -> list[Change]:
-        """How the tree of ``new`` differs from that of ``old`` (snapshots or trees)."""
-        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--raw", old, new)
+        """How the tree of ``new`` differs from that of ``old`` (snapshots or trees).
+
+        Paths a deny rule keeps from ``read`` are left out, whatever the snapshots hold.
+        """
+        out = self._git(
+            "diff-tree", "-r", "-z", "--no-renames", "--raw", old, new, *self._keep_out()
+        )
         return _parse_raw(out)
 
     def patch(self, old: str, new: str, *, color: bool = False) -> str:
-        """The differences as a unified diff (binary files are named, not shown)."""
+        """The differences as a unified diff (binary files are named, not shown; denied
+        paths left out)."""
         return self._git(
             "diff-tree",
             "-p",
@@ -478,7 +655,17 @@ class Checkpoints:
             f"--color={'always' if color else 'never'}",
             old,
             new,
+            *self._keep_out(),
         )
+
+    def _keep_out(self) -> list[str]:
+        """Pathspecs leaving the denied paths out of a comparison (none: nothing)."""
+        if self._denied_given is None and not self._ready:
+            with contextlib.suppress(OSError):
+                text = (self.git_dir / _DENIED).read_text()
+                self._denied = DeniedPaths.of([ln for ln in text.split("\n") if ln])
+        specs = self._denied.pathspecs()
+        return ["--", ".", *specs] if specs else []
 
     # Restoring ----------------------------------------------------------------------
 
@@ -504,6 +691,9 @@ class Checkpoints:
                 entry = writes[path]
                 if entry.mode == _GITLINK:
                     done.skipped.append(path)
+                    continue
+                if is_large_stand_in(blobs[entry.oid]):
+                    done.too_large.append(path)
                     continue
                 self._write(root, path, entry, blobs[entry.oid])
                 done.written.append(path)
@@ -543,12 +733,17 @@ class Checkpoints:
             spot = root.locate(PurePosixPath(path), follow_links=False, create_folders=True)
         except (OSError, EscapesRoot) as exc:
             raise CheckpointError(f"cannot restore {path}: {exc}") from exc
-        if spot.stat is not None and stat.S_ISDIR(spot.stat.st_mode):
-            raise CheckpointError(
-                f"cannot restore {path}: a folder is in its place (with files the "
-                "checkpoints do not cover, such as ignored ones)"
-            )
         folder, name = spot.folder, spot.name
+        if spot.stat is not None and stat.S_ISDIR(spot.stat.st_mode):
+            try:
+                # An empty folder holds nothing a checkpoint records: it may go.
+                os.rmdir(name, dir_fd=folder.fd)
+            except OSError:
+                raise CheckpointError(
+                    f"cannot restore {path}: a folder is in its place (with files the "
+                    "checkpoints do not cover, such as ignored ones)"
+                ) from None
+            spot = root.locate(PurePosixPath(path), follow_links=False, create_folders=True)
         if entry.mode == _SYMLINK:
             if spot.stat is not None:
                 folder.remove(name)
@@ -575,10 +770,10 @@ class Checkpoints:
         if not wanted:
             return {}
         proc = subprocess.run(
-            ["git", "-c", "safe.directory=*", "cat-file", "--batch"],
+            git_command("cat-file", "--batch"),
             input=("\n".join(wanted) + "\n").encode(),
             capture_output=True,
-            env=self._env(),
+            env=git_env(self.git_dir, self.workspace),
             cwd=self.workspace,
             timeout=_TIMEOUT,
             check=False,
@@ -599,38 +794,68 @@ class Checkpoints:
 
     # git ---------------------------------------------------------------------------
 
+    def _layout(self) -> StoreLayout:
+        return StoreLayout(
+            config="[core]\n\trepositoryformatversion = 0\n" + _CONFIG.format(none=os.devnull),
+            attributes=_ATTRIBUTES,
+            head=f"ref: {_HEAD}\n",
+            workspace=self.workspace,
+        )
+
     def _ensure(self) -> None:
-        """Create the shadow store on first use."""
-        if self._ready and (self.git_dir / "HEAD").is_file():
+        """Create the shadow store on first use; recreate one changed behind Zuno's back.
+
+        A store whose config, attributes, HEAD or hooks are not what Zuno wrote
+        may make git run code (a ``core.fsmonitor``, a hook): it is removed and
+        created again, empty (its earlier checkpoints are lost, said in the log).
+        """
+        layout = self._layout()
+        if (self.git_dir / "HEAD").is_file() and not store_is_intact(self.git_dir, layout):
+            _log.warning(
+                "zuno: the checkpoint store %s was changed by something other than Zuno; "
+                "it is recreated (earlier checkpoints of this workspace are gone)",
+                self.git_dir,
+            )
+            self._ready = False
+            self._forget_watch()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.git_dir / "HEAD")
+        if self._ready:
             return
         if not (self.git_dir / "HEAD").is_file():
-            self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run(
-                ["git", "init", "--quiet", "--bare", str(self.git_dir)],
-                capture_output=True,
-                env=self._env(with_store=False),
-                timeout=_TIMEOUT,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise CheckpointError(f"git init failed: {_first_line(proc.stderr)}")
-            none = self.git_dir / "zuno-none"
-            (self.git_dir / "config").write_text(
-                "[core]\n\trepositoryformatversion = 0\n" + _CONFIG.format(none=none)
-            )
-            (self.git_dir / "info").mkdir(exist_ok=True)
-            (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
-            (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
-            # HEAD follows the chain, so `status` compares the index with the last snapshot.
-            (self.git_dir / "HEAD").write_text(f"ref: {_HEAD}\n")
+            try:
+                create_store(self.git_dir, layout)
+            except subprocess.CalledProcessError as exc:
+                raise CheckpointError(f"git init failed: {_first_line(exc.stderr)}") from exc
+            except FileNotFoundError as exc:
+                raise CheckpointError("git is not installed (checkpoints need it)") from exc
+            self._objects = ObjectStore(self.git_dir)
         exclude = self.git_dir / "info" / "exclude"
         lines = self._exclude_lines()
         with contextlib.suppress(OSError):
             if exclude.read_text() == lines:
                 lines = ""  # unchanged: rewriting it would void the untracked cache
         if lines:
-            exclude.write_text(lines)
+            write_private(exclude, lines)
+        self._remember_denied()
         self._ready = True
+
+    def _remember_denied(self) -> None:
+        """Keep the deny patterns in the store (an object made without them uses them)."""
+        path = self.git_dir / _DENIED
+        given = self._denied_given
+        if given is None:
+            with contextlib.suppress(OSError):
+                text = path.read_text()
+                self._denied = DeniedPaths.of([ln for ln in text.split("\n") if ln])
+            return
+        text = "".join(f"{p}\n" for p in given.patterns)
+        with contextlib.suppress(OSError):
+            if path.read_text() == text:
+                return
+        if text or path.exists():
+            write_private(path, text)
+            self._forget_watch()  # what is left out changed: the next look is a full one
 
     def _exclude_lines(self) -> str:
         """Zuno's own files, when they lie inside the workspace, anchored at its root."""
@@ -653,34 +878,16 @@ class Checkpoints:
         proc = self._run("rev-parse", "--quiet", "--verify", _HEAD)
         return proc.stdout.strip() or None if proc.returncode == 0 else None
 
-    def _env(self, *, with_store: bool = True) -> dict[str, str]:
-        # Nothing of the user's git setup leaks in (GIT_DIR of an enclosing hook, a
-        # global config with filters or hooks): the user's repository is never reached.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=os.devnull,
-            GIT_TERMINAL_PROMPT="0",
-            LC_ALL="C",
-        )
-        if with_store:
-            env.update(
-                GIT_DIR=str(self.git_dir),
-                GIT_WORK_TREE=str(self.workspace),
-                GIT_INDEX_FILE=str(self.git_dir / "index"),
-            )
-        return env
-
     def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(
-                ["git", "-c", "safe.directory=*", *args],
+                git_command(*args),
                 input=input,
                 capture_output=True,
                 text=True,
                 encoding="utf-8",
                 errors="surrogateescape",
-                env=self._env(),
+                env=git_env(self.git_dir, self.workspace),
                 cwd=self.workspace,
                 timeout=_TIMEOUT,
                 check=False,
@@ -690,22 +897,32 @@ class Checkpoints:
         except subprocess.TimeoutExpired as exc:
             raise CheckpointError(f"git {args[0]} took longer than {_TIMEOUT:g} s") from exc
 
-    def _git(self, *args: str) -> str:
-        proc = self._run(*args)
+    def _git(self, *args: str, input: str | None = None) -> str:
+        proc = self._run(*args, input=input)
         if proc.returncode != 0:
             raise CheckpointError(f"git {args[0]} failed: {_first_line(proc.stderr)}")
         return proc.stdout
 
     @contextlib.contextmanager
     def _locked(self) -> Generator[None]:
-        """One process at a time per workspace: the index and the chain's head are shared."""
-        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        """One process at a time per workspace: the index and the chain's head are shared.
+
+        Within a process, one thread at a time too (the background first look).
+        """
+        with self._thread_lock:
+            self._lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with contextlib.suppress(OSError):
+                os.chmod(self._lock_path.parent, 0o700)
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_CLOEXEC, 0o600)
 
 
 def _parse_raw(out: str) -> list[Change]:

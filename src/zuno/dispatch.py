@@ -486,9 +486,11 @@ class Dispatcher:
     @functools.cached_property
     def checkpoints(self) -> Checkpoints:
         """The shadow git store of this runtime's workspace (see :mod:`zuno.checkpoints`)."""
-        from zuno.checkpoints import checkpoints_of_store
+        from zuno.checkpoints import checkpoints_of_store, denied_patterns
 
-        return checkpoints_of_store(self._rt.store, self._rt.workspace)
+        # Paths a deny rule keeps from reading are never copied into the store.
+        denied = denied_patterns(self._rt.config.permission.rules)
+        return checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
 
     def close(self) -> None:
         """Stop watching the workspace (the checkpoints' inotify instance), if one started."""

@@ -60,7 +60,9 @@ def diff_command(
             if problem is not None:
                 fail(problem)
             assert found.snapshot is not None
-            checkpoints = checkpoints_of_store(store, workspace)
+            checkpoints = checkpoints_of_store(
+                store, workspace, denied=_denied_in(workspace)
+            )
             try:
                 after = checkpoints.next_after(found.snapshot)
                 then = checkpoints.trailers(after).get("Call") if after else None
@@ -192,6 +194,18 @@ def _dispatch_undo(
                 print_result(out, result)
             err.print(f"[dim]session {state.session_id}[/]")
         _exit_for(results)
+
+
+def _denied_in(workspace: Path) -> list[str] | None:
+    """The deny patterns on reading in the workspace's config (None: it cannot be read,
+    and the store's own record of them holds)."""
+    from zuno.checkpoints import denied_patterns
+    from zuno.config import ConfigError, load_config
+
+    try:
+        return denied_patterns(load_config(workspace).permission.rules)
+    except (ConfigError, OSError):
+        return None
 
 
 def _status_word(change: Change) -> str:
