@@ -49,11 +49,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
-from zuno.beneath import Beneath, EscapesRoot
 from zuno.checkpoint_fast import changed_entries, large_files
 from zuno.checkpoint_git import (
     StoreLayout,
@@ -66,11 +63,12 @@ from zuno.checkpoint_git import (
 from zuno.checkpoint_objects import (
     EditConflict,
     ObjectStore,
-    is_large_stand_in,
     large_file_limit,
     large_stand_in,
 )
 from zuno.checkpoint_privacy import DeniedPaths, denied_patterns
+from zuno.checkpoint_restore import restore as restore_paths
+from zuno.checkpoint_types import Change, CheckpointError, Entry, Restored, Snapshot
 from zuno.workspace_watch import FolderWatch
 
 __all__ = [
@@ -97,9 +95,6 @@ _TIMEOUT = 600.0  # seconds; a first snapshot of a huge tree is slow, a hung git
 _PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
 _DENIED = "zuno-denied"  # the deny patterns the store was last told of
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
-_GITLINK = "160000"
-_SYMLINK = "120000"
-_EXECUTABLE = "100755"
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
 
 # The shadow store's own configuration: exact bytes, no user hooks, filters or helpers.
@@ -139,81 +134,6 @@ _CONFIG = """\
 """
 # Highest precedence of all attribute files: no end-of-line conversion, filter or encoding.
 _ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
-
-
-class CheckpointError(Exception):
-    """A snapshot, a comparison or a restore could not be done; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One path as a snapshot holds it: git's mode and the object id of its content."""
-
-    mode: str
-    """``100644`` a file, ``100755`` an executable, ``120000`` a symlink, ``160000`` a
-    nested repository's commit."""
-    oid: str
-
-    @property
-    def kind(self) -> Literal["file", "executable", "symlink", "repository"]:
-        """What the entry is, in words."""
-        if self.mode == _SYMLINK:
-            return "symlink"
-        if self.mode == _GITLINK:
-            return "repository"
-        return "executable" if self.mode == _EXECUTABLE else "file"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """How one path differs between two snapshots (``old`` before, ``new`` after)."""
-
-    path: str
-    old: Entry | None
-    new: Entry | None
-
-    @property
-    def status(self) -> Literal["added", "deleted", "modified", "mode", "type"]:
-        """``added``, ``deleted``, ``modified`` (content), ``mode`` (only the executable
-        bit) or ``type`` (a file became a symlink, or back)."""
-        if self.old is None:
-            return "added"
-        if self.new is None:
-            return "deleted"
-        if (self.old.mode == _SYMLINK) != (self.new.mode == _SYMLINK):
-            return "type"
-        if self.old.oid == self.new.oid:
-            return "mode"
-        return "modified"
-
-    def as_dict(self) -> dict[str, str | None]:
-        """The change as plain JSON values."""
-        return {
-            "path": self.path,
-            "status": self.status,
-            "old_mode": self.old.mode if self.old else None,
-            "new_mode": self.new.mode if self.new else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A recorded checkpoint: its commit, and files git could not read (left out)."""
-
-    commit: str
-    unreadable: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class Restored:
-    """What a restore did, path by path."""
-
-    written: list[str] = field(default_factory=lambda: [])
-    removed: list[str] = field(default_factory=lambda: [])
-    skipped: list[str] = field(default_factory=lambda: [])
-    """Nested repositories, which are never restored."""
-    too_large: list[str] = field(default_factory=lambda: [])
-    """Files over the size limit, recorded by size and hash only: not restored."""
 
 
 def checkpoints_enabled() -> bool:
@@ -674,95 +594,13 @@ class Checkpoints:
 
         Removals come first (and the folders they leave empty are removed), then
         the writes, so a file may become a folder and back. Every step is made
-        beneath the workspace, never through a symlink leading out of it.
+        beneath the workspace, never through a symlink leading out of it. Large
+        files recorded by size and hash only are not restored (``too_large``).
 
         Raises:
             CheckpointError: A path could not be restored; the ones before it were.
         """
-        done = Restored()
-        with Beneath(self.workspace) as root:
-            for path in sorted(p for p, t in targets.items() if t is None):
-                if self._remove(root, path):
-                    done.removed.append(path)
-            self._prune(sorted(p for p, t in targets.items() if t is None))
-            writes = {p: t for p, t in targets.items() if t is not None}
-            blobs = self._blobs([t.oid for t in writes.values() if t.mode != _GITLINK])
-            for path in sorted(writes):
-                entry = writes[path]
-                if entry.mode == _GITLINK:
-                    done.skipped.append(path)
-                    continue
-                if is_large_stand_in(blobs[entry.oid]):
-                    done.too_large.append(path)
-                    continue
-                self._write(root, path, entry, blobs[entry.oid])
-                done.written.append(path)
-        return done
-
-    def _remove(self, root: Beneath, path: str) -> bool:
-        try:
-            spot = root.locate(PurePosixPath(path), follow_links=False)
-        except FileNotFoundError:
-            return False
-        except (OSError, EscapesRoot) as exc:
-            raise CheckpointError(f"cannot remove {path}: {exc}") from exc
-        if spot.stat is None:
-            return False
-        if stat.S_ISDIR(spot.stat.st_mode):
-            raise CheckpointError(f"cannot remove {path}: it is now a folder")
-        spot.folder.remove(spot.name)
-        return True
-
-    def _prune(self, removed: list[str]) -> None:
-        """Remove the folders that removing files left empty (never the workspace)."""
-        folders = {str(PurePosixPath(p).parent) for p in removed}
-        candidates: set[str] = set()
-        for folder in folders:
-            parts = PurePosixPath(folder).parts
-            for i in range(len(parts), 0, -1):
-                candidates.add("/".join(parts[:i]))
-        for folder in sorted(candidates, key=lambda f: f.count("/"), reverse=True):
-            path = self.workspace / folder
-            # lstat: a symlink to a folder is not pruned (it is a file to git).
-            with contextlib.suppress(OSError):
-                if stat.S_ISDIR(os.lstat(path).st_mode):
-                    os.rmdir(path)  # only succeeds when empty
-
-    def _write(self, root: Beneath, path: str, entry: Entry, data: bytes) -> None:
-        try:
-            spot = root.locate(PurePosixPath(path), follow_links=False, create_folders=True)
-        except (OSError, EscapesRoot) as exc:
-            raise CheckpointError(f"cannot restore {path}: {exc}") from exc
-        folder, name = spot.folder, spot.name
-        if spot.stat is not None and stat.S_ISDIR(spot.stat.st_mode):
-            try:
-                # An empty folder holds nothing a checkpoint records: it may go.
-                os.rmdir(name, dir_fd=folder.fd)
-            except OSError:
-                raise CheckpointError(
-                    f"cannot restore {path}: a folder is in its place (with files the "
-                    "checkpoints do not cover, such as ignored ones)"
-                ) from None
-            spot = root.locate(PurePosixPath(path), follow_links=False, create_folders=True)
-        if entry.mode == _SYMLINK:
-            if spot.stat is not None:
-                folder.remove(name)
-            os.symlink(os.fsdecode(data), name, dir_fd=folder.fd)
-            return
-        executable = entry.mode == _EXECUTABLE
-        if spot.stat is not None and stat.S_ISREG(spot.stat.st_mode):
-            # Keep the file's other permission bits; git records only the executable one.
-            mode = stat.S_IMODE(spot.stat.st_mode)
-            mode = mode | (0o111 & ~_umask() & _read_bits(mode)) if executable else mode & ~0o111
-        else:
-            mode = (0o777 if executable else 0o666) & ~_umask()
-        temp = folder.write_temporary(name, data, mode=mode, owner=None)
-        try:
-            folder.replace(temp, name)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                folder.remove(temp)
-            raise
+        return restore_paths(self.workspace, targets, self._blobs)
 
     def _blobs(self, oids: list[str]) -> dict[str, bytes]:
         """The contents of many objects in one ``git cat-file --batch``."""
@@ -970,17 +808,3 @@ def _first_line(text: str | bytes) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it (other threads may create files)."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    return 0o022
-
-
-def _read_bits(mode: int) -> int:
-    """Execute bits for whoever may read (``chmod +x`` on a 0o640 file gives 0o750)."""
-    return ((mode & 0o444) >> 2) | 0o100

@@ -71,7 +71,7 @@ def test_a_poisoned_shadow_repository_runs_nothing_and_is_recreated(
     hook = f"#!/bin/sh\necho ran >> {marker}\n"
     with (git_dir / "config").open("a") as config:
         config.write(
-            f"[core]\n\tfsmonitor = \"echo ran >> {marker}; false\"\n"
+            f'[core]\n\tfsmonitor = "echo ran >> {marker}; false"\n'
             f"\thooksPath = {git_dir / 'hooks'}\n\tpager = echo ran >> {marker}\n"
             f"[diff]\n\texternal = {git_dir / 'hooks' / 'post-index-change'}\n"
         )
@@ -85,7 +85,7 @@ def test_a_poisoned_shadow_repository_runs_nothing_and_is_recreated(
     cli.json("diff", second)
     assert not marker.exists()
     # The poisoned repository was replaced by a clean one: the new chain works.
-    assert "fsmonitor = \"echo" not in (git_dir / "config").read_text()
+    assert 'fsmonitor = "echo' not in (git_dir / "config").read_text()
     third = cli.shell("echo delta >> notes.txt")
     files = cli.json("diff", third)["files"]
     assert [f["path"] for f in files] == ["notes.txt"]
@@ -100,7 +100,9 @@ def test_denied_files_never_reach_the_store_nor_the_diff(
 ) -> None:
     (workspace / "zuno.json").write_text(
         # A deny rule narrows: the workspace's file is honoured untrusted.
-        json.dumps({"permission": {"rules": [{"tool": "*", "pattern": "secrets/**", "action": "deny"}]}})
+        json.dumps(
+            {"permission": {"rules": [{"tool": "*", "pattern": "secrets/**", "action": "deny"}]}}
+        )
     )
     secrets = workspace / "secrets"
     secrets.mkdir(mode=0o700)

@@ -60,9 +60,7 @@ def diff_command(
             if problem is not None:
                 fail(problem)
             assert found.snapshot is not None
-            checkpoints = checkpoints_of_store(
-                store, workspace, denied=_denied_in(workspace)
-            )
+            checkpoints = checkpoints_of_store(store, workspace, denied=_denied_in(workspace))
             try:
                 after = checkpoints.next_after(found.snapshot)
                 then = checkpoints.trailers(after).get("Call") if after else None
