@@ -492,6 +492,17 @@ class Dispatcher:
         denied = denied_patterns(self._rt.config.permission.rules)
         return checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
 
+    def prepare_checkpoints(self, tools: Sequence[object]) -> None:
+        """Take the workspace's first checkpoint look in the background (a session starts).
+
+        Only when checkpoints are on and one of ``tools`` may change workspace files:
+        the first side-effecting call then pays for what changed since, not for the tree.
+        """
+        from zuno.checkpoints import checkpoints_enabled
+
+        if checkpoints_enabled() and any(getattr(t, "changes_workspace", False) for t in tools):
+            self.checkpoints.prepare()
+
     def close(self) -> None:
         """Stop watching the workspace (the checkpoints' inotify instance), if one started."""
         checkpoints: Checkpoints | None = self.__dict__.pop("checkpoints", None)

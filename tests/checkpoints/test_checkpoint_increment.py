@@ -161,7 +161,8 @@ def test_denied_paths_stay_out_even_when_a_gitignore_takes_them_back(
 ) -> None:
     sh(
         ws,
-        "mkdir secrets; printf top-secret > secrets/key; printf '!secrets/\\n!secrets/**\\n' > .gitignore",
+        "mkdir secrets; printf top-secret > secrets/key;"
+        "printf '!secrets/\\n!secrets/**\\n' > .gitignore",
     )
     cp = Checkpoints(stores / "watched", ws, denied=["secrets/**"])
     first = take(cp, 0)

@@ -261,6 +261,8 @@ class AgentLoop:
         )
         self._specs = tool_specs(session.surface)
         self._price = price_for(provider.label, runtime.config)
+        # While the model thinks, the first checkpoint's full look runs.
+        runtime.dispatcher.prepare_checkpoints(session.surface.tools)
 
     # Persistence ------------------------------------------------------------
 
