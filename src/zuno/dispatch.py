@@ -451,14 +451,15 @@ class Dispatcher:
 
         if not checkpoints_enabled():
             return None
-        take = functools.partial(
-            self.checkpoints.take,
-            call_id=call.call_id,
-            tool=call.tool.name,
-            session_id=session.session_id,
-        )
+        checkpoints = self.checkpoints
+        which = {"call_id": call.call_id, "tool": call.tool.name, "session_id": session.session_id}
         try:
-            snapshot = await anyio.to_thread.run_sync(take)
+            # A few watched paths: recorded here in about a millisecond; else in a thread.
+            snapshot = checkpoints.take_quick(**which)
+            if snapshot is None:
+                snapshot = await anyio.to_thread.run_sync(
+                    functools.partial(checkpoints.take, **which)
+                )
         except CheckpointError as exc:
             _log.warning(
                 "zuno: no checkpoint before %s (%s): %s", call.call_id, call.tool.name, exc

@@ -213,3 +213,25 @@ def test_the_first_look_runs_in_the_background(ws: Path, stores: Path) -> None:
     assert tree_of(cp, commit) == full_tree(stores, ws)
     assert os.path.isdir(cp.git_dir)
     cp.close()
+
+
+def test_a_quick_snapshot_leaves_what_it_cannot_do_at_once_to_take(ws: Path, stores: Path) -> None:
+    cp = Checkpoints(stores / "watched", ws)
+    assert cp.take_quick(call_id="c0", tool="write", session_id="s") is None  # no watch yet
+    take(cp, 0)
+    sh(ws, "printf q >> src/a.py")
+    quick = cp.take_quick(call_id="c1", tool="write", session_id="s")
+    assert quick is not None and tree_of(cp, quick.commit) == full_tree(stores, ws)
+    # Too much to read at once: nothing recorded, the paths kept for take().
+    sh(ws, "head -c 2000000 /dev/zero > src/big.bin && printf r >> docs/r")
+    assert cp.take_quick(call_id="c2", tool="write", session_id="s") is None
+    commit = take(cp, 2)
+    assert {"src/big.bin", "docs/r"} <= set(files_of(cp, commit))
+    assert tree_of(cp, commit) == full_tree(stores, ws)
+    # Another process holds the store: not waited for.
+    other = Checkpoints(stores / "watched", ws)
+    sh(ws, "printf s >> src/a.py")
+    with other._locked():  # pyright: ignore[reportPrivateUsage]
+        assert cp.take_quick(call_id="c3", tool="write", session_id="s") is None
+    assert tree_of(cp, take(cp, 3)) == full_tree(stores, ws)
+    cp.close()
