@@ -767,6 +767,8 @@ class Checkpoints:
             text = ref.read_text().strip()
             if text:
                 return text
+        if not os.path.lexists(self.git_dir / "packed-refs"):
+            return None  # refs are never packed here: no file, no chain yet
         proc = self._run("rev-parse", "--quiet", "--verify", _HEAD)
         return proc.stdout.strip() or None if proc.returncode == 0 else None
 
