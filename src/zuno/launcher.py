@@ -576,6 +576,14 @@ def _wanted(argv: list[str]) -> bool:
 def main() -> None:
     """Entry point of the ``zuno`` console script."""
     argv = list(sys.argv)
+    # --help and the tool table, unchanged since their last run: printed from the cache.
+    from zuno.startup_cache import cached_output, recording_for
+
+    output = cached_output(argv)
+    if output is not None:
+        sys.stdout.buffer.write(output)
+        sys.stdout.flush()
+        os._exit(0)
     if server_enabled() and _wanted(argv):
         place = server_place()
         problem = private_folder(place.folder, create=True)
@@ -592,4 +600,18 @@ def main() -> None:
                 os._exit(status)
     from zuno.cli.app import main as cli_main
 
-    cli_main()
+    recording = recording_for(argv)
+    if recording is None:
+        cli_main()
+        return
+    status: object = 0
+    try:
+        cli_main()
+    except SystemExit as exc:
+        status = exc.code
+        raise
+    except BaseException:
+        status = 1
+        raise
+    finally:
+        recording.finish(status)
