@@ -60,7 +60,22 @@ def _enabled(argv: Sequence[str]) -> bool:
     value = os.environ.get(STARTUP_CACHE_ENV, "").strip().lower()
     if value in ("off", "0", "false", "no") or not sys.platform.startswith("linux"):
         return False
-    return tuple(argv[1:]) in _COMMANDS
+    rest = list(argv[1:])
+    if tuple(rest) in _COMMANDS:
+        return True
+    if not rest or rest[0] != "tools":
+        return False
+    # tools with options that do not change where the configuration is read from
+    # (--workspace does: its zuno.json is not in the key).
+    i = 1
+    while i < len(rest):
+        if rest[i] == "--json":
+            i += 1
+        elif rest[i] in ("--db", "--agent") and i + 1 < len(rest):
+            i += 2
+        else:
+            return False
+    return True
 
 
 def _folder() -> str:
