@@ -57,6 +57,7 @@ from zuno.checkpoint_git import (
     create_store,
     git_command,
     git_env,
+    make_private,
     store_is_intact,
     write_private,
 )
@@ -702,6 +703,7 @@ class Checkpoints:
         created again, empty (its earlier checkpoints are lost, said in the log).
         """
         layout = self._layout()
+        self._upgrade(layout)
         if (self.git_dir / "HEAD").is_file() and not store_is_intact(self.git_dir, layout):
             _log.warning(
                 "zuno: the checkpoint store %s was changed by something other than Zuno; "
@@ -731,6 +733,24 @@ class Checkpoints:
             write_private(exclude, lines)
         self._remember_denied()
         self._ready = True
+
+    def _upgrade(self, layout: StoreLayout) -> None:
+        """A store made by an earlier Zuno (its config named files in the store and
+        did not ask for private files): given today's config, made private."""
+        if self._ready:
+            return
+        none = self.git_dir / "zuno-none"
+        earlier = "[core]\n\trepositoryformatversion = 0\n" + _CONFIG.replace(
+            "\tsharedRepository = 0600\n", ""
+        ).format(none=none)
+        with contextlib.suppress(OSError):
+            if (self.git_dir / "config").read_text() == earlier:
+                write_private(self.git_dir / "config", layout.config)
+                hooks = self.git_dir / "hooks"
+                samples: list[Path] = list(hooks.glob("*.sample")) if hooks.is_dir() else []
+                for sample in samples:
+                    sample.unlink()
+                make_private(self.git_dir)
 
     def _remember_denied(self) -> None:
         """Keep the deny patterns in the store (an object made without them uses them)."""

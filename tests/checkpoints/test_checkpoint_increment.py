@@ -235,3 +235,23 @@ def test_a_quick_snapshot_leaves_what_it_cannot_do_at_once_to_take(ws: Path, sto
         assert cp.take_quick(call_id="c3", tool="write", session_id="s") is None
     assert tree_of(cp, take(cp, 3)) == full_tree(stores, ws)
     cp.close()
+
+
+def test_a_store_of_the_earlier_layout_is_kept_and_made_private(ws: Path, stores: Path) -> None:
+    cp = Checkpoints(stores / "old", ws)
+    first = take(cp, 0)
+    cp.close()
+    # The config an earlier Zuno wrote: files named in the store, no private mode.
+    from zuno.checkpoints import _CONFIG  # pyright: ignore[reportPrivateUsage]
+
+    earlier = _CONFIG.replace("\tsharedRepository = 0600\n", "").format(
+        none=cp.git_dir / "zuno-none"
+    )
+    (cp.git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n" + earlier)
+    (cp.git_dir / "config").chmod(0o644)
+    again = Checkpoints(stores / "old", ws)
+    sh(ws, "printf z >> src/a.py")
+    second = take(again, 1)
+    assert again.exists(first) and [c.path for c in again.changes(first, second)] == ["src/a.py"]
+    assert (cp.git_dir / "config").stat().st_mode & 0o077 == 0
+    again.close()
