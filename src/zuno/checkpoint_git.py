@@ -24,14 +24,27 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from zuno.checkpoint_types import CheckpointError
+
 __all__ = [
+    "ATTRIBUTES",
+    "CONFIG",
     "GUARDS",
+    "HEAD_REF",
+    "TIMEOUT",
     "StoreLayout",
     "create_store",
+    "first_line",
     "git_command",
     "git_env",
+    "git_output",
     "make_private",
+    "move_ref",
+    "read_blobs",
+    "run_git",
     "store_is_intact",
+    "store_layout",
+    "upgrade_earlier",
     "write_private",
 ]
 
@@ -186,3 +199,169 @@ def make_private(root: Path) -> None:
                 if mode & 0o077:
                     os.chmod(path, mode & 0o700)
         dirs.sort()
+
+
+HEAD_REF = "refs/zuno/head"
+"""The chain of snapshots (the store's HEAD follows it)."""
+
+TIMEOUT = 600.0
+"""Seconds: a first snapshot of a huge tree is slow, a hung git is not waited for."""
+
+# The shadow store's own configuration: exact bytes, no user hooks, filters or helpers.
+CONFIG = """\
+[core]
+\tbare = false
+\tuntrackedCache = true
+\tfsmonitor = false
+\tautocrlf = false
+\tsafecrlf = false
+\tsymlinks = true
+\tfilemode = true
+\tignorecase = false
+\tprecomposeunicode = false
+\tlogAllRefUpdates = false
+\tquotePath = false
+\texcludesFile = {none}
+\thooksPath = {none}
+\t# The shared index is rewritten rarely; each snapshot writes only what changed.
+\tsplitIndex = true
+[status]
+\t# The untracked cache serves --untracked-files=all only when it is configured so.
+\tshowUntrackedFiles = all
+\trenames = false
+[index]
+\tversion = 4
+[gc]
+\tauto = 0
+[commit]
+\tgpgSign = false
+[advice]
+\taddEmbeddedRepo = false
+\taddIgnoredFile = false
+[user]
+\tname = Zuno
+\temail = checkpoints@zuno.invalid
+"""
+# Highest precedence of all attribute files: no end-of-line conversion, filter or encoding.
+ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
+
+
+def store_layout(workspace: Path) -> StoreLayout:
+    """What a store of ``workspace`` holds, as Zuno writes it (the same for every store)."""
+    return StoreLayout(
+        config="[core]\n\trepositoryformatversion = 0\n" + CONFIG.format(none=os.devnull),
+        attributes=ATTRIBUTES,
+        head=f"ref: {HEAD_REF}\n",
+        workspace=workspace,
+    )
+
+
+def upgrade_earlier(git_dir: Path, layout: StoreLayout) -> None:
+    """A store made by an earlier Zuno (its config named files in the store and did
+    not ask for private files): given today's config and made private, chain kept."""
+    none = git_dir / "zuno-none"
+    earlier = "[core]\n\trepositoryformatversion = 0\n" + CONFIG.replace(
+        "\tsharedRepository = 0600\n", ""
+    ).format(none=none)
+    with contextlib.suppress(OSError):
+        if (git_dir / "config").read_text() == earlier:
+            write_private(git_dir / "config", layout.config)
+            hooks = git_dir / "hooks"
+            samples: list[Path] = list(hooks.glob("*.sample")) if hooks.is_dir() else []
+            for sample in samples:
+                sample.unlink()
+            make_private(git_dir)
+
+
+def run_git(
+    git_dir: Path, workspace: Path, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """One guarded git call on the store (text; undecodable bytes kept as surrogates).
+
+    Raises:
+        CheckpointError: git is missing or hung.
+    """
+    try:
+        return subprocess.run(
+            git_command(*args),
+            input=input,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            env=git_env(git_dir, workspace),
+            cwd=workspace,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise CheckpointError("git is not installed (checkpoints need it)") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise CheckpointError(f"git {args[0]} took longer than {TIMEOUT:g} s") from exc
+
+
+def git_output(git_dir: Path, workspace: Path, *args: str, input: str | None = None) -> str:
+    """The output of one guarded git call that must succeed.
+
+    Raises:
+        CheckpointError: It failed (its first line of error said why).
+    """
+    proc = run_git(git_dir, workspace, *args, input=input)
+    if proc.returncode != 0:
+        raise CheckpointError(f"git {args[0]} failed: {first_line(proc.stderr)}")
+    return proc.stdout
+
+
+def read_blobs(git_dir: Path, workspace: Path, oids: list[str]) -> dict[str, bytes]:
+    """The contents of many objects in one ``git cat-file --batch``."""
+    wanted = list(dict.fromkeys(oids))
+    if not wanted:
+        return {}
+    proc = subprocess.run(
+        git_command("cat-file", "--batch"),
+        input=("\n".join(wanted) + "\n").encode(),
+        capture_output=True,
+        env=git_env(git_dir, workspace),
+        cwd=workspace,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise CheckpointError(f"git cat-file failed: {first_line(proc.stderr)}")
+    found: dict[str, bytes] = {}
+    data, pos = proc.stdout, 0
+    for oid in wanted:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split()
+        if len(header) != 3:
+            raise CheckpointError(f"the checkpoint store lacks the object {oid}")
+        size = int(header[2])
+        found[oid] = data[end + 1 : end + 1 + size]
+        pos = end + 1 + size + 1
+    return found
+
+
+def move_ref(ref: Path, commit: str) -> None:
+    """Point the ref file at ``commit`` (under the store's lock).
+
+    Overwritten in place when it holds an id already (same length): replacing it
+    by a new file makes ext4 flush on every snapshot, milliseconds under load. A
+    write of 41 bytes within one block is not torn.
+    """
+    line = (commit + "\n").encode()
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(ref, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            if os.fstat(fd).st_size == len(line) and os.pwrite(fd, line, 0) == len(line):
+                return
+        finally:
+            os.close(fd)
+    ref.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_private(ref, commit + "\n")
+
+
+def first_line(text: str | bytes) -> str:
+    """The first non-blank line of a message (git's stderr), for an error a user reads."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")

@@ -53,12 +53,16 @@ from pathlib import Path, PurePosixPath
 
 from zuno.checkpoint_fast import changed_entries, large_files
 from zuno.checkpoint_git import (
-    StoreLayout,
+    HEAD_REF,
     create_store,
-    git_command,
-    git_env,
-    make_private,
+    first_line,
+    git_output,
+    move_ref,
+    read_blobs,
+    run_git,
     store_is_intact,
+    store_layout,
+    upgrade_earlier,
     write_private,
 )
 from zuno.checkpoint_objects import (
@@ -91,52 +95,12 @@ CHECKPOINTS_ENV = "ZUNO_CHECKPOINTS"
 
 _log = logging.getLogger("zuno.checkpoints")
 
-_HEAD = "refs/zuno/head"
-_TIMEOUT = 600.0  # seconds; a first snapshot of a huge tree is slow, a hung git is not waited for
 _PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
 _DENIED = "zuno-denied"  # the deny patterns the store was last told of
 _QUICK_PATHS = 64  # take_quick: at most this many changed paths
 _QUICK_BYTES = 1 << 20  # and this many bytes to read
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
-
-# The shadow store's own configuration: exact bytes, no user hooks, filters or helpers.
-_CONFIG = """\
-[core]
-\tbare = false
-\tuntrackedCache = true
-\tfsmonitor = false
-\tautocrlf = false
-\tsafecrlf = false
-\tsymlinks = true
-\tfilemode = true
-\tignorecase = false
-\tprecomposeunicode = false
-\tlogAllRefUpdates = false
-\tquotePath = false
-\texcludesFile = {none}
-\thooksPath = {none}
-\t# The shared index is rewritten rarely; each snapshot writes only what changed.
-\tsplitIndex = true
-[status]
-\t# The untracked cache serves --untracked-files=all only when it is configured so.
-\tshowUntrackedFiles = all
-\trenames = false
-[index]
-\tversion = 4
-[gc]
-\tauto = 0
-[commit]
-\tgpgSign = false
-[advice]
-\taddEmbeddedRepo = false
-\taddIgnoredFile = false
-[user]
-\tname = Zuno
-\temail = checkpoints@zuno.invalid
-"""
-# Highest precedence of all attribute files: no end-of-line conversion, filter or encoding.
-_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
 
 
 def checkpoints_enabled() -> bool:
@@ -320,7 +284,7 @@ class Checkpoints:
             body += f"parent {parent}\n"
         body += f"author {stamp}\ncommitter {stamp}\n\n{message}"
         commit = self._objects.write("commit", body.encode("utf-8", "surrogateescape"))
-        _move_ref(self.git_dir / _HEAD, commit)
+        move_ref(self.git_dir / HEAD_REF, commit)
         if self._index_seen is not None:
             self._head_seen = commit
         return commit
@@ -446,7 +410,7 @@ class Checkpoints:
             "check-ignore", "--no-index", "-z", "--stdin", input="".join(p + "\0" for p in paths)
         )
         if proc.returncode not in (0, 1):
-            raise CheckpointError(f"git check-ignore failed: {_first_line(proc.stderr)}")
+            raise CheckpointError(f"git check-ignore failed: {first_line(proc.stderr)}")
         return {p for p in proc.stdout.split("\0") if p}
 
     def _update_index(self) -> tuple[str, ...]:
@@ -463,7 +427,7 @@ class Checkpoints:
             *(["--", ".", *keep_out] if keep_out else []),
         )
         if status.returncode != 0:
-            raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
+            raise CheckpointError(f"git status failed: {first_line(status.stderr)}")
         changed = _changed_paths(status.stdout)
         changed += self._pending(skip=set(changed) | large)
         unreadable: tuple[str, ...] = ()
@@ -497,7 +461,7 @@ class Checkpoints:
         add = self._run("add", "--all", "--ignore-errors", "--", ".", *keep_out)
         unreadable = tuple(_unreadable_paths(add.stderr))
         if add.returncode != 0 and not unreadable:
-            raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+            raise CheckpointError(f"git add failed: {first_line(add.stderr)}")
         return unreadable
 
     def _pending(self, *, skip: set[str]) -> list[str]:
@@ -564,7 +528,7 @@ class Checkpoints:
     def next_after(self, commit: str) -> str | None:
         """The snapshot taken right after ``commit`` in this workspace (None: it is the last)."""
         self._require(commit)
-        out = self._git("rev-list", "--reverse", "--ancestry-path", f"{commit}..{_HEAD}")
+        out = self._git("rev-list", "--reverse", "--ancestry-path", f"{commit}..{HEAD_REF}")
         first = out.split("\n", 1)[0].strip()
         return first or None
 
@@ -576,7 +540,7 @@ class Checkpoints:
             "log",
             f"-n{limit}",
             "--format=%H %T %(trailers:key=Zuno-Call,valueonly,separator=%x2C)",
-            _HEAD,
+            HEAD_REF,
         )
         found: list[tuple[str, str, str | None]] = []
         for line in out.splitlines():
@@ -659,41 +623,9 @@ class Checkpoints:
 
     def _blobs(self, oids: list[str]) -> dict[str, bytes]:
         """The contents of many objects in one ``git cat-file --batch``."""
-        wanted = list(dict.fromkeys(oids))
-        if not wanted:
-            return {}
-        proc = subprocess.run(
-            git_command("cat-file", "--batch"),
-            input=("\n".join(wanted) + "\n").encode(),
-            capture_output=True,
-            env=git_env(self.git_dir, self.workspace),
-            cwd=self.workspace,
-            timeout=_TIMEOUT,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise CheckpointError(f"git cat-file failed: {_first_line(proc.stderr)}")
-        found: dict[str, bytes] = {}
-        data, pos = proc.stdout, 0
-        for oid in wanted:
-            end = data.index(b"\n", pos)
-            header = data[pos:end].split()
-            if len(header) != 3:
-                raise CheckpointError(f"the checkpoint store lacks the object {oid}")
-            size = int(header[2])
-            found[oid] = data[end + 1 : end + 1 + size]
-            pos = end + 1 + size + 1
-        return found
+        return read_blobs(self.git_dir, self.workspace, oids)
 
     # git ---------------------------------------------------------------------------
-
-    def _layout(self) -> StoreLayout:
-        return StoreLayout(
-            config="[core]\n\trepositoryformatversion = 0\n" + _CONFIG.format(none=os.devnull),
-            attributes=_ATTRIBUTES,
-            head=f"ref: {_HEAD}\n",
-            workspace=self.workspace,
-        )
 
     def _ensure(self) -> None:
         """Create the shadow store on first use; recreate one changed behind Zuno's back.
@@ -702,8 +634,9 @@ class Checkpoints:
         may make git run code (a ``core.fsmonitor``, a hook): it is removed and
         created again, empty (its earlier checkpoints are lost, said in the log).
         """
-        layout = self._layout()
-        self._upgrade(layout)
+        layout = store_layout(self.workspace)
+        if not self._ready:
+            upgrade_earlier(self.git_dir, layout)
         if (self.git_dir / "HEAD").is_file() and not store_is_intact(self.git_dir, layout):
             _log.warning(
                 "zuno: the checkpoint store %s was changed by something other than Zuno; "
@@ -720,7 +653,7 @@ class Checkpoints:
             try:
                 create_store(self.git_dir, layout)
             except subprocess.CalledProcessError as exc:
-                raise CheckpointError(f"git init failed: {_first_line(exc.stderr)}") from exc
+                raise CheckpointError(f"git init failed: {first_line(exc.stderr)}") from exc
             except FileNotFoundError as exc:
                 raise CheckpointError("git is not installed (checkpoints need it)") from exc
             self._objects = ObjectStore(self.git_dir)
@@ -733,24 +666,6 @@ class Checkpoints:
             write_private(exclude, lines)
         self._remember_denied()
         self._ready = True
-
-    def _upgrade(self, layout: StoreLayout) -> None:
-        """A store made by an earlier Zuno (its config named files in the store and
-        did not ask for private files): given today's config, made private."""
-        if self._ready:
-            return
-        none = self.git_dir / "zuno-none"
-        earlier = "[core]\n\trepositoryformatversion = 0\n" + _CONFIG.replace(
-            "\tsharedRepository = 0600\n", ""
-        ).format(none=none)
-        with contextlib.suppress(OSError):
-            if (self.git_dir / "config").read_text() == earlier:
-                write_private(self.git_dir / "config", layout.config)
-                hooks = self.git_dir / "hooks"
-                samples: list[Path] = list(hooks.glob("*.sample")) if hooks.is_dir() else []
-                for sample in samples:
-                    sample.unlink()
-                make_private(self.git_dir)
 
     def _remember_denied(self) -> None:
         """Keep the deny patterns in the store (an object made without them uses them)."""
@@ -782,40 +697,21 @@ class Checkpoints:
         return "\n".join(lines) + "\n"
 
     def _head(self) -> str | None:
-        ref = self.git_dir / _HEAD
+        ref = self.git_dir / HEAD_REF
         with contextlib.suppress(OSError):
             text = ref.read_text().strip()
             if text:
                 return text
         if not os.path.lexists(self.git_dir / "packed-refs"):
             return None  # refs are never packed here: no file, no chain yet
-        proc = self._run("rev-parse", "--quiet", "--verify", _HEAD)
+        proc = self._run("rev-parse", "--quiet", "--verify", HEAD_REF)
         return proc.stdout.strip() or None if proc.returncode == 0 else None
 
     def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                git_command(*args),
-                input=input,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="surrogateescape",
-                env=git_env(self.git_dir, self.workspace),
-                cwd=self.workspace,
-                timeout=_TIMEOUT,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise CheckpointError("git is not installed (checkpoints need it)") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise CheckpointError(f"git {args[0]} took longer than {_TIMEOUT:g} s") from exc
+        return run_git(self.git_dir, self.workspace, *args, input=input)
 
     def _git(self, *args: str, input: str | None = None) -> str:
-        proc = self._run(*args, input=input)
-        if proc.returncode != 0:
-            raise CheckpointError(f"git {args[0]} failed: {_first_line(proc.stderr)}")
-        return proc.stdout
+        return git_output(self.git_dir, self.workspace, *args, input=input)
 
     @contextlib.contextmanager
     def _locked(self) -> Generator[None]:
@@ -852,25 +748,6 @@ def _bytes_of(workspace: Path, paths: list[str]) -> int:
             continue
         total += st.st_size if not stat.S_ISDIR(st.st_mode) else _QUICK_BYTES + 1
     return total
-
-
-def _move_ref(ref: Path, commit: str) -> None:
-    """Point the ref file at ``commit`` (under the store's lock).
-
-    Overwritten in place when it holds an id already (same length): replacing it
-    by a new file makes ext4 flush on every snapshot, milliseconds under load. A
-    write of 41 bytes within one block is not torn.
-    """
-    line = (commit + "\n").encode()
-    with contextlib.suppress(FileNotFoundError):
-        fd = os.open(ref, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        try:
-            if os.fstat(fd).st_size == len(line) and os.pwrite(fd, line, 0) == len(line):
-                return
-        finally:
-            os.close(fd)
-    ref.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_private(ref, commit + "\n")
 
 
 def _private_opener(path: str, flags: int) -> int:
@@ -916,9 +793,3 @@ def _changed_paths(out: str) -> list[str]:
 def _unreadable_paths(stderr: str) -> list[str]:
     """The files ``git add --ignore-errors`` could not read, from its messages."""
     return re.findall(r"unable to index file '(.+)'", stderr)
-
-
-def _first_line(text: str | bytes) -> str:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")

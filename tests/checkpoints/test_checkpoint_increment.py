@@ -242,9 +242,9 @@ def test_a_store_of_the_earlier_layout_is_kept_and_made_private(ws: Path, stores
     first = take(cp, 0)
     cp.close()
     # The config an earlier Zuno wrote: files named in the store, no private mode.
-    from zuno.checkpoints import _CONFIG  # pyright: ignore[reportPrivateUsage]
+    from zuno.checkpoint_git import CONFIG
 
-    earlier = _CONFIG.replace("\tsharedRepository = 0600\n", "").format(
+    earlier = CONFIG.replace("\tsharedRepository = 0600\n", "").format(
         none=cp.git_dir / "zuno-none"
     )
     (cp.git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n" + earlier)
