@@ -635,6 +635,9 @@ class Checkpoints:
         created again, empty (its earlier checkpoints are lost, said in the log).
         """
         layout = store_layout(self.workspace)
+        if self._ready and not (self.git_dir / "HEAD").is_file():
+            self._ready = False  # removed under us: made again, and looked at in full
+            self._forget_watch()
         if not self._ready:
             upgrade_earlier(self.git_dir, layout)
         if (self.git_dir / "HEAD").is_file() and not store_is_intact(self.git_dir, layout):

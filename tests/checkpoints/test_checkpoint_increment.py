@@ -255,3 +255,16 @@ def test_a_store_of_the_earlier_layout_is_kept_and_made_private(ws: Path, stores
     assert again.exists(first) and [c.path for c in again.changes(first, second)] == ["src/a.py"]
     assert (cp.git_dir / "config").stat().st_mode & 0o077 == 0
     again.close()
+
+
+def test_a_store_removed_under_a_session_is_made_again(ws: Path, stores: Path) -> None:
+    import shutil
+
+    cp = Checkpoints(stores / "watched", ws)
+    take(cp, 0)
+    shutil.rmtree(cp.git_dir)
+    sh(ws, "printf gone >> src/a.py")
+    assert cp.take_quick(call_id="c1", tool="write", session_id="s") is None
+    commit = take(cp, 1)
+    assert tree_of(cp, commit) == full_tree(stores, ws)
+    cp.close()
