@@ -1,167 +1,218 @@
-"""Benchmark of checkpoints (:mod:`zuno.checkpoints`) on a large workspace.
+"""Benchmark: what checkpoints add to a side-effecting call, at 1k, 50k and 200k files.
 
-Run with ``python bench/bench_checkpoints.py [--files 50000] [--repeats 9]``.
-It builds a tree of small files (100 per folder) in a temporary folder, then
-prints one table row per operation, with the median, fastest and slowest of
-the repeats, and the median CPU time (this process and git's, user and system:
-on a loaded machine, wall times mostly measure the wait for a CPU):
+Run with ``python bench/bench_checkpoints.py [--sizes 1000,50000,200000] [--repeats 15]``.
 
-- the first snapshot (the shadow store is created and every file is hashed),
-- a snapshot after a one-file change, by the object that took the previous one
-  (what runs before each side-effecting call of a session: the folder watch
-  names the changed paths), and by a new object each time (the cold path: the
-  first snapshot of a process, or after the watch gave up: every file stat'ed),
-- a snapshot when nothing changed (watched),
-- ``zuno diff`` of a one-file call (the changed paths and the patch),
-- an undo of a one-file call (the undo's own snapshot, the plan and the restore),
-- and, to calibrate, one ``lstat`` of every file from Python: a snapshot must
-  stat each file without the watch, so this is the cold path's floor on the machine.
+For each tree size it builds a workspace of small files (100 per folder) in a
+temporary folder and dispatches real ``write`` calls (one changed file each)
+through a runtime (``Runtime.call``: permission, checkpoint, execute, persist),
+with checkpoints on and off in alternation (``ZUNO_CHECKPOINTS``), so both
+see the same machine load. It prints, per size:
+
+- the median call with checkpoints off and on, and the increment (on - off);
+- the first side-effecting call of a fresh runtime and store: without the
+  background look (the full look inside the call), and after the look that an
+  agent session starts in the background (``Dispatcher.prepare_checkpoints``)
+  has finished; and how long that background look took;
+- the size of the shadow store, beside the size of the workspace's files.
+
+CPU milliseconds (this process and git's) are shown beside the wall times: on a
+loaded machine wall times mostly measure the wait for a CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
 import statistics
-import sys
+import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from zuno.checkpoints import Checkpoints, checkpoints_for
-from zuno.tools.undo import plan_undo
+import anyio
+
+from zuno.checkpoints import CHECKPOINTS_ENV
+from zuno.config import Config
+from zuno.permissions import ApproveAll
+from zuno.runtime import Runtime, SessionState
 
 __all__ = ["main"]
 
 _PER_FOLDER = 100
 
 
-def _build(root: Path, files: int) -> list[Path]:
-    made: list[Path] = []
+def _build(root: Path, files: int) -> int:
+    """Lay ``files`` small files out under ``root``; their total size in bytes."""
+    total = 0
     for i in range(files):
         folder = root / f"pkg{i // _PER_FOLDER:04d}"
         if i % _PER_FOLDER == 0:
             folder.mkdir()
-        p = folder / f"mod{i % _PER_FOLDER:03d}.py"
-        p.write_text(f"# module {i}\nVALUE = {i}\n")
-        made.append(p)
-    return made
+        data = f"# module {i}\nVALUE = {i}\n"
+        (folder / f"mod{i % _PER_FOLDER:03d}.py").write_text(data)
+        total += len(data)
+    return total
 
 
-_cpu: dict[int, float] = {}
-"""CPU milliseconds (git's and this process's) of each timed run, by the id of its wall time."""
+def _runtime(ws: Path, data: Path) -> Runtime:
+    data.mkdir(parents=True, exist_ok=True)
+    return Runtime(ws, config=Config(), db_path=data / "zuno.db", approver=ApproveAll())
 
 
-def _timed(action: Callable[[], object]) -> float:
-    """Wall milliseconds of one run; its CPU milliseconds are kept in ``_cpu``."""
-    before = os.times()
+async def _timed(action: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """Wall and CPU milliseconds (this process and its children) of one run."""
+    before = _cpu()
     start = time.perf_counter()
-    action()
+    await action()
     wall = (time.perf_counter() - start) * 1000
-    after = os.times()
-    cpu = sum(after[:4]) - sum(before[:4])  # user + system, this process and its children
-    result = float(wall)
-    _cpu[id(result)] = cpu * 1000
-    return result
+    return wall, (_cpu() - before) * 1000
 
 
-def _row(label: str, times: list[float]) -> str:
-    cpu = statistics.median(_cpu[id(t)] for t in times)
-    return (
-        f"| {label:<48} | {statistics.median(times):>9.1f} | {min(times):>8.1f} "
-        f"| {max(times):>8.1f} | {cpu:>10.1f} | {len(times):>4} |"
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (microsecond accounting)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _set(on: bool) -> None:
+    os.environ[CHECKPOINTS_ENV] = "on" if on else "off"
+
+
+def _du(path: Path) -> int:
+    out = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True, check=False)
+    return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout else 0
+
+
+def _path(n: int, files: int) -> str:
+    i = (n * 7919) % files
+    return f"pkg{i // _PER_FOLDER:04d}/mod{i % _PER_FOLDER:03d}.py"
+
+
+async def _read(rt: Runtime, session: SessionState, n: int, files: int) -> None:
+    """The read a write of an existing file needs first (not timed)."""
+    result = await rt.call(session, "read", {"path": _path(n, files)})
+    assert result.outcome.value == "ok", result
+
+
+async def _write(rt: Runtime, session: SessionState, n: int, files: int) -> None:
+    """Change one existing file (read before, untimed)."""
+    result = await rt.call(session, "write", {"path": _path(n, files), "content": f"# {n}\n"})
+    assert result.outcome.value == "ok", result
+
+
+async def _measure(files: int, repeats: int, tmp: Path) -> dict[str, float]:
+    ws = tmp / "ws"
+    ws.mkdir()
+    started = time.perf_counter()
+    size = _build(ws, files)
+    built = time.perf_counter() - started
+    print(f"  {files:,} files ({size / 1e6:.1f} MB) built in {built:.1f} s", flush=True)
+    found: dict[str, float] = {}
+
+    # Warm up (the tools' modules imported) on another workspace, checkpoints off.
+    _set(False)
+    (tmp / "warm").mkdir()
+    (tmp / "warm" / "f.py").write_text("x\n")
+    rt = _runtime(tmp / "warm", tmp / "data-warm")
+    session = rt.open_session()
+    await rt.call(session, "read", {"path": "f.py"})
+    await rt.call(session, "write", {"path": "f.py", "content": "y\n"})
+    rt.close()
+
+    # The first call, the old way: the full look inside the call.
+    _set(True)
+    rt = _runtime(ws, tmp / "data-inline")
+    session = rt.open_session()
+    await _read(rt, session, 1, files)
+    found["first_inline"], found["first_inline_cpu"] = await _timed(
+        lambda: _write(rt, session, 1, files)
     )
+    rt.close()
+
+    # The first call after the look an agent session starts in the background.
+    rt = _runtime(ws, tmp / "data-bg")
+    session = rt.open_session()
+    begun = time.perf_counter()
+    rt.dispatcher.prepare_checkpoints(session.surface.tools)
+    preparing = rt.dispatcher.checkpoints._preparing  # pyright: ignore[reportPrivateUsage]
+    if preparing is not None:
+        await anyio.to_thread.run_sync(preparing.join)
+    found["background_look"] = (time.perf_counter() - begun) * 1000
+    await _read(rt, session, 2, files)
+    found["first_after_look"], found["first_after_look_cpu"] = await _timed(
+        lambda: _write(rt, session, 2, files)
+    )
+
+    # Then calls, on and off in alternation (the order flips every round).
+    on: list[tuple[float, float]] = []
+    off: list[tuple[float, float]] = []
+    for n in range(repeats):
+        for checkpoints in (True, False) if n % 2 == 0 else (False, True):
+            _set(checkpoints)
+            k = 10 + 2 * n + checkpoints
+            await _read(rt, session, k, files)
+            timed = await _timed(lambda k=k: _write(rt, session, k, files))
+            (on if checkpoints else off).append(timed)
+    found["on"] = statistics.median(w for w, _ in on)
+    found["off"] = statistics.median(w for w, _ in off)
+    found["on_cpu"] = statistics.median(c for _, c in on)
+    found["off_cpu"] = statistics.median(c for _, c in off)
+    found["store_mb"] = _du(rt.dispatcher.checkpoints.git_dir) / 1e6
+    found["tree_mb"] = _du(ws) / 1e6
+    rt.close()
+    _set(True)
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Build the tree, measure, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=50_000, help="files in the tree")
-    parser.add_argument("--repeats", type=int, default=9, help="runs per operation")
-    parser.add_argument("--first", type=int, default=1, help="runs of the first snapshot")
+    """Measure each size, print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,50000,200000", help="tree sizes, in files")
+    parser.add_argument("--repeats", type=int, default=15, help="calls per side (on, off)")
+    parser.add_argument(
+        "--dir", default=None, help="where to build the trees (default: the system's temp folder)"
+    )
     args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    rows: dict[int, dict[str, float]] = {}
+    for files in sizes:
+        tmp = Path(tempfile.mkdtemp(prefix="zuno-bench-checkpoints-", dir=args.dir))
+        try:
+            rows[files] = anyio.run(_measure, files, args.repeats, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    load = os.getloadavg()[0]
+    print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; {args.repeats} calls per side")
+    print()
+    head = "| measure (ms, wall median; CPU in brackets) |"
+    print(head + "".join(f" {f:>13,} files |" for f in sizes))
+    print("|" + "-" * (len(head) - 2) + "|" + "|".join("-" * 20 for _ in sizes) + "|")
 
-    with tempfile.TemporaryDirectory(prefix="zuno-bench-checkpoints-") as tmp:
-        ws = Path(tmp, "ws")
-        ws.mkdir()
-        started = time.perf_counter()
-        files = _build(ws, args.files)
-        built = time.perf_counter() - started
-        folders = args.files // _PER_FOLDER
-        print(f"{args.files:,} files in {folders} folders, built in {built:.1f} s")
-        counter = iter(range(1_000_000))
+    def row(label: str, cell: Callable[[dict[str, float]], str]) -> None:
+        print(f"| {label:<42} |" + "".join(f" {cell(rows[f]):>19} |" for f in sizes))
 
-        def take(cp: Checkpoints) -> str:
-            n = next(counter)
-            return cp.take(call_id=f"call_{n}", tool="shell", session_id="ses_bench").commit
-
-        first: list[float] = []
-        for i in range(args.first):
-            fresh = checkpoints_for(Path(tmp, f"artifacts{i}"), ws)
-            first.append(_timed(lambda cp=fresh: take(cp)))
-
-        def change(i: int) -> None:
-            target = files[(i * 7919) % len(files)]
-            target.write_text(target.read_text() + f"# change {i}\n")
-
-        cold: list[float] = []
-        for i in range(args.repeats):
-            change(2000 + i)
-            fresh = checkpoints_for(Path(tmp, "artifacts0"), ws)
-            cold.append(_timed(lambda cp=fresh: take(cp)))
-            fresh.close()
-
-        cp = checkpoints_for(Path(tmp, "artifacts0"), ws)
-        take(cp)  # this object's first snapshot (cold) starts its folder watch
-        one_file: list[float] = []
-        for i in range(args.repeats):
-            change(i)
-            one_file.append(_timed(lambda: take(cp)))
-
-        unchanged = [_timed(lambda: take(cp)) for _ in range(args.repeats)]
-
-        diffs: list[float] = []
-        undos: list[float] = []
-        for i in range(args.repeats):
-            before = take(cp)
-            change(1000 + i)
-
-            def diff(before: str = before) -> None:
-                after = cp.next_after(before) or cp.current_tree()
-                cp.changes(before, after)
-                cp.patch(before, after)
-
-            diffs.append(_timed(diff))
-
-            def undo(before: str = before) -> None:
-                own = take(cp)  # the undo's own checkpoint, taken by the dispatcher
-                plan = plan_undo(cp, before, own, "call")
-                assert len(plan.targets) == 1, plan.targets
-                cp.restore(plan.targets)
-
-            undos.append(_timed(undo))
-
-        load = os.getloadavg()[0]
-
-        def stat_all() -> None:
-            for p in files:
-                os.lstat(p)
-
-        floor = [_timed(stat_all) for _ in range(args.repeats)]
-
-        print(f"load average {load:.2f} on {os.cpu_count()} CPUs; store {cp.git_dir}")
-        print()
-        print(f"| {'operation':<48} | median ms | min ms   | max ms   | CPU ms med | runs |")
-        print(f"|{'-' * 50}|{'-' * 11}|{'-' * 10}|{'-' * 10}|{'-' * 12}|{'-' * 6}|")
-        print(_row("lstat of every file (Python; the floor)", floor))
-        print(_row("first snapshot (store created, all hashed)", first))
-        print(_row("snapshot after a one-file change (watched)", one_file))
-        print(_row("same, cold path (new object: all stat'ed)", cold))
-        print(_row("snapshot, nothing changed", unchanged))
-        print(_row("diff of a one-file call (paths + patch)", diffs))
-        print(_row("undo of a one-file call (snapshot+plan+restore)", undos))
-    sys.stdout.flush()
+    row("write call, checkpoints off", lambda r: f"{r['off']:.1f} ({r['off_cpu']:.0f})")
+    row("write call, checkpoints on", lambda r: f"{r['on']:.1f} ({r['on_cpu']:.0f})")
+    row("per-call increment (on - off)", lambda r: f"{r['on'] - r['off']:.1f}")
+    row(
+        "first call, full look inside it",
+        lambda r: f"{r['first_inline']:.0f} ({r['first_inline_cpu']:.0f})",
+    )
+    row("background look at session start", lambda r: f"{r['background_look']:.0f}")
+    row(
+        "first call after the background look",
+        lambda r: f"{r['first_after_look']:.1f} ({r['first_after_look_cpu']:.0f})",
+    )
+    row("shadow store size (MB)", lambda r: f"{r['store_mb']:.1f}")
+    row("workspace size on disk (MB)", lambda r: f"{r['tree_mb']:.1f}")
+    if len(sizes) > 1:
+        small, large = rows[sizes[0]], rows[sizes[-1]]
+        ratio = (large["on"] - large["off"]) / max(small["on"] - small["off"], 0.1)
+        print(f"\nincrement ratio {sizes[-1]:,} / {sizes[0]:,} files: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

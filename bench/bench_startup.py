@@ -13,8 +13,11 @@ are used when present: a real install has them, an editable one run with
 ``PYTHONDONTWRITEBYTECODE=1`` may not (``python -m compileall -q src`` first).
 ``PYTHONPATH`` is passed on, so ``PYTHONPATH=/other/tree/src`` measures that tree.
 
-Each ``zuno`` command is measured twice: ``cold`` runs it in its own process
-(``ZUNO_SERVER=off``, as the very first command does) and ``served`` through
+Each ``zuno`` command is measured three ways: ``cold`` runs it in its own process
+(``ZUNO_SERVER=off``, as the very first command does; ``--help`` and ``tools``
+then come from the startup cache, :mod:`zuno.startup_cache`, filled by the
+warm-up round), ``nocache`` the same with ``ZUNO_STARTUP_CACHE=off`` (the first
+run after an install or upgrade), and ``served`` through
 the command server (:mod:`zuno.cmdserver`), started and awaited before the
 rounds begin, in a private run folder, and stopped at the end. For a served
 command the CPU column is the launcher's own: the work is done by the
@@ -83,13 +86,14 @@ def _run_once(
             stdout=slave if tty else subprocess.DEVNULL,
             stderr=errors,
         )
+        drain: threading.Thread | None = None
         if tty:
             os.close(slave)
             drain = threading.Thread(target=_drain, args=(master,), daemon=True)
             drain.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = (time.perf_counter() - start) * 1000
-        if tty:
+        if drain is not None:
             drain.join(timeout=10)
             os.close(master)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -166,9 +170,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--mode",
-        choices=["cold", "served", "both"],
-        default="both",
-        help="cold: ZUNO_SERVER=off; served: through the command server (default both).",
+        choices=["cold", "nocache", "served", "both", "all"],
+        default="all",
+        help="cold: ZUNO_SERVER=off (--help and tools from the startup cache); nocache: "
+        "cold with ZUNO_STARTUP_CACHE=off (the first run after an upgrade); served: through "
+        "the command server; both: cold and served; all (default): the three.",
     )
     parser.add_argument(
         "--src",
@@ -201,12 +207,16 @@ def main(argv: list[str] | None = None) -> None:
                 for i, src in enumerate(args.src)
             ]
         )
-        modes = ["cold", "served"] if args.mode == "both" else [args.mode]
+        modes = {"both": ["cold", "served"], "all": ["cold", "nocache", "served"]}.get(
+            args.mode, [args.mode]
+        )
         runs: list[tuple[str, list[str], dict[str, str]]] = []
         servers: list[dict[str, str]] = []
         for label, tree_env in trees:
             for mode in modes:
-                mode_env = {**tree_env, "ZUNO_SERVER": "off" if mode == "cold" else "on"}
+                mode_env = {**tree_env, "ZUNO_SERVER": "on" if mode == "served" else "off"}
+                if mode == "nocache":
+                    mode_env["ZUNO_STARTUP_CACHE"] = "off"
                 if mode == "served":
                     run_folder = scratch / f"run{len(servers)}"
                     run_folder.mkdir(mode=0o700)

@@ -46,12 +46,34 @@ import os
 import re
 import stat
 import subprocess
+import threading
+import time
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
-from zuno.beneath import Beneath, EscapesRoot
+from zuno.checkpoint_fast import changed_entries, large_files
+from zuno.checkpoint_git import (
+    HEAD_REF,
+    create_store,
+    first_line,
+    git_output,
+    move_ref,
+    read_blobs,
+    run_git,
+    store_is_intact,
+    store_layout,
+    upgrade_earlier,
+    write_private,
+)
+from zuno.checkpoint_objects import (
+    EditConflict,
+    ObjectStore,
+    large_file_limit,
+    large_stand_in,
+)
+from zuno.checkpoint_privacy import DeniedPaths, denied_patterns
+from zuno.checkpoint_restore import restore as restore_paths
+from zuno.checkpoint_types import Change, CheckpointError, Entry, Restored, Snapshot
 from zuno.workspace_watch import FolderWatch
 
 __all__ = [
@@ -65,6 +87,7 @@ __all__ = [
     "checkpoints_enabled",
     "checkpoints_for",
     "checkpoints_of_store",
+    "denied_patterns",
 ]
 
 CHECKPOINTS_ENV = "ZUNO_CHECKPOINTS"
@@ -72,124 +95,12 @@ CHECKPOINTS_ENV = "ZUNO_CHECKPOINTS"
 
 _log = logging.getLogger("zuno.checkpoints")
 
-_HEAD = "refs/zuno/head"
-_TIMEOUT = 600.0  # seconds; a first snapshot of a huge tree is slow, a hung git is not waited for
+_PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
+_DENIED = "zuno-denied"  # the deny patterns the store was last told of
+_QUICK_PATHS = 64  # take_quick: at most this many changed paths
+_QUICK_BYTES = 1 << 20  # and this many bytes to read
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
-_GITLINK = "160000"
-_SYMLINK = "120000"
-_EXECUTABLE = "100755"
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
-
-# The shadow store's own configuration: exact bytes, no user hooks, filters or helpers.
-_CONFIG = """\
-[core]
-\tbare = false
-\tuntrackedCache = true
-\tfsmonitor = false
-\tautocrlf = false
-\tsafecrlf = false
-\tsymlinks = true
-\tfilemode = true
-\tignorecase = false
-\tprecomposeunicode = false
-\tlogAllRefUpdates = false
-\tquotePath = false
-\texcludesFile = {none}
-\thooksPath = {none}
-\t# The shared index is rewritten rarely; each snapshot writes only what changed.
-\tsplitIndex = true
-[status]
-\t# The untracked cache serves --untracked-files=all only when it is configured so.
-\tshowUntrackedFiles = all
-\trenames = false
-[index]
-\tversion = 4
-[gc]
-\tauto = 0
-[commit]
-\tgpgSign = false
-[advice]
-\taddEmbeddedRepo = false
-\taddIgnoredFile = false
-[user]
-\tname = Zuno
-\temail = checkpoints@zuno.invalid
-"""
-# Highest precedence of all attribute files: no end-of-line conversion, filter or encoding.
-_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
-
-
-class CheckpointError(Exception):
-    """A snapshot, a comparison or a restore could not be done; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One path as a snapshot holds it: git's mode and the object id of its content."""
-
-    mode: str
-    """``100644`` a file, ``100755`` an executable, ``120000`` a symlink, ``160000`` a
-    nested repository's commit."""
-    oid: str
-
-    @property
-    def kind(self) -> Literal["file", "executable", "symlink", "repository"]:
-        """What the entry is, in words."""
-        if self.mode == _SYMLINK:
-            return "symlink"
-        if self.mode == _GITLINK:
-            return "repository"
-        return "executable" if self.mode == _EXECUTABLE else "file"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """How one path differs between two snapshots (``old`` before, ``new`` after)."""
-
-    path: str
-    old: Entry | None
-    new: Entry | None
-
-    @property
-    def status(self) -> Literal["added", "deleted", "modified", "mode", "type"]:
-        """``added``, ``deleted``, ``modified`` (content), ``mode`` (only the executable
-        bit) or ``type`` (a file became a symlink, or back)."""
-        if self.old is None:
-            return "added"
-        if self.new is None:
-            return "deleted"
-        if (self.old.mode == _SYMLINK) != (self.new.mode == _SYMLINK):
-            return "type"
-        if self.old.oid == self.new.oid:
-            return "mode"
-        return "modified"
-
-    def as_dict(self) -> dict[str, str | None]:
-        """The change as plain JSON values."""
-        return {
-            "path": self.path,
-            "status": self.status,
-            "old_mode": self.old.mode if self.old else None,
-            "new_mode": self.new.mode if self.new else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A recorded checkpoint: its commit, and files git could not read (left out)."""
-
-    commit: str
-    unreadable: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class Restored:
-    """What a restore did, path by path."""
-
-    written: list[str] = field(default_factory=lambda: [])
-    removed: list[str] = field(default_factory=lambda: [])
-    skipped: list[str] = field(default_factory=lambda: [])
-    """Nested repositories, which are never restored."""
 
 
 def checkpoints_enabled() -> bool:
@@ -199,7 +110,11 @@ def checkpoints_enabled() -> bool:
 
 
 def checkpoints_for(
-    artifacts_root: Path, workspace: Path, *, also_exclude: Sequence[Path] = ()
+    artifacts_root: Path,
+    workspace: Path,
+    *,
+    also_exclude: Sequence[Path] = (),
+    denied: Sequence[str] | None = None,
 ) -> Checkpoints:
     """The checkpoints of ``workspace``, kept beside a store's artifacts.
 
@@ -209,30 +124,46 @@ def checkpoints_for(
         workspace: The workspace folder.
         also_exclude: Further paths never to snapshot or restore (a store file
             kept inside the workspace).
+        denied: Path patterns of the deny rules on ``read`` (:func:`denied_patterns`):
+            never read into the store nor shown. None: those the store last recorded.
     """
     root = artifacts_root / "checkpoints"
-    return Checkpoints(root, workspace, exclude=[artifacts_root, *also_exclude])
+    return Checkpoints(root, workspace, exclude=[artifacts_root, *also_exclude], denied=denied)
 
 
-def checkpoints_of_store(store: object, workspace: Path) -> Checkpoints:
+def checkpoints_of_store(
+    store: object, workspace: Path, *, denied: Sequence[str] | None = None
+) -> Checkpoints:
     """The checkpoints of ``workspace`` for a store (its artifacts folder, its file left out)."""
     artifacts_root: Path = getattr(store, "artifacts_root")  # noqa: B009 (any store type)
     path = getattr(store, "path", None)
     return checkpoints_for(
-        artifacts_root, workspace, also_exclude=[path] if isinstance(path, Path) else []
+        artifacts_root,
+        workspace,
+        also_exclude=[path] if isinstance(path, Path) else [],
+        denied=denied,
     )
 
 
 class Checkpoints:
     """The shadow git store of one workspace (created on first use)."""
 
-    def __init__(self, root: Path, workspace: Path, *, exclude: Sequence[Path] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        workspace: Path,
+        *,
+        exclude: Sequence[Path] = (),
+        denied: Sequence[str] | None = None,
+    ) -> None:
         """Find (not yet create) the shadow store of ``workspace`` under ``root``.
 
         Args:
             root: The folder holding every workspace's shadow store.
             workspace: The workspace.
             exclude: Paths never to snapshot (those inside the workspace matter).
+            denied: Path patterns never read nor shown (deny rules on ``read``);
+                None: the ones the store recorded last.
         """
         self.workspace = Path(os.path.realpath(workspace))
         key = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:16]
@@ -240,15 +171,42 @@ class Checkpoints:
         self.git_dir = Path(os.path.abspath(root)) / f"{name}-{key}.git"
         self._lock_path = self.git_dir.with_suffix(".lock")
         self._exclude = [Path(os.path.abspath(p)) for p in exclude]
+        self._denied_given = None if denied is None else DeniedPaths.of(denied)
+        self._denied = self._denied_given or DeniedPaths(())
+        self._objects = ObjectStore(self.git_dir)
+        self._large = large_file_limit()
+        self._stand_ins: dict[tuple[int, int, int, int], str] = {}
         self._ready = False
         self._watch: FolderWatch | None = None
         # What the index file and the chain's head were after this object's last
         # snapshot: if either differs, another process wrote them, and only a full
-        # look is exact.
+        # look is exact. The tree is that of the last look (full or watched).
         self._index_seen: tuple[int, int, int] | None = None
         self._head_seen: str | None = None
+        self._tree: str | None = None
+        self._carry: list[str] = []  # drained by take_quick, left for take
+        self._preparing: threading.Thread | None = None
+        self._thread_lock = threading.RLock()
 
     # Taking snapshots -------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Take the first full look in the background (at session start).
+
+        The watch starts and the index is brought up to the workspace, so the
+        first side-effecting call pays only for what changed since. A call
+        arriving earlier waits for it (the lock); a failure is left to that call.
+        """
+        if self._preparing is not None:
+            return
+
+        def look() -> None:
+            with contextlib.suppress(CheckpointError, OSError), self._locked():
+                if self._index_seen is None:
+                    self._write_tree(start_watch=True)
+
+        self._preparing = threading.Thread(target=look, name="zuno-checkpoints", daemon=True)
+        self._preparing.start()
 
     def take(self, *, call_id: str, tool: str, session_id: str) -> Snapshot:
         """Record the workspace as it is now, as the next commit of the chain.
@@ -256,24 +214,80 @@ class Checkpoints:
         Raises:
             CheckpointError: git is missing or failed; nothing was recorded.
         """
-        message = (
-            f"before {tool} ({call_id})\n\n"
-            f"Zuno-Call: {call_id}\nZuno-Tool: {tool}\nZuno-Session: {session_id}\n"
-        )
+        message = _message(call_id, tool, session_id)
         try:
             with self._locked():
                 tree, unreadable = self._write_tree(start_watch=True)
-                parent = self._head()
-                args = ["commit-tree", tree, "-m", message]
-                if parent:
-                    args += ["-p", parent]
-                commit = self._git(*args).strip()
-                self._git("update-ref", _HEAD, commit, parent or "")
-                if self._index_seen is not None:
-                    self._head_seen = commit
+                return Snapshot(self._commit(tree, message), unreadable)
         except OSError as exc:
             raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
-        return Snapshot(commit, unreadable)
+
+    def take_quick(self, *, call_id: str, tool: str, session_id: str) -> Snapshot | None:
+        """:meth:`take`, when it can be done at once and small: else None (call :meth:`take`).
+
+        At once: no other thread or process holds the store, the watch names the
+        changed paths, and they are few and small (a bounded read). Meant for an
+        event loop, which it blocks for about a millisecond instead of handing
+        the snapshot to a worker thread; what it leaves is kept for :meth:`take`.
+
+        Raises:
+            CheckpointError: The store cannot be used; nothing was recorded.
+        """
+        if self._watch is None or self._tree is None or self._index_seen is None:
+            return None
+        if not self._thread_lock.acquire(blocking=False):
+            return None
+        try:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            try:
+                return self._quick(_message(call_id, tool, session_id))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise CheckpointError(f"cannot use the checkpoint store {self.git_dir}: {exc}") from exc
+        finally:
+            self._thread_lock.release()
+
+    def _quick(self, message: str) -> Snapshot | None:
+        self._ensure()
+        seen = self._index_seen
+        paths = self._watched_paths()
+        if paths is None:
+            return None  # the full look is due: take() does it
+        if len(paths) > _QUICK_PATHS or _bytes_of(self.workspace, paths) > _QUICK_BYTES:
+            self._carry, self._index_seen = paths, seen  # for take(), in a thread
+            return None
+        tree = self._tree
+        assert tree is not None
+        try:
+            if paths:
+                tree = self._watched_tree(tree, paths)
+        except (EditConflict, CheckpointError) as exc:
+            _log.info("the watched paths need the full look: %s", exc)
+            return None  # take() looks at everything (the watch's paths are spent)
+        self._index_seen = self._index_stamp()
+        self._head_seen = self._head()
+        self._tree = tree
+        return Snapshot(self._commit(tree, message))
+
+    def _commit(self, tree: str, message: str) -> str:
+        """Write the commit and move the chain's head to it (under the lock)."""
+        parent = self._head()
+        stamp = f"Zuno <checkpoints@zuno.invalid> {int(time.time())} +0000"
+        body = f"tree {tree}\n"
+        if parent:
+            body += f"parent {parent}\n"
+        body += f"author {stamp}\ncommitter {stamp}\n\n{message}"
+        commit = self._objects.write("commit", body.encode("utf-8", "surrogateescape"))
+        move_ref(self.git_dir / HEAD_REF, commit)
+        if self._index_seen is not None:
+            self._head_seen = commit
+        return commit
 
     def current_tree(self) -> str:
         """The tree of the workspace as it is now (written to the store, not committed).
@@ -290,6 +304,8 @@ class Checkpoints:
 
     def close(self) -> None:
         """Stop watching the workspace (the next snapshot looks at every file)."""
+        if self._preparing is not None:
+            self._preparing.join()
         self._forget_watch()
 
     def _forget_watch(self) -> None:
@@ -298,6 +314,8 @@ class Checkpoints:
             self._watch = None
         self._index_seen = None
         self._head_seen = None
+        self._tree = None
+        self._carry = []
 
     def _index_stamp(self) -> tuple[int, int, int] | None:
         with contextlib.suppress(OSError):
@@ -317,6 +335,9 @@ class Checkpoints:
         paths = watch.drain()
         if paths is None:
             return None
+        if self._carry:
+            paths = sorted({*self._carry, *paths})
+            self._carry = []
         if index_seen != self._index_stamp() or head_seen != self._head():
             return None  # another process wrote the index or the chain
         if any(PurePosixPath(p).name == ".gitignore" for p in paths):
@@ -324,67 +345,96 @@ class Checkpoints:
         return paths
 
     def _write_tree(self, *, start_watch: bool) -> tuple[str, tuple[str, ...]]:
-        """Bring the private index up to the workspace and write its tree.
+        """The tree of the workspace as it is now, written to the store.
 
-        ``git status`` finds what changed: it stats each known file (the index
-        remembers the rest) and, with the untracked cache, reads only the
-        folders whose own stat changed. Only those paths are hashed again. When
-        the folder watch names the changed paths, ``git status`` looks at those
-        alone (no other file is stat'ed).
+        With the folder watch naming the changed paths, the previous tree plus
+        those paths, in Python (:mod:`zuno.checkpoint_fast`); the paths it put in
+        the tree but not in git's index are kept in a file, for the next full look.
+        Otherwise (the first look, a lost event, something only git can tell) the
+        full look: ``git status`` stats each known file (the index remembers
+        the rest) and, with the untracked cache, reads only the folders whose
+        own stat changed; only those paths are hashed again.
         """
         self._ensure()
         paths = self._watched_paths()
-        unreadable: tuple[str, ...] = ()
-        if paths is not None:
-            try:
-                unreadable = self._update_index(paths)
-            except CheckpointError as exc:
-                _log.info("checkpoint from watched paths failed (%s); looking at all", exc)
-                paths = None
-        if paths is None:
-            start_watch = start_watch or self._watch is not None
-            self._forget_watch()
-            if start_watch:
-                # Watch before looking, so a change made during the full look is
-                # reported next time (at worst twice, which is harmless).
-                self._watch = FolderWatch.start(
-                    self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
-                )
-            unreadable = self._update_index(None)
+        tree = self._tree
+        if paths is not None and tree is not None:
+            with contextlib.suppress(EditConflict, CheckpointError):
+                if paths:
+                    tree = self._watched_tree(tree, paths)
+                self._index_seen = self._index_stamp()
+                self._head_seen = self._head()
+                self._tree = tree
+                return tree, ()
+            _log.info("the watched paths need the full look: %s", ", ".join(paths[:5]))
+        start_watch = start_watch or self._watch is not None
+        self._forget_watch()
+        if start_watch:
+            # Watch before looking, so a change made during the full look is
+            # reported next time (at worst twice, which is harmless).
+            self._watch = FolderWatch.start(
+                self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
+            )
+        unreadable = self._update_index()
         tree = self._git("write-tree").strip()
         # A file left out stays out of the watched paths once reported: look at all
         # next time, as a full look would name it again.
         if self._watch is not None and not unreadable:
             self._index_seen = self._index_stamp()
             self._head_seen = self._head()
+            self._tree = tree
         return tree, unreadable
 
-    def _update_index(self, paths: list[str] | None) -> tuple[str, ...]:
-        """Stage what changed among ``paths`` (None: anywhere); the unreadable files."""
-        if paths == []:
-            changed: list[str] = []
-        else:
-            status = self._run(
-                *(["--literal-pathspecs"] if paths else []),
-                "status",
-                "--porcelain=v1",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=all",
-                *(["--", *paths] if paths else []),
-            )
-            if status.returncode != 0:
-                raise CheckpointError(f"git status failed: {_first_line(status.stderr)}")
-            changed = _changed_paths(status.stdout)
+    def _watched_tree(self, tree: str, paths: list[str]) -> str:
+        """The previous tree plus the watched paths (raises EditConflict: full look)."""
+        found = changed_entries(
+            self.workspace,
+            self._objects,
+            tree,
+            paths,
+            denied=self._denied,
+            large=self._large,
+            ignored=self._ignored,
+        )
+        if not found:
+            return tree
+        new = self._objects.edit(tree, found)
+        pending = self.git_dir / _PENDING
+        with open(pending, "ab", opener=_private_opener) as out:
+            out.write(b"".join(os.fsencode(p) + b"\0" for p in found))
+        return new
+
+    def _ignored(self, paths: list[str]) -> set[str]:
+        """Which of ``paths`` (new to the tree) the ignore rules leave out."""
+        proc = self._run(
+            "check-ignore", "--no-index", "-z", "--stdin", input="".join(p + "\0" for p in paths)
+        )
+        if proc.returncode not in (0, 1):
+            raise CheckpointError(f"git check-ignore failed: {first_line(proc.stderr)}")
+        return {p for p in proc.stdout.split("\0") if p}
+
+    def _update_index(self) -> tuple[str, ...]:
+        """The full look: stage what changed anywhere; the unreadable files."""
+        large = {p for p in large_files(self.workspace, self._large) if not self._denied.covers(p)}
+        keep_out = [*self._denied.pathspecs(), *(f":(exclude,literal,top){p}" for p in large)]
+        status = self._run(
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
+            *(["--", ".", *keep_out] if keep_out else []),
+        )
+        if status.returncode != 0:
+            raise CheckpointError(f"git status failed: {first_line(status.stderr)}")
+        changed = _changed_paths(status.stdout)
+        changed += self._pending(skip=set(changed) | large)
         unreadable: tuple[str, ...] = ()
         if len(changed) > _BULK:
             # Many new paths (the first snapshot): one `add` of the whole tree is far
             # cheaper than naming them (update-index slows with each path it adds).
-            add = self._run("add", "--all", "--ignore-errors", "--", ".")
-            unreadable = tuple(_unreadable_paths(add.stderr))
-            if add.returncode != 0 and not unreadable:
-                raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+            unreadable = self._add_all(keep_out)
         elif changed:
             # Removals first, so a file that became a folder (or back) leaves the
             # index before its replacement comes in (--replace is quadratic with a
@@ -400,11 +450,71 @@ class Checkpoints:
             if update.returncode != 0:
                 # A file that cannot be read fails the whole batch: add what can be
                 # read, and name the rest (left out of this snapshot).
-                add = self._run("add", "--all", "--ignore-errors", "--", ".")
-                unreadable = tuple(_unreadable_paths(add.stderr))
-                if add.returncode != 0 and not unreadable:
-                    raise CheckpointError(f"git add failed: {_first_line(add.stderr)}")
+                unreadable = self._add_all(keep_out)
+        self._stage_large(large)
+        self._drop_denied()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.git_dir / _PENDING)
         return unreadable
+
+    def _add_all(self, keep_out: list[str]) -> tuple[str, ...]:
+        add = self._run("add", "--all", "--ignore-errors", "--", ".", *keep_out)
+        unreadable = tuple(_unreadable_paths(add.stderr))
+        if add.returncode != 0 and not unreadable:
+            raise CheckpointError(f"git add failed: {first_line(add.stderr)}")
+        return unreadable
+
+    def _pending(self, *, skip: set[str]) -> list[str]:
+        """The paths watched snapshots put in a tree but not in the index (not folders)."""
+        try:
+            raw = (self.git_dir / _PENDING).read_bytes()
+        except FileNotFoundError:
+            return []
+        found: list[str] = []
+        for path in dict.fromkeys(os.fsdecode(p) for p in raw.split(b"\0") if p):
+            if path in skip or self._denied.covers(path):
+                continue
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                if stat.S_ISDIR(os.lstat(self.workspace / path).st_mode):
+                    continue  # now a folder: status named what is in it
+            found.append(path)
+        return found
+
+    def _stage_large(self, large: set[str]) -> None:
+        """Put the stand-in of each large, not ignored file in the index."""
+        if not large:
+            return
+        shown = self._ignored(sorted(large))
+        lines: list[str] = []
+        for path in sorted(large - shown):
+            try:
+                fd = os.open(self.workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                oid = self._stand_ins.get(key)
+                if oid is None:
+                    oid = self._objects.write("blob", large_stand_in(fd, st.st_size))
+                    self._stand_ins[key] = oid
+            finally:
+                os.close(fd)
+            mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
+            lines.append(f"{mode} {oid}\t{path}\0")
+        if lines:
+            self._git("update-index", "--add", "-z", "--index-info", input="".join(lines))
+
+    def _drop_denied(self) -> None:
+        """Take out of the index what deny rules now cover (staged before a rule came)."""
+        if not self._denied.patterns:
+            return
+        including = [s.replace(":(exclude,", ":(", 1) for s in self._denied.pathspecs()]
+        listed = self._run("ls-files", "-z", "--cached", "--", *including)
+        paths = [p for p in listed.stdout.split("\0") if p]
+        if paths:
+            listing = "".join(f"{p}\0" for p in paths)
+            self._git("update-index", "--force-remove", "-z", "--stdin", input=listing)
 
     # Reading the chain ------------------------------------------------------------
 
@@ -418,7 +528,7 @@ class Checkpoints:
     def next_after(self, commit: str) -> str | None:
         """The snapshot taken right after ``commit`` in this workspace (None: it is the last)."""
         self._require(commit)
-        out = self._git("rev-list", "--reverse", "--ancestry-path", f"{commit}..{_HEAD}")
+        out = self._git("rev-list", "--reverse", "--ancestry-path", f"{commit}..{HEAD_REF}")
         first = out.split("\n", 1)[0].strip()
         return first or None
 
@@ -430,7 +540,7 @@ class Checkpoints:
             "log",
             f"-n{limit}",
             "--format=%H %T %(trailers:key=Zuno-Call,valueonly,separator=%x2C)",
-            _HEAD,
+            HEAD_REF,
         )
         found: list[tuple[str, str, str | None]] = []
         for line in out.splitlines():
@@ -462,12 +572,18 @@ class Checkpoints:
     # Comparing ----------------------------------------------------------------------
 
     def changes(self, old: str, new: str) -> list[Change]:
-        """How the tree of ``new`` differs from that of ``old`` (snapshots or trees)."""
-        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--raw", old, new)
+        """How the tree of ``new`` differs from that of ``old`` (snapshots or trees).
+
+        Paths a deny rule keeps from ``read`` are left out, whatever the snapshots hold.
+        """
+        out = self._git(
+            "diff-tree", "-r", "-z", "--no-renames", "--raw", old, new, *self._keep_out()
+        )
         return _parse_raw(out)
 
     def patch(self, old: str, new: str, *, color: bool = False) -> str:
-        """The differences as a unified diff (binary files are named, not shown)."""
+        """The differences as a unified diff (binary files are named, not shown; denied
+        paths left out)."""
         return self._git(
             "diff-tree",
             "-p",
@@ -478,7 +594,17 @@ class Checkpoints:
             f"--color={'always' if color else 'never'}",
             old,
             new,
+            *self._keep_out(),
         )
+
+    def _keep_out(self) -> list[str]:
+        """Pathspecs leaving the denied paths out of a comparison (none: nothing)."""
+        if self._denied_given is None and not self._ready:
+            with contextlib.suppress(OSError):
+                text = (self.git_dir / _DENIED).read_text()
+                self._denied = DeniedPaths.of([ln for ln in text.split("\n") if ln])
+        specs = self._denied.pathspecs()
+        return ["--", ".", *specs] if specs else []
 
     # Restoring ----------------------------------------------------------------------
 
@@ -487,150 +613,79 @@ class Checkpoints:
 
         Removals come first (and the folders they leave empty are removed), then
         the writes, so a file may become a folder and back. Every step is made
-        beneath the workspace, never through a symlink leading out of it.
+        beneath the workspace, never through a symlink leading out of it. Large
+        files recorded by size and hash only are not restored (``too_large``).
 
         Raises:
             CheckpointError: A path could not be restored; the ones before it were.
         """
-        done = Restored()
-        with Beneath(self.workspace) as root:
-            for path in sorted(p for p, t in targets.items() if t is None):
-                if self._remove(root, path):
-                    done.removed.append(path)
-            self._prune(sorted(p for p, t in targets.items() if t is None))
-            writes = {p: t for p, t in targets.items() if t is not None}
-            blobs = self._blobs([t.oid for t in writes.values() if t.mode != _GITLINK])
-            for path in sorted(writes):
-                entry = writes[path]
-                if entry.mode == _GITLINK:
-                    done.skipped.append(path)
-                    continue
-                self._write(root, path, entry, blobs[entry.oid])
-                done.written.append(path)
-        return done
-
-    def _remove(self, root: Beneath, path: str) -> bool:
-        try:
-            spot = root.locate(PurePosixPath(path), follow_links=False)
-        except FileNotFoundError:
-            return False
-        except (OSError, EscapesRoot) as exc:
-            raise CheckpointError(f"cannot remove {path}: {exc}") from exc
-        if spot.stat is None:
-            return False
-        if stat.S_ISDIR(spot.stat.st_mode):
-            raise CheckpointError(f"cannot remove {path}: it is now a folder")
-        spot.folder.remove(spot.name)
-        return True
-
-    def _prune(self, removed: list[str]) -> None:
-        """Remove the folders that removing files left empty (never the workspace)."""
-        folders = {str(PurePosixPath(p).parent) for p in removed}
-        candidates: set[str] = set()
-        for folder in folders:
-            parts = PurePosixPath(folder).parts
-            for i in range(len(parts), 0, -1):
-                candidates.add("/".join(parts[:i]))
-        for folder in sorted(candidates, key=lambda f: f.count("/"), reverse=True):
-            path = self.workspace / folder
-            # lstat: a symlink to a folder is not pruned (it is a file to git).
-            with contextlib.suppress(OSError):
-                if stat.S_ISDIR(os.lstat(path).st_mode):
-                    os.rmdir(path)  # only succeeds when empty
-
-    def _write(self, root: Beneath, path: str, entry: Entry, data: bytes) -> None:
-        try:
-            spot = root.locate(PurePosixPath(path), follow_links=False, create_folders=True)
-        except (OSError, EscapesRoot) as exc:
-            raise CheckpointError(f"cannot restore {path}: {exc}") from exc
-        if spot.stat is not None and stat.S_ISDIR(spot.stat.st_mode):
-            raise CheckpointError(
-                f"cannot restore {path}: a folder is in its place (with files the "
-                "checkpoints do not cover, such as ignored ones)"
-            )
-        folder, name = spot.folder, spot.name
-        if entry.mode == _SYMLINK:
-            if spot.stat is not None:
-                folder.remove(name)
-            os.symlink(os.fsdecode(data), name, dir_fd=folder.fd)
-            return
-        executable = entry.mode == _EXECUTABLE
-        if spot.stat is not None and stat.S_ISREG(spot.stat.st_mode):
-            # Keep the file's other permission bits; git records only the executable one.
-            mode = stat.S_IMODE(spot.stat.st_mode)
-            mode = mode | (0o111 & ~_umask() & _read_bits(mode)) if executable else mode & ~0o111
-        else:
-            mode = (0o777 if executable else 0o666) & ~_umask()
-        temp = folder.write_temporary(name, data, mode=mode, owner=None)
-        try:
-            folder.replace(temp, name)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                folder.remove(temp)
-            raise
+        return restore_paths(self.workspace, targets, self._blobs)
 
     def _blobs(self, oids: list[str]) -> dict[str, bytes]:
         """The contents of many objects in one ``git cat-file --batch``."""
-        wanted = list(dict.fromkeys(oids))
-        if not wanted:
-            return {}
-        proc = subprocess.run(
-            ["git", "-c", "safe.directory=*", "cat-file", "--batch"],
-            input=("\n".join(wanted) + "\n").encode(),
-            capture_output=True,
-            env=self._env(),
-            cwd=self.workspace,
-            timeout=_TIMEOUT,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise CheckpointError(f"git cat-file failed: {_first_line(proc.stderr)}")
-        found: dict[str, bytes] = {}
-        data, pos = proc.stdout, 0
-        for oid in wanted:
-            end = data.index(b"\n", pos)
-            header = data[pos:end].split()
-            if len(header) != 3:
-                raise CheckpointError(f"the checkpoint store lacks the object {oid}")
-            size = int(header[2])
-            found[oid] = data[end + 1 : end + 1 + size]
-            pos = end + 1 + size + 1
-        return found
+        return read_blobs(self.git_dir, self.workspace, oids)
 
     # git ---------------------------------------------------------------------------
 
     def _ensure(self) -> None:
-        """Create the shadow store on first use."""
-        if self._ready and (self.git_dir / "HEAD").is_file():
+        """Create the shadow store on first use; recreate one changed behind Zuno's back.
+
+        A store whose config, attributes, HEAD or hooks are not what Zuno wrote
+        may make git run code (a ``core.fsmonitor``, a hook): it is removed and
+        created again, empty (its earlier checkpoints are lost, said in the log).
+        """
+        layout = store_layout(self.workspace)
+        if self._ready and not (self.git_dir / "HEAD").is_file():
+            self._ready = False  # removed under us: made again, and looked at in full
+            self._forget_watch()
+        if not self._ready:
+            upgrade_earlier(self.git_dir, layout)
+        if (self.git_dir / "HEAD").is_file() and not store_is_intact(self.git_dir, layout):
+            _log.warning(
+                "zuno: the checkpoint store %s was changed by something other than Zuno; "
+                "it is recreated (earlier checkpoints of this workspace are gone)",
+                self.git_dir,
+            )
+            self._ready = False
+            self._forget_watch()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.git_dir / "HEAD")
+        if self._ready:
             return
         if not (self.git_dir / "HEAD").is_file():
-            self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run(
-                ["git", "init", "--quiet", "--bare", str(self.git_dir)],
-                capture_output=True,
-                env=self._env(with_store=False),
-                timeout=_TIMEOUT,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise CheckpointError(f"git init failed: {_first_line(proc.stderr)}")
-            none = self.git_dir / "zuno-none"
-            (self.git_dir / "config").write_text(
-                "[core]\n\trepositoryformatversion = 0\n" + _CONFIG.format(none=none)
-            )
-            (self.git_dir / "info").mkdir(exist_ok=True)
-            (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
-            (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
-            # HEAD follows the chain, so `status` compares the index with the last snapshot.
-            (self.git_dir / "HEAD").write_text(f"ref: {_HEAD}\n")
+            try:
+                create_store(self.git_dir, layout)
+            except subprocess.CalledProcessError as exc:
+                raise CheckpointError(f"git init failed: {first_line(exc.stderr)}") from exc
+            except FileNotFoundError as exc:
+                raise CheckpointError("git is not installed (checkpoints need it)") from exc
+            self._objects = ObjectStore(self.git_dir)
         exclude = self.git_dir / "info" / "exclude"
         lines = self._exclude_lines()
         with contextlib.suppress(OSError):
             if exclude.read_text() == lines:
                 lines = ""  # unchanged: rewriting it would void the untracked cache
         if lines:
-            exclude.write_text(lines)
+            write_private(exclude, lines)
+        self._remember_denied()
         self._ready = True
+
+    def _remember_denied(self) -> None:
+        """Keep the deny patterns in the store (an object made without them uses them)."""
+        path = self.git_dir / _DENIED
+        given = self._denied_given
+        if given is None:
+            with contextlib.suppress(OSError):
+                text = path.read_text()
+                self._denied = DeniedPaths.of([ln for ln in text.split("\n") if ln])
+            return
+        text = "".join(f"{p}\n" for p in given.patterns)
+        with contextlib.suppress(OSError):
+            if path.read_text() == text:
+                return
+        if text or path.exists():
+            write_private(path, text)
+            self._forget_watch()  # what is left out changed: the next look is a full one
 
     def _exclude_lines(self) -> str:
         """Zuno's own files, when they lie inside the workspace, anchored at its root."""
@@ -645,67 +700,61 @@ class Checkpoints:
         return "\n".join(lines) + "\n"
 
     def _head(self) -> str | None:
-        ref = self.git_dir / _HEAD
+        ref = self.git_dir / HEAD_REF
         with contextlib.suppress(OSError):
             text = ref.read_text().strip()
             if text:
                 return text
-        proc = self._run("rev-parse", "--quiet", "--verify", _HEAD)
+        if not os.path.lexists(self.git_dir / "packed-refs"):
+            return None  # refs are never packed here: no file, no chain yet
+        proc = self._run("rev-parse", "--quiet", "--verify", HEAD_REF)
         return proc.stdout.strip() or None if proc.returncode == 0 else None
 
-    def _env(self, *, with_store: bool = True) -> dict[str, str]:
-        # Nothing of the user's git setup leaks in (GIT_DIR of an enclosing hook, a
-        # global config with filters or hooks): the user's repository is never reached.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=os.devnull,
-            GIT_TERMINAL_PROMPT="0",
-            LC_ALL="C",
-        )
-        if with_store:
-            env.update(
-                GIT_DIR=str(self.git_dir),
-                GIT_WORK_TREE=str(self.workspace),
-                GIT_INDEX_FILE=str(self.git_dir / "index"),
-            )
-        return env
-
     def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                ["git", "-c", "safe.directory=*", *args],
-                input=input,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="surrogateescape",
-                env=self._env(),
-                cwd=self.workspace,
-                timeout=_TIMEOUT,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise CheckpointError("git is not installed (checkpoints need it)") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise CheckpointError(f"git {args[0]} took longer than {_TIMEOUT:g} s") from exc
+        return run_git(self.git_dir, self.workspace, *args, input=input)
 
-    def _git(self, *args: str) -> str:
-        proc = self._run(*args)
-        if proc.returncode != 0:
-            raise CheckpointError(f"git {args[0]} failed: {_first_line(proc.stderr)}")
-        return proc.stdout
+    def _git(self, *args: str, input: str | None = None) -> str:
+        return git_output(self.git_dir, self.workspace, *args, input=input)
 
     @contextlib.contextmanager
     def _locked(self) -> Generator[None]:
-        """One process at a time per workspace: the index and the chain's head are shared."""
-        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """One process at a time per workspace: the index and the chain's head are shared.
+
+        Within a process, one thread at a time too (the background first look).
+        """
+        with self._thread_lock:
+            self._lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with contextlib.suppress(OSError):
+                os.chmod(self._lock_path.parent, 0o700)
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+
+def _message(call_id: str, tool: str, session_id: str) -> str:
+    return (
+        f"before {tool} ({call_id})\n\n"
+        f"Zuno-Call: {call_id}\nZuno-Tool: {tool}\nZuno-Session: {session_id}\n"
+    )
+
+
+def _bytes_of(workspace: Path, paths: list[str]) -> int:
+    """How many bytes reading ``paths`` would take (folders count as too many)."""
+    total = 0
+    for path in paths:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+            st = os.lstat(workspace / path)
+        except OSError:
+            continue
+        total += st.st_size if not stat.S_ISDIR(st.st_mode) else _QUICK_BYTES + 1
+    return total
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_CLOEXEC, 0o600)
 
 
 def _parse_raw(out: str) -> list[Change]:
@@ -747,23 +796,3 @@ def _changed_paths(out: str) -> list[str]:
 def _unreadable_paths(stderr: str) -> list[str]:
     """The files ``git add --ignore-errors`` could not read, from its messages."""
     return re.findall(r"unable to index file '(.+)'", stderr)
-
-
-def _first_line(text: str | bytes) -> str:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it (other threads may create files)."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    return 0o022
-
-
-def _read_bits(mode: int) -> int:
-    """Execute bits for whoever may read (``chmod +x`` on a 0o640 file gives 0o750)."""
-    return ((mode & 0o444) >> 2) | 0o100

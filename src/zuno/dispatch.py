@@ -455,14 +455,15 @@ class Dispatcher:
 
         if not checkpoints_enabled():
             return None
-        take = functools.partial(
-            self.checkpoints.take,
-            call_id=call.call_id,
-            tool=call.tool.name,
-            session_id=session.session_id,
-        )
+        checkpoints = self.checkpoints
+        which = {"call_id": call.call_id, "tool": call.tool.name, "session_id": session.session_id}
         try:
-            snapshot = await anyio.to_thread.run_sync(take)
+            # A few watched paths: recorded here in about a millisecond; else in a thread.
+            snapshot = checkpoints.take_quick(**which)
+            if snapshot is None:
+                snapshot = await anyio.to_thread.run_sync(
+                    functools.partial(checkpoints.take, **which)
+                )
         except CheckpointError as exc:
             _log.warning(
                 "zuno: no checkpoint before %s (%s): %s", call.call_id, call.tool.name, exc
@@ -490,9 +491,22 @@ class Dispatcher:
     @functools.cached_property
     def checkpoints(self) -> Checkpoints:
         """The shadow git store of this runtime's workspace (see :mod:`zuno.checkpoints`)."""
-        from zuno.checkpoints import checkpoints_of_store
+        from zuno.checkpoints import checkpoints_of_store, denied_patterns
 
-        return checkpoints_of_store(self._rt.store, self._rt.workspace)
+        # Paths a deny rule keeps from reading are never copied into the store.
+        denied = denied_patterns(self._rt.config.permission.rules)
+        return checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
+
+    def prepare_checkpoints(self, tools: Sequence[object]) -> None:
+        """Take the workspace's first checkpoint look in the background (a session starts).
+
+        Only when checkpoints are on and one of ``tools`` may change workspace files:
+        the first side-effecting call then pays for what changed since, not for the tree.
+        """
+        from zuno.checkpoints import checkpoints_enabled
+
+        if checkpoints_enabled() and any(getattr(t, "changes_workspace", False) for t in tools):
+            self.checkpoints.prepare()
 
     def close(self) -> None:
         """Stop watching the workspace (the checkpoints' inotify instance), if one started."""

@@ -577,6 +577,7 @@ def _wanted(argv: list[str]) -> bool:
 def main() -> None:
     """Entry point of the ``zuno`` console script."""
     argv = list(sys.argv)
+    start: ServerPlace | None = None
     if server_enabled() and _wanted(argv):
         place = server_place()
         problem = private_folder(place.folder, create=True)
@@ -585,12 +586,51 @@ def main() -> None:
         else:
             status = _serve(place, argv)
             if status == _START:
-                import atexit
-
-                # Once this command is done: the server's imports would slow it down now.
-                atexit.register(_start_server, place)
+                start = place
             elif status is not None:
                 os._exit(status)
+    # Not served: --help and the tool table, unchanged since their last run, come
+    # from the startup cache (no typer, no pydantic, no runtime imported).
+    from zuno.startup_cache import cached_output, recording_for
+
+    output = cached_output(argv)
+    if output is not None and _written(output):
+        if start is not None:
+            _start_server(start)
+        os._exit(0)
+    if start is not None:
+        import atexit
+
+        # Once this command is done: the server's imports would slow it down now.
+        atexit.register(_start_server, start)
     from zuno.cli.app import main as cli_main
 
-    cli_main()
+    recording = recording_for(argv)
+    if recording is None:
+        cli_main()
+        return
+    status: object = 0
+    try:
+        cli_main()
+    except SystemExit as exc:
+        status = exc.code
+        raise
+    except BaseException:
+        status = 1
+        raise
+    finally:
+        recording.finish(status)
+
+
+def _written(output: bytes) -> bool:
+    """Write a cached answer to standard output; False when nothing could be written
+    (a closed pipe: the command then runs, and fails, as it would without the cache)."""
+    view = memoryview(output)
+    try:
+        while view:
+            view = view[os.write(1, view) :]
+    except OSError:
+        if len(view) == len(output):
+            return False
+        os._exit(1)  # part of it went out: stop as a broken pipe stops a command
+    return True

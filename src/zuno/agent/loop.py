@@ -276,6 +276,8 @@ class AgentLoop:
         self._window = context_window(provider.label, runtime.config)
         self._context_tokens: int | None = None
         self._steps_before = 0
+        # While the model thinks, the first checkpoint's full look runs.
+        runtime.dispatcher.prepare_checkpoints(session.surface.tools)
 
     # Persistence ------------------------------------------------------------
 

@@ -61,7 +61,7 @@ def diff_command(
             if problem is not None:
                 fail(problem)
             assert found.snapshot is not None
-            checkpoints = checkpoints_of_store(store, workspace)
+            checkpoints = checkpoints_of_store(store, workspace, denied=_denied_in(workspace))
             try:
                 after = checkpoints.next_after(found.snapshot)
                 then = checkpoints.trailers(after).get("Call") if after else None
@@ -209,6 +209,18 @@ def _in_cli_words(result: CallResult, call: str) -> CallResult:
         f"as it was before it, or `zuno undo {call} --force` to overwrite them"
     )
     return replace(result, output=result.output.replace(CONFLICT_FIX, fix))
+
+
+def _denied_in(workspace: Path) -> list[str] | None:
+    """The deny patterns on reading in the workspace's config (None: it cannot be read,
+    and the store's own record of them holds)."""
+    from zuno.checkpoints import denied_patterns
+    from zuno.config import ConfigError, load_config
+
+    try:
+        return denied_patterns(load_config(workspace).permission.rules)
+    except (ConfigError, OSError):
+        return None
 
 
 def _status_word(change: Change) -> str:

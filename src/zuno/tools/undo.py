@@ -309,6 +309,11 @@ class UndoTool(Tool[UndoArgs]):
         ]
         shown = [f"restored {p}" for p in done.written] + [f"removed {p}" for p in done.removed]
         shown += [f"skipped {p} (a nested repository)" for p in done.skipped]
+        shown += [
+            f"cannot restore {p}: it was larger than the checkpoint size limit, so only its "
+            "size and SHA-256 were recorded"
+            for p in done.too_large
+        ]
         lines += [f"  {line}" for line in shown[:_SHOWN]]
         if len(shown) > _SHOWN:
             lines.append(f"  ... and {len(shown) - _SHOWN} more")
@@ -321,6 +326,7 @@ class UndoTool(Tool[UndoArgs]):
                 "restored": done.written,
                 "removed": done.removed,
                 "skipped": done.skipped,
+                "too_large": done.too_large,
             },
         )
 

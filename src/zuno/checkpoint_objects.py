@@ -1,0 +1,206 @@
+"""Git objects of the shadow store written and read in Python: a snapshot's cost is what changed.
+
+A snapshot after a few changed paths needs a handful of objects: a blob per
+changed file, the trees on the way from those files to the root, a commit. Git
+itself would first read the whole index (tens of milliseconds at 200,000
+files) before writing them; here they are written straight into the store's
+``objects`` folder as loose objects, byte for byte what git writes (the same
+ids), and the trees of the previous snapshot are read back from there. Git's
+own commands read them as any other object.
+
+Files larger than :data:`LARGE_FILE` are not copied: the snapshot holds a
+small stand-in blob naming their size and SHA-256 (:func:`large_stand_in`), and
+restoring one is refused (:func:`is_large_stand_in`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = [
+    "LARGE_FILE",
+    "LARGE_FILE_ENV",
+    "EditConflict",
+    "ObjectStore",
+    "is_large_stand_in",
+    "large_file_limit",
+    "large_stand_in",
+]
+
+LARGE_FILE = 64 * 1024 * 1024
+"""Files above this many bytes are recorded by size and hash only (not restorable)."""
+
+LARGE_FILE_ENV = "ZUNO_CHECKPOINT_LARGE_FILE"
+"""Overrides :data:`LARGE_FILE` (bytes)."""
+
+_TREE = "40000"
+_STAND_IN = b"\0zuno checkpoint: large file not copied\0"
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def large_file_limit() -> int:
+    """The size above which files are recorded by size and hash only."""
+    raw = os.environ.get(LARGE_FILE_ENV, "").strip()
+    with contextlib.suppress(ValueError):
+        if raw:
+            return max(int(raw), 0)
+    return LARGE_FILE
+
+
+def large_stand_in(fd: int, size: int) -> bytes:
+    """The stand-in blob of a large file open at ``fd``: its size and SHA-256."""
+    digest = hashlib.sha256()
+    while chunk := os.read(fd, 1 << 20):
+        digest.update(chunk)
+    return _STAND_IN + f"size {size}\nsha256 {digest.hexdigest()}\n".encode()
+
+
+def is_large_stand_in(data: bytes) -> bool:
+    """Whether a blob is the stand-in of a large file (its content was not copied)."""
+    return data.startswith(_STAND_IN)
+
+
+class EditConflict(Exception):
+    """A tree edit met what it cannot decide alone (a file where a folder is, a nested
+    repository, an object not stored loose); the caller takes the full look."""
+
+
+class ObjectStore:
+    """The loose objects of one shadow store, with the trees read so far kept parsed."""
+
+    def __init__(self, git_dir: Path) -> None:
+        """Objects under ``git_dir/objects``."""
+        self._objects = git_dir / "objects"
+        self._trees: dict[str, dict[bytes, tuple[str, str]]] = {}
+
+    def write(self, kind: str, data: bytes) -> str:
+        """Store one object (when not there yet); its id."""
+        header = f"{kind} {len(data)}\0".encode()
+        oid = hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
+        path = self._objects / oid[:2] / oid[2:]
+        if os.path.exists(path):
+            return oid
+        folder = path.parent
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        temp = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o400)
+        with os.fdopen(fd, "wb") as out:
+            compressor = zlib.compressobj(1)
+            out.write(compressor.compress(header))
+            out.write(compressor.compress(data))
+            out.write(compressor.flush())
+        os.replace(temp, path)
+        return oid
+
+    def read(self, oid: str) -> tuple[str, bytes]:
+        """The kind and content of a loose object.
+
+        Raises:
+            EditConflict: It is not stored loose (packed, or missing).
+        """
+        try:
+            raw = zlib.decompress((self._objects / oid[:2] / oid[2:]).read_bytes())
+        except (OSError, zlib.error) as exc:
+            raise EditConflict(f"object {oid} is not stored loose") from exc
+        header, _, data = raw.partition(b"\0")
+        kind = header.split(b" ", 1)[0].decode()
+        return kind, data
+
+    def tree(self, oid: str) -> dict[bytes, tuple[str, str]]:
+        """The entries of a tree: name -> (mode, id)."""
+        found = self._trees.get(oid)
+        if found is not None:
+            return found
+        kind, data = self.read(oid)
+        if kind != "tree":
+            raise EditConflict(f"object {oid} is a {kind}, not a tree")
+        entries: dict[bytes, tuple[str, str]] = {}
+        pos = 0
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            mode = data[pos:space].decode()
+            entries[data[space + 1 : nul]] = (mode, data[nul + 1 : nul + 21].hex())
+            pos = nul + 21
+        if len(self._trees) > 4096:
+            self._trees.clear()
+        self._trees[oid] = entries
+        return entries
+
+    def write_tree(self, entries: Mapping[bytes, tuple[str, str]]) -> str:
+        """Store a tree of ``entries`` in git's order; its id."""
+        ordered = sorted(entries.items(), key=lambda e: e[0] + b"/" if e[1][0] == _TREE else e[0])
+        data = b"".join(
+            mode.encode() + b" " + name + b"\0" + bytes.fromhex(oid)
+            for name, (mode, oid) in ordered
+        )
+        oid = self.write("tree", data)
+        self._trees[oid] = dict(entries)
+        return oid
+
+    def lookup(self, tree: str, path: str) -> tuple[str, str] | None:
+        """The entry of ``path`` in ``tree`` (None: absent).
+
+        Raises:
+            EditConflict: A folder on the way is a file or a nested repository.
+        """
+        parts = os.fsencode(path).split(b"/")
+        current = tree
+        for i, name in enumerate(parts):
+            entry = self.tree(current).get(name)
+            if entry is None:
+                return None
+            if i == len(parts) - 1:
+                return entry
+            if entry[0] != _TREE:
+                raise EditConflict(f"{path}: a parent folder is recorded as a file")
+            current = entry[1]
+        return None
+
+    def edit(self, tree: str, edits: Mapping[str, tuple[str, str] | None]) -> str:
+        """``tree`` with each path set to its entry (None: removed); the new tree's id.
+
+        Folders left empty disappear (git records files); missing ones are made.
+
+        Raises:
+            EditConflict: A path is a folder in ``tree``, or a folder on its way is not.
+        """
+        split = {tuple(os.fsencode(p).split(b"/")): e for p, e in edits.items()}
+        return self._edit(tree, split) or self.write_tree({})
+
+    def _edit(
+        self, tree: str | None, edits: Mapping[tuple[bytes, ...], tuple[str, str] | None]
+    ) -> str | None:
+        entries = dict(self.tree(tree)) if tree is not None and tree != _EMPTY_TREE else {}
+        nested: dict[bytes, dict[tuple[bytes, ...], tuple[str, str] | None]] = {}
+        for parts, entry in edits.items():
+            name = parts[0]
+            if len(parts) > 1:
+                nested.setdefault(name, {})[parts[1:]] = entry
+                continue
+            if name in entries and entries[name][0] == _TREE:
+                raise EditConflict(f"{os.fsdecode(name)} is recorded as a folder")
+            if entry is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = entry
+        for name, inner in nested.items():
+            old = entries.get(name)
+            if old is not None and old[0] != _TREE:
+                raise EditConflict(f"{os.fsdecode(name)} is recorded as a file")
+            new = self._edit(old[1] if old else None, inner)
+            if new is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (_TREE, new)
+        if not entries:
+            return None
+        if tree is not None and entries == self._trees.get(tree):
+            return tree
+        return self.write_tree(entries)
