@@ -40,8 +40,10 @@ __all__ = [
     "connect",
     "identity",
     "idle_seconds",
+    "imported_names",
     "main",
     "may_inspect",
+    "note_imported_names",
     "pack",
     "process_identity",
     "server_enabled",
@@ -50,6 +52,7 @@ __all__ = [
     "server_state",
     "socket_address",
     "unpack",
+    "world_key",
 ]
 
 SERVED_COMMANDS = frozenset(
@@ -127,6 +130,8 @@ class ServerPlace:
         self.socket = base + ".sock"
         self.lock = base + ".lock"
         self.log = base + ".log"
+        # The names of the variables read at import, for the identity alone (see world_key).
+        self.names = base + ".env"
 
 
 _IDENTITY: list[bytes] = []
@@ -197,7 +202,51 @@ def server_place() -> ServerPlace:
     """The run folder (``$XDG_RUNTIME_DIR/zuno`` or ``/tmp/zuno-UID``) and this caller's key."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folder = os.path.join(runtime, "zuno") if runtime else f"/tmp/zuno-{os.getuid()}"
-    return ServerPlace(folder, server_key(b"\0".join(identity())))
+    return ServerPlace(folder, world_key(folder, os.environ))
+
+
+def world_key(folder: str, environ: Any) -> str:
+    """The key of the server for this identity and these values of the variables read at import.
+
+    A server notes, in ``server-BASE.env`` beside its socket, the names of the
+    variables that its imports read (``BASE`` names the identity alone). A caller
+    puts their values in its key: a caller with another ``HOME`` (or any such
+    variable) asks for, and starts, a server of its own instead of one that
+    would refuse it.
+    """
+    joined = b"\0".join(identity())
+    names, everything = imported_names(ServerPlace(folder, server_key(joined)).names)
+    parts = [joined]
+    for name in sorted(environ) if everything else names:
+        value = environ.get(name)
+        parts.append(b"-" if value is None else os.fsencode(name + "=" + value))
+    return server_key(b"\0".join(parts))
+
+
+_ALL_MARK = "*all*"
+
+
+def imported_names(path: str) -> tuple[list[str], bool]:
+    """The sorted names in a ``server-BASE.env`` file, and whether the whole environment counts."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return [], False
+    everything = _ALL_MARK in lines
+    return sorted({line for line in lines if line and line != _ALL_MARK}), everything
+
+
+def note_imported_names(path: str, names: set[str], everything: bool) -> None:
+    """Add ``names`` (and the whole-environment mark) to a ``server-BASE.env`` file, atomically."""
+    known, known_all = imported_names(path)
+    lines = sorted(names | set(known))
+    if everything or known_all:
+        lines.append(_ALL_MARK)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8", errors="surrogateescape") as file:
+        file.write("".join(line + "\n" for line in lines))
+    os.replace(temporary, path)
 
 
 def socket_address(path: str) -> tuple[str, int | None]:
@@ -570,7 +619,7 @@ def _wanted(argv: list[str]) -> bool:
     if not rest:
         return True
     first = rest[0]
-    return first in SERVED_COMMANDS or first in {"--help", "-h"}
+    return first in SERVED_COMMANDS or first in {"--help", "-h", "--version"}
 
 
 def main() -> None:
