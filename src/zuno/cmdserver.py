@@ -763,7 +763,7 @@ def serve(folder: str, key: str) -> int:
     # The variables just read name this server's world: note them, then serve under
     # the key that includes them (callers with other values start their own server).
     base = ServerPlace(folder, server_key(b"\0".join(identity())))
-    note_imported_names(base.names, recorder.read, recorder.everything)
+    note_imported_names(base.names, recorder.read)
     own = world_key(folder, os.environ)
     if own != key:
         place = ServerPlace(folder, own)

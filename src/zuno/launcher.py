@@ -212,37 +212,30 @@ def world_key(folder: str, environ: Any) -> str:
     variables that its imports read (``BASE`` names the identity alone). A caller
     puts their values in its key: a caller with another ``HOME`` (or any such
     variable) asks for, and starts, a server of its own instead of one that
-    would refuse it.
+    would refuse it. (A server whose imports read the whole environment is not
+    keyed on it, which changes with every shell; it refuses a caller whose
+    environment differs.)
     """
     joined = b"\0".join(identity())
-    names, everything = imported_names(ServerPlace(folder, server_key(joined)).names)
     parts = [joined]
-    for name in sorted(environ) if everything else names:
+    for name in imported_names(ServerPlace(folder, server_key(joined)).names):
         value = environ.get(name)
         parts.append(b"-" if value is None else os.fsencode(name + "=" + value))
     return server_key(b"\0".join(parts))
 
 
-_ALL_MARK = "*all*"
-
-
-def imported_names(path: str) -> tuple[list[str], bool]:
-    """The sorted names in a ``server-BASE.env`` file, and whether the whole environment counts."""
+def imported_names(path: str) -> list[str]:
+    """The sorted names in a ``server-BASE.env`` file (none when there is no such file)."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as file:
-            lines = file.read().splitlines()
+            return sorted({line for line in file.read().splitlines() if line})
     except OSError:
-        return [], False
-    everything = _ALL_MARK in lines
-    return sorted({line for line in lines if line and line != _ALL_MARK}), everything
+        return []
 
 
-def note_imported_names(path: str, names: set[str], everything: bool) -> None:
-    """Add ``names`` (and the whole-environment mark) to a ``server-BASE.env`` file, atomically."""
-    known, known_all = imported_names(path)
-    lines = sorted(names | set(known))
-    if everything or known_all:
-        lines.append(_ALL_MARK)
+def note_imported_names(path: str, names: set[str]) -> None:
+    """Add ``names`` to a ``server-BASE.env`` file, atomically (a caller may read it meanwhile)."""
+    lines = sorted(names | set(imported_names(path)))
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w", encoding="utf-8", errors="surrogateescape") as file:
         file.write("".join(line + "\n" for line in lines))
