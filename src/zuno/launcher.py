@@ -237,7 +237,8 @@ def note_imported_names(path: str, names: set[str]) -> None:
     """Add ``names`` to a ``server-BASE.env`` file, atomically (a caller may read it meanwhile)."""
     lines = sorted(names | set(imported_names(path)))
     temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8", errors="surrogateescape") as file:
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8", errors="surrogateescape") as file:
         file.write("".join(line + "\n" for line in lines))
     os.replace(temporary, path)
 

@@ -37,6 +37,9 @@ def test_another_home_gets_a_server_of_its_own(tmp_path: Path) -> None:
         assert len(w.served()) == before + 3, w.log_text()
         assert w.status(env=other)["served"] >= 3
         assert w.status()["pid"] == first["pid"]
+        noted = list(w.folder.glob("server-*.env"))
+        assert len(noted) == 1 and "HOME" in noted[0].read_text().split()
+        assert noted[0].stat().st_mode & 0o777 == 0o600
     finally:
         w.stop()
 
