@@ -19,13 +19,17 @@ What keeps a served command the same as one run in its own process:
   interpreter, package, search path, locale, namespaces or cgroup differ, when
   an environment variable read while the server imported its modules has
   another value now, or when the caller's limits exceed the server's.
+* The variables read while importing are noted beside the socket and their
+  values are part of its key: a caller with another ``HOME`` asks for, and
+  starts, a server of its own (see :func:`zuno.launcher.world_key`).
 * Code that changed on disk since the server started (any ``.py`` of the
-  package, or a folder on the search path, where packages are installed)
-  makes the server refuse, remove its socket and end: the caller starts a
-  fresh one.
+  package or a module it imported, told by inode, size and change time; a
+  folder on the search path, where packages are installed) makes the server
+  refuse, remove its socket and end: the caller starts a fresh one.
 * When the caller disappears (even SIGKILL), its child is killed at once.
 * The server ends after ``ZUNO_SERVER_IDLE`` seconds (default 600) without a
-  command, or when its socket is removed or replaced.
+  served command (a refused one does not count), or when its socket is
+  removed or replaced.
 """
 
 from __future__ import annotations
@@ -46,12 +50,14 @@ from zuno.launcher import (
     identity,
     idle_seconds,
     may_inspect,
+    note_imported_names,
     private_folder,
     process_identity,
     send_frame,
     server_key,
     socket_address,
     unpack,
+    world_key,
 )
 
 __all__ = ["parse_request", "serve"]
@@ -178,37 +184,59 @@ def _complete_models() -> None:
 
 
 class _Fingerprint:
-    """The code on disk when the server started: the package's files and the path's folders."""
+    """The code on disk when the server started, told by content rather than by mtime.
+
+    Each ``.py`` of the package and each file of a module the server imported
+    (its dependencies) is known by its inode, size and inode change time: an
+    edit changes the change time even when it keeps the mtime and the size
+    (``touch -r``, ``os.utime``), and a file replaced by a rename has another
+    inode. The folders on the search path are known by mtime and inode (a
+    package installed or removed).
+    """
 
     def __init__(self) -> None:
         self.package = Path(__file__).resolve().parent
+        self.modules = sorted(
+            {
+                path
+                for module in list(sys.modules.values())
+                if isinstance(path := getattr(module, "__file__", None), str)
+                and not path.startswith(str(self.package))
+            }
+        )
         self.taken = self._take()
 
-    def _take(self) -> dict[str, tuple[int, int]]:
-        seen: dict[str, tuple[int, int]] = {}
+    def _take(self) -> dict[str, tuple[int, int, int]]:
+        seen: dict[str, tuple[int, int, int]] = {}
         for entry in sys.path:
             try:
                 info = os.stat(entry or ".")
             except OSError:
                 continue
-            seen[entry] = (info.st_mtime_ns, info.st_ino)
+            seen[entry] = (info.st_mtime_ns, info.st_ino, 0)
         for folder, dirs, files in os.walk(self.package):
             # Compiled bytecode is written by any process that imports: not a change.
             dirs[:] = [name for name in dirs if name != "__pycache__"]
             info = os.stat(folder)
-            seen[folder] = (info.st_mtime_ns, info.st_ino)
+            seen[folder] = (info.st_mtime_ns, info.st_ino, 0)
             for name in files:
                 if name.endswith(".py"):
-                    path = os.path.join(folder, name)
-                    try:
-                        info = os.stat(path)
-                    except OSError:
-                        continue
-                    seen[path] = (info.st_mtime_ns, info.st_size)
+                    _note_file(seen, os.path.join(folder, name))
+        for path in self.modules:
+            _note_file(seen, path)
         return seen
 
     def changed(self) -> bool:
         return self._take() != self.taken
+
+
+def _note_file(seen: dict[str, tuple[int, int, int]], path: str) -> None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        seen[path] = (-1, -1, -1)
+        return
+    seen[path] = (info.st_ctime_ns, info.st_size, info.st_ino)
 
 
 class _Log:
@@ -303,7 +331,8 @@ class _Server:
             conn, _ = self.listener.accept()
         except OSError:
             return
-        self.last = time.monotonic()
+        # Only a command served counts as activity (in _fork and _reap): a server that
+        # refuses every caller must still end when idle.
         fds: list[int] = []
         try:
             peer = self._peer(conn)
@@ -415,6 +444,7 @@ class _Server:
 
         self.selector.register(pidfd, selectors.EVENT_READ)
         self.children[pidfd] = (pid, conn, _summary(request.argv))
+        self.last = time.monotonic()
 
     def _reap(self, pidfd: int) -> None:
         pid, conn, summary = self.children.pop(pidfd)
@@ -721,7 +751,7 @@ def serve(folder: str, key: str) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server has this key
-    if server_key(b"\0".join(identity())) != key:
+    if world_key(folder, os.environ) != key:
         return 1  # not the server its caller asked for: it would refuse every request
     recorder = _RecordingEnviron(os.environ)
     os.environ = recorder  # noqa: B003  # pyright: ignore[reportAttributeAccessIssue]
@@ -730,6 +760,21 @@ def serve(folder: str, key: str) -> int:
     finally:
         recorder.recording = False
         os.environ = recorder.real  # noqa: B003  # pyright: ignore[reportAttributeAccessIssue]
+    # The variables just read name this server's world: note them, then serve under
+    # the key that includes them (callers with other values start their own server).
+    base = ServerPlace(folder, server_key(b"\0".join(identity())))
+    note_imported_names(base.names, recorder.read)
+    own = world_key(folder, os.environ)
+    if own != key:
+        place = ServerPlace(folder, own)
+        own_lock = os.open(place.lock, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(own_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return 0  # a server for this world runs already
+        finally:
+            os.close(lock)
+        lock = own_lock
     import gc
 
     gc.collect()

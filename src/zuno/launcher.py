@@ -40,8 +40,10 @@ __all__ = [
     "connect",
     "identity",
     "idle_seconds",
+    "imported_names",
     "main",
     "may_inspect",
+    "note_imported_names",
     "pack",
     "process_identity",
     "server_enabled",
@@ -50,6 +52,7 @@ __all__ = [
     "server_state",
     "socket_address",
     "unpack",
+    "world_key",
 ]
 
 SERVED_COMMANDS = frozenset(
@@ -127,6 +130,8 @@ class ServerPlace:
         self.socket = base + ".sock"
         self.lock = base + ".lock"
         self.log = base + ".log"
+        # The names of the variables read at import, for the identity alone (see world_key).
+        self.names = base + ".env"
 
 
 _IDENTITY: list[bytes] = []
@@ -197,7 +202,45 @@ def server_place() -> ServerPlace:
     """The run folder (``$XDG_RUNTIME_DIR/zuno`` or ``/tmp/zuno-UID``) and this caller's key."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folder = os.path.join(runtime, "zuno") if runtime else f"/tmp/zuno-{os.getuid()}"
-    return ServerPlace(folder, server_key(b"\0".join(identity())))
+    return ServerPlace(folder, world_key(folder, os.environ))
+
+
+def world_key(folder: str, environ: Any) -> str:
+    """The key of the server for this identity and these values of the variables read at import.
+
+    A server notes, in ``server-BASE.env`` beside its socket, the names of the
+    variables that its imports read (``BASE`` names the identity alone). A caller
+    puts their values in its key: a caller with another ``HOME`` (or any such
+    variable) asks for, and starts, a server of its own instead of one that
+    would refuse it. (A server whose imports read the whole environment is not
+    keyed on it, which changes with every shell; it refuses a caller whose
+    environment differs.)
+    """
+    joined = b"\0".join(identity())
+    parts = [joined]
+    for name in imported_names(ServerPlace(folder, server_key(joined)).names):
+        value = environ.get(name)
+        parts.append(b"-" if value is None else os.fsencode(name + "=" + value))
+    return server_key(b"\0".join(parts))
+
+
+def imported_names(path: str) -> list[str]:
+    """The sorted names in a ``server-BASE.env`` file (none when there is no such file)."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as file:
+            return sorted({line for line in file.read().splitlines() if line})
+    except OSError:
+        return []
+
+
+def note_imported_names(path: str, names: set[str]) -> None:
+    """Add ``names`` to a ``server-BASE.env`` file, atomically (a caller may read it meanwhile)."""
+    lines = sorted(names | set(imported_names(path)))
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8", errors="surrogateescape") as file:
+        file.write("".join(line + "\n" for line in lines))
+    os.replace(temporary, path)
 
 
 def socket_address(path: str) -> tuple[str, int | None]:
@@ -571,7 +614,7 @@ def _wanted(argv: list[str]) -> bool:
         # `zuno` alone on a terminal is a chat: interactive, it keeps its own process.
         return not (os.isatty(0) and os.isatty(1))
     first = rest[0]
-    return first in SERVED_COMMANDS or first in {"--help", "-h"}
+    return first in SERVED_COMMANDS or first in {"--help", "-h", "--version"}
 
 
 def main() -> None:

@@ -38,6 +38,27 @@ config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True
 app.add_typer(config_app, name="config")
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from zuno import installed_version
+
+        sys.stdout.write(f"zuno {installed_version()}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print Zuno's version and exit.",
+        is_eager=True,
+        callback=_print_version,
+    ),
+) -> None:
+    """Zuno: the tool runtime for coding agents."""
+
+
 class _LazyConsole:
     """A rich :class:`~rich.console.Console` made when first used.
 

@@ -44,6 +44,8 @@ from zuno.agent.providers.errors import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     from zuno.agent.messages import Message, ModelReply, ToolSpec
     from zuno.agent.providers.anthropic_messages import AnthropicMessagesProvider
     from zuno.agent.providers.openai_chat import OpenAIChatProvider
@@ -66,6 +68,7 @@ __all__ = [
     "anthropic_tool",
     "make_provider",
     "openai_tool",
+    "tls_context",
 ]
 
 # Importing an SDK takes seconds (anthropic ~5 s, openai ~2 s here), so each is
@@ -194,6 +197,25 @@ def _settings_for(
     )
 
 
+_TLS: dict[tuple[str, str], ssl.SSLContext] = {}
+
+
+def tls_context() -> ssl.SSLContext:
+    """One TLS context per process (per ``SSL_CERT_FILE``/``SSL_CERT_DIR``), shared by clients.
+
+    Loading the certificate store takes tens of milliseconds; a client made per
+    session (a fleet worker runs many) used to load it each time. The context is
+    the one the SDKs would make themselves (httpx's, honouring those variables).
+    """
+    where = (os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", ""))
+    context = _TLS.get(where)
+    if context is None:
+        import httpx
+
+        context = _TLS[where] = httpx.create_ssl_context()
+    return context
+
+
 def make_provider(
     model: str,
     providers_config: Mapping[str, ProviderSettings | Mapping[str, Any]] | None = None,
@@ -269,7 +291,11 @@ def make_provider(
             not_found_hint=" An OpenAI-compatible base URL usually ends in /v1.",
         )
         openai_client = openai.AsyncOpenAI(
-            api_key=key, base_url=url, max_retries=0, timeout=settings.timeout
+            api_key=key,
+            base_url=url,
+            max_retries=0,
+            timeout=settings.timeout,
+            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
         )
         return OpenAIChatProvider(
             openai_client,
@@ -292,6 +318,7 @@ def make_provider(
         base_url=url,
         max_retries=0,
         timeout=settings.timeout,
+        http_client=anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
     )
     return AnthropicMessagesProvider(
         anthropic_client,

@@ -32,7 +32,7 @@ from zuno.agent.messages import (
 )
 from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
-from zuno.agent.providers.schemas import anthropic_tool
+from zuno.agent.providers.schemas import ToolTable, anthropic_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages", "whole_reply"]
@@ -310,6 +310,7 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         self._client = client
         self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         self._images = images
+        self._tools = ToolTable(anthropic_tool)
 
     def _request(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -323,7 +324,7 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         if system:
             request["system"] = system
         if tools:
-            request["tools"] = [anthropic_tool(spec) for spec in tools]
+            request["tools"] = self._tools.entries(tools)
         return request
 
     async def _open(self, request: dict[str, Any]) -> anthropic.AsyncStream[RawMessageStreamEvent]:

@@ -31,7 +31,7 @@ from zuno.agent.messages import (
 )
 from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
-from zuno.agent.providers.schemas import openai_tool
+from zuno.agent.providers.schemas import ToolTable, openai_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
 
 __all__ = ["OpenAIChatProvider", "openai_messages", "whole_reply"]
@@ -316,6 +316,7 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         self._strict_tools = strict_tools
         self._max_tokens = max_tokens
         self._images = images
+        self._tools = ToolTable(lambda spec: openai_tool(spec, strict_tools))
 
     def _request(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -327,7 +328,7 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
             "stream_options": {"include_usage": True},
         }
         if tools:
-            request["tools"] = [openai_tool(spec, self._strict_tools) for spec in tools]
+            request["tools"] = self._tools.entries(tools)
         if self._max_tokens is not None:
             request["max_completion_tokens"] = self._max_tokens
         return request

@@ -28,11 +28,12 @@ loosens what the model is told, and the dispatcher still validates.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from zuno.agent.messages import ToolSpec
 
-__all__ = ["anthropic_tool", "inline_schema", "openai_tool", "strict_schema"]
+__all__ = ["ToolTable", "anthropic_tool", "inline_schema", "openai_tool", "strict_schema"]
 
 # Keywords that hold one subschema, a list of them, or a map of them.
 _ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
@@ -279,3 +280,26 @@ def _object_root(schema: Schema) -> Schema:
     if schema["type"] == "object" and "properties" not in schema:
         schema["properties"] = {}
     return schema
+
+
+class ToolTable:
+    """A provider's ``tools`` entries, built once and reused while the tools stay the same.
+
+    The agent loop sends the same tools with every model request; adapting
+    their schemas (inlining ``$ref``, the strict form) each time was a good part
+    of a fleet worker's time. The entries are rebuilt only when the tools differ
+    from the last request's (the same specs are recognised by identity first).
+    """
+
+    def __init__(self, build: Callable[[ToolSpec], dict[str, Any]]) -> None:
+        self._build = build
+        self._tools: tuple[ToolSpec, ...] | None = None
+        self._entries: list[dict[str, Any]] = []
+
+    def entries(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+        """The entries for ``tools``, in order (a new list; the entries themselves are shared)."""
+        key = tuple(tools)
+        if key != self._tools:
+            self._entries = [self._build(spec) for spec in key]
+            self._tools = key
+        return list(self._entries)
