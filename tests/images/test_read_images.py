@@ -372,6 +372,7 @@ async def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image(
                 "command": sys.executable,
                 "args": [str(fault)],
                 "env": {"FAULT_MARKS": str(marks)},
+                "sandbox": False,  # the test server writes its marks outside the workspace
             }
         }
     }
