@@ -276,7 +276,22 @@ def recording_for(argv: Sequence[str]) -> Recording | None:
     """A :class:`Recording` when ``argv``'s output may be cached, else None."""
     if not _enabled(argv) or sys.stdout is None or sys.stderr is None:  # pyright: ignore[reportUnnecessaryComparison]
         return None
+    if _reader_gone(1):
+        return None  # the command fails to write and ends as it would without the cache
     return Recording(argv, cache_key(argv))
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether ``fd`` is a pipe or socket whose reader has gone (every write would fail)."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, 0)
+    try:
+        events = poller.poll(0)
+    except OSError:
+        return False
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in events)
 
 
 def _names_mcp_servers() -> bool:
