@@ -43,6 +43,7 @@ from zuno.store import SessionRecord, StoreError
 if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
+    from zuno.cli.headless_run import HeadlessOptions
     from zuno.config import PermissionMode
     from zuno.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
     from zuno.runtime import Runtime, SessionState
@@ -383,18 +384,18 @@ def run(
 
     prompt = prompt_text(prompt)
     if json_ or output_format is not OutputFormat.TEXT:
-        from zuno.cli.headless_run import HeadlessOptions, run_headless
+        from zuno.cli.headless_run import run_headless
 
-        options = HeadlessOptions(
-            model=model,
-            yes=yes,
-            max_steps=max_steps,
-            db=db,
-            mode=mode,
-            max_budget=max_budget,
-            max_tokens_budget=max_tokens_budget,
-            output="json" if output_format is OutputFormat.JSON else "stream-json",
-            last_message=last_message,
+        options = _headless_options(
+            model,
+            yes,
+            max_steps,
+            db,
+            mode,
+            max_budget,
+            max_tokens_budget,
+            output_format,
+            last_message,
         )
         run_headless(prompt, agent=agent, workspace=workspace, options=options)
     rt = _open_runtime(workspace, db, yes)
@@ -472,18 +473,18 @@ def resume(
     if prompt is not None:
         prompt = prompt_text(prompt)
     if json_ or output_format is not OutputFormat.TEXT:
-        from zuno.cli.headless_run import HeadlessOptions, resume_headless
+        from zuno.cli.headless_run import resume_headless
 
-        options = HeadlessOptions(
-            model=model,
-            yes=yes,
-            max_steps=max_steps,
-            db=db,
-            mode=mode,
-            max_budget=max_budget,
-            max_tokens_budget=max_tokens_budget,
-            output="json" if output_format is OutputFormat.JSON else "stream-json",
-            last_message=last_message,
+        options = _headless_options(
+            model,
+            yes,
+            max_steps,
+            db,
+            mode,
+            max_budget,
+            max_tokens_budget,
+            output_format,
+            last_message,
         )
         resume_headless(
             session, prompt, workspace=workspace, move_to=move_to, wait=wait, options=options
@@ -533,6 +534,33 @@ def resume(
         run_chat(chat, first_turn=unfinished or prompt is not None, first_prompt=prompt)
         return
     _finish(rt, state, provider, prompt, max_steps, last_message)
+
+
+def _headless_options(
+    model: str | None,
+    yes: bool,
+    max_steps: int | None,
+    db: Path | None,
+    mode: str | None,
+    max_budget: float | None,
+    max_tokens_budget: int | None,
+    output_format: OutputFormat,
+    last_message: Path | None,
+) -> HeadlessOptions:
+    """The options of a headless run or resume, as given on the command line."""
+    from zuno.cli.headless_run import HeadlessOptions
+
+    return HeadlessOptions(
+        model=model,
+        yes=yes,
+        max_steps=max_steps,
+        db=db,
+        mode=mode,
+        max_budget=max_budget,
+        max_tokens_budget=max_tokens_budget,
+        output="json" if output_format is OutputFormat.JSON else "stream-json",
+        last_message=last_message,
+    )
 
 
 def _mode(name: str | None) -> PermissionMode | None:
