@@ -90,6 +90,8 @@ class _State:
         self.lock = threading.Lock()
         self.groups: set[int] = set()
         self.deadline: float | None = None
+        """The earliest fence deadline of the leases alive in this process."""
+        self.deadlines: dict[int, float] = {}
         self.guard: Popen[bytes] | None = None
         self.guard_pid = 0
         self.owner_pid = os.getpid()
@@ -151,8 +153,18 @@ def forget_group(pgid: int) -> None:
             _state.send(f"forget {pgid}")
 
 
-def _renewed(deadline: float | None) -> None:
+def _renewed(holder: int, deadline: float | None) -> None:
+    """Lease ``holder``'s fence deadline is now ``deadline`` (None: it ended on purpose).
+
+    Commands are killed at the earliest deadline of the leases still held: a
+    lease that ended stops counting, and one lease ending does not lift another's.
+    """
     with _state.lock:
+        if deadline is None:
+            _state.deadlines.pop(holder, None)
+        else:
+            _state.deadlines[holder] = deadline
+        deadline = min(_state.deadlines.values(), default=None)
         _state.deadline = deadline
         if _state.guard is not None or (deadline is not None and _state.groups):
             _state.send(f"until {deadline if deadline is not None else 1e12}")
@@ -208,7 +220,7 @@ class Watchdog:
             self._deadline = deadline
             self.fenced = False
             self._cond.notify_all()
-        _renewed(deadline)
+        _renewed(id(self), deadline)
         return ended
 
     def check(self) -> None:
@@ -243,7 +255,7 @@ class Watchdog:
             self._stopped = True
             self._deadline = None
             self._cond.notify_all()
-        _renewed(None)
+        _renewed(id(self), None)
 
     def _run(self) -> None:
         with self._cond:

@@ -410,6 +410,15 @@ class WorkerLease:
         _log.warning("zuno: %s (sessions: %s)", reason, ", ".join(lost) or "none")
 
     def _run(self) -> None:
+        try:
+            self._beat_until_done()
+        finally:
+            # The store is closed or gone (or the lease was stopped): nothing holds this
+            # lease any more, so its fence must not outlive it and kill the commands of
+            # whatever else this process runs afterwards.
+            self._watchdog.stop()
+
+    def _beat_until_done(self) -> None:
         interval = self.lease_seconds / 3
         while not self._stop.wait(interval):
             store = self._store_ref()

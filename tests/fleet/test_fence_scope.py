@@ -1,0 +1,94 @@
+"""A lease's fence covers the time the lease is held, and no longer.
+
+A process may hold several leases one after another (a test run, a host serving
+several stores, a runtime opened and closed per request). A lease whose store
+was closed without stopping it, or one that was stopped while another is held,
+must not go on killing the commands this process starts later: that killed
+unrelated commands 25 s after a store closed.
+
+Each check runs in a process of its own: the fence is per process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+_RUN = """
+from pathlib import Path
+import anyio
+from zuno.process import run_process
+
+async def command() -> str:
+    out: list[bytes] = []
+    result = await run_process(
+        ["sh", "-c", "sleep 2; echo finished"],
+        cwd=Path.cwd(),
+        env={"PATH": "/usr/bin:/bin"},
+        time_limit=None,
+        on_stdout=out.append,
+        on_stderr=lambda chunk: None,
+    )
+    return b"".join(out).decode() + repr(getattr(result, "exit_code", result))
+"""
+
+_CLOSED_STORE = (
+    """
+import sys
+from zuno.store import open_store
+from zuno.workers import WorkerLease
+"""
+    + _RUN
+    + """
+store = open_store(Path(sys.argv[1]))
+lease = WorkerLease(store, lease_seconds=1.2)   # fence deadline 1 s after now
+store.close()                                  # closed, the lease never stopped
+lease._thread.join(timeout=60)                 # its heartbeat noticed and ended
+print(anyio.run(command), flush=True)          # runs past the old deadline
+"""
+)
+
+_TWO_LEASES = (
+    """
+import sys
+from zuno.store import open_store
+from zuno.workers import WorkerLease
+from zuno import fencing
+"""
+    + _RUN
+    + """
+long_store = open_store(Path(sys.argv[1]))
+short_store = open_store(Path(sys.argv[2]))
+held = WorkerLease(long_store, lease_seconds=60)
+ended = WorkerLease(short_store, lease_seconds=30)
+ended.stop()
+# The lease still held sets the deadline, not the one that ended.
+assert fencing._state.deadline is not None
+print(anyio.run(command), flush=True)
+held.stop()
+assert fencing._state.deadline is None
+"""
+)
+
+
+def _run(script: str, *args: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_lease_left_on_a_closed_store_kills_nothing_later(tmp_path: Path) -> None:
+    out = _run(_CLOSED_STORE, tmp_path / "z.db")
+    assert out.startswith("finished"), out
+
+
+def test_a_stopped_lease_neither_kills_nor_lifts_another(tmp_path: Path) -> None:
+    out = _run(_TWO_LEASES, tmp_path / "a.db", tmp_path / "b.db")
+    assert out.startswith("finished"), out
