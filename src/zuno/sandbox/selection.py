@@ -49,11 +49,11 @@ def select_sandbox(settings: SandboxSettings) -> Sandbox:
     if settings.kind == "bubblewrap":
         found = _bubblewrap(probe_bubblewrap())
     elif settings.kind == "landlock":
-        found = _landlock(probe_landlock(), settings.network)
+        found = _landlock(probe_landlock(), settings.network is True)
     else:
         found = _bubblewrap(probe_bubblewrap())
         if isinstance(found, str):
-            second = _landlock(probe_landlock(), settings.network)
+            second = _landlock(probe_landlock(), settings.network is True)
             found = second if not isinstance(second, str) else f"{found}; {second}"
     if isinstance(found, str):
         raise SandboxError(
@@ -98,7 +98,7 @@ def policy_for(
     return SandboxPolicy(
         mode=settings.mode,
         workspace=workspace,
-        network=settings.network,
+        network=settings.network is True,
         writable_roots=tuple(roots),
         protected=tuple(protected),
     )

@@ -22,6 +22,8 @@ import os
 import shlex
 import shutil
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -41,6 +43,9 @@ from zuno.sandbox import (
     prepared_launch,
     select_sandbox,
 )
+from zuno.sandbox.egress.grants import egress_rules
+from zuno.sandbox.egress.ledger import refusal_lines
+from zuno.sandbox.egress.proxy import CallProxy, call_proxy
 from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 __all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
@@ -222,8 +227,18 @@ async def run_sandboxed(
     cap = _artifact_cap(ctx)
     stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
     stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"), cap)
+    egress: CallProxy | None = None
     try:
-        with prepared_launch(sandbox, argv, policy, cwd=cwd, env=env) as launch:
+        async with AsyncExitStack() as stack:
+            if settings.proxied:
+                egress = await stack.enter_async_context(call_proxy(egress_rules(settings, ctx)))
+                policy = replace(policy, egress_fd=egress.child_fd)
+            try:
+                launch = stack.enter_context(
+                    prepared_launch(sandbox, argv, policy, cwd=cwd, env=env)
+                )
+            except SandboxError as exc:
+                raise ToolError(str(exc)) from exc
             try:
                 result = await run_process(
                     launch.argv,
@@ -232,6 +247,7 @@ async def run_sandboxed(
                     time_limit=seconds,
                     on_stdout=stdout.feed,
                     on_stderr=stderr.feed,
+                    pass_fds=launch.pass_fds,
                 )
             except OSError as exc:
                 raise ToolError(f"cannot start {argv[0]!r}: {exc}") from exc
@@ -264,9 +280,16 @@ async def run_sandboxed(
         "stderr_artifact": str(err.artifact) if err.artifact else None,
         "duration_s": round(result.elapsed, 3),
     }
+    rendered = _render(out, err, status, result.output_abandoned)
+    if egress is not None:
+        data["egress"] = [r.to_json() for r in egress.records]
+        # The model reads why a host was refused, so it asks rather than guesses.
+        refused = refusal_lines(egress.records)
+        if refused:
+            rendered += "\n" + "\n".join(f"[{line}]" for line in refused)
     # Only a timeout leaves the outcome open; any exit status is a completed call.
     return ToolResult(
-        output=_render(out, err, status, result.output_abandoned),
+        output=rendered,
         data=data,
         is_error=result.timed_out,
         uncertain=result.timed_out,

@@ -1,0 +1,314 @@
+"""The host side of ``proxy`` network mode: one small proxy per call.
+
+A command in ``proxy`` mode runs in a closed network namespace. Before the
+command starts, the bridge (:mod:`zuno.sandbox.egress._bridge`, run inside the
+sandbox) opens a listening TCP socket on the namespace's loopback and hands it
+to Zuno over a UNIX socket pair made for this call alone; Zuno accepts the
+command's connections on it. The call a connection belongs to is therefore
+known from the socket it arrived on, never from anything the command sends,
+and no path exists that another call could connect to.
+
+On each connection the proxy reads one of HTTP CONNECT, a plain HTTP request
+with an absolute URL, or SOCKS5 (CONNECT only), checks the host with
+:class:`~zuno.sandbox.egress.rules.EgressRules`, resolves it, checks each
+address, connects to the first address that passes, and relays bytes both
+ways, counting them in an :class:`~zuno.sandbox.egress.ledger.EgressRecord`.
+
+It is written on asyncio streams rather than on a proxy library: the proxies
+that exist (proxy.py, mitmproxy) own their listening sockets, processes or
+threads and resolve names themselves, while this one must serve a socket that
+arrives from inside a namespace, attribute it to one call, and connect only to
+the address it checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from zuno.sandbox.egress.ledger import EgressRecord
+from zuno.sandbox.egress.rules import Decision, EgressRules
+
+__all__ = ["CallProxy", "call_proxy"]
+
+
+_CHUNK = 256 * 1024
+_HEAD_LIMIT = 64 * 1024
+_CONNECT_TIMEOUT = 15.0
+
+
+class _Refused(Exception):
+    """A connection refused or failed; the record says why."""
+
+
+@dataclass
+class CallProxy:
+    """The proxy of one call.
+
+    Attributes:
+        rules: What the call may reach.
+        child_fd: The end of the socket pair the sandboxed bridge inherits.
+        records: The ledger, one record per connection attempt, in order.
+    """
+
+    rules: EgressRules
+    child_fd: int
+    records: list[EgressRecord] = field(default_factory=lambda: [])
+    _tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set())
+
+    async def _serve(self, parent: socket.socket) -> None:
+        """Receive the listening socket from the bridge, then accept on it."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(parent.fileno(), lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(parent.fileno())
+        _, fds, _, _ = socket.recv_fds(parent, 16, 1)
+        if not fds:
+            return
+        listener = socket.socket(fileno=fds[0])
+        listener.setblocking(False)
+        server = await asyncio.start_server(self._track, sock=listener, limit=_HEAD_LIMIT)
+        async with server:
+            await asyncio.Future[None]()  # until cancelled
+
+    async def _track(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await self._handle(reader, writer)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = await reader.readexactly(1)
+        if first == b"\x05":
+            await self._socks5(reader, writer)
+        else:
+            await self._http(first, reader, writer)
+
+    async def _open(
+        self, record: EgressRecord
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Check record's host, resolve, check and connect; raise _Refused otherwise."""
+        self.records.append(record)
+        decision = self.rules.check_name(record.host, record.port)
+        record.rule = decision.rule
+        if not decision.allowed:
+            record.decision, record.reason = "refused", decision.reason
+            raise _Refused(decision.reason)
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(
+                record.host.strip("[]"), record.port, type=socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            record.decision, record.reason = "failed", f"cannot resolve {record.host}: {exc}"
+            raise _Refused(record.reason) from exc
+        first_refusal: Decision | None = None
+        for family, _, _, _, sockaddr in infos:
+            address = ipaddress.ip_address(sockaddr[0])
+            checked = self.rules.check_address(record.host, address, record.port)
+            if not checked.allowed:
+                first_refusal = first_refusal or checked
+                record.address = str(address)
+                continue
+            record.address = str(address)
+            if checked.rule is not None:
+                record.rule = f"{decision.rule} + {checked.rule}"
+            try:
+                # The address checked is the address connected: no second lookup.
+                return await asyncio.wait_for(
+                    asyncio.open_connection(
+                        str(address), record.port, family=family, limit=_CHUNK
+                    ),
+                    _CONNECT_TIMEOUT,
+                )
+            except (OSError, TimeoutError) as exc:
+                record.decision = "failed"
+                record.reason = f"cannot connect to {record.host}:{record.port}: {exc}"
+        if first_refusal is not None and record.decision != "failed":
+            record.decision, record.reason = "refused", first_refusal.reason
+            record.rule = first_refusal.rule
+        elif record.decision != "failed":
+            record.decision, record.reason = "failed", f"{record.host} has no address"
+        raise _Refused(record.reason)
+
+    async def _http(
+        self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        head = first + await reader.readuntil(b"\r\n\r\n")
+        request_line, _, rest = head.partition(b"\r\n")
+        parts = request_line.decode("latin-1").split(" ")
+        if len(parts) != 3:
+            await _answer(writer, 400, "a proxy request line is METHOD TARGET VERSION")
+            return
+        method, target, version = parts
+        if method.upper() == "CONNECT":
+            host, port = _host_port(target, None)
+            record = EgressRecord(host=host, port=port, protocol="connect")
+            try:
+                up_reader, up_writer = await self._open(record)
+            except _Refused as exc:
+                await _answer(writer, 403 if record.decision == "refused" else 502, str(exc))
+                return
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+            await _relay(reader, writer, up_reader, up_writer, record)
+            return
+        url = urlsplit(target)
+        if url.scheme.lower() != "http" or not url.hostname:
+            await _answer(
+                writer, 400, "only http:// URLs go through as plain requests; use CONNECT"
+            )
+            return
+        record = EgressRecord(host=url.hostname, port=url.port or 80, protocol="http")
+        try:
+            up_reader, up_writer = await self._open(record)
+        except _Refused as exc:
+            await _answer(writer, 403 if record.decision == "refused" else 502, str(exc))
+            return
+        path = url.path or "/"
+        if url.query:
+            path += "?" + url.query
+        headers = [
+            line
+            for line in rest.split(b"\r\n")
+            if line and not line.lower().startswith(b"proxy-")
+        ]
+        upstream_head = b"\r\n".join(
+            [f"{method} {path} {version}".encode("latin-1"), *headers, b"", b""]
+        )
+        up_writer.write(upstream_head)
+        record.bytes_up += len(upstream_head)
+        await _relay(reader, writer, up_reader, up_writer, record)
+
+    async def _socks5(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        count = (await reader.readexactly(1))[0]
+        await reader.readexactly(count)
+        writer.write(b"\x05\x00")  # no authentication: the socket is the identity
+        version, command, _, kind = await reader.readexactly(4)
+        if version != 5:
+            return
+        if kind == 1:
+            host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
+        elif kind == 4:
+            host = str(ipaddress.IPv6Address(await reader.readexactly(16)))
+        elif kind == 3:
+            size = (await reader.readexactly(1))[0]
+            host = (await reader.readexactly(size)).decode("idna")
+        else:
+            writer.write(b"\x05\x08\x00\x01" + bytes(6))
+            return
+        (port,) = struct.unpack("!H", await reader.readexactly(2))
+        if command != 1:
+            writer.write(b"\x05\x07\x00\x01" + bytes(6))  # only CONNECT
+            return
+        record = EgressRecord(host=host, port=port, protocol="socks5")
+        try:
+            up_reader, up_writer = await self._open(record)
+        except _Refused:
+            code = 2 if record.decision == "refused" else 5
+            writer.write(bytes([5, code, 0, 1]) + bytes(6))
+            await writer.drain()
+            return
+        writer.write(b"\x05\x00\x00\x01" + bytes(6))
+        await writer.drain()
+        await _relay(reader, writer, up_reader, up_writer, record)
+
+
+def _host_port(target: str, default: int | None) -> tuple[str, int]:
+    if target.startswith("["):
+        host, _, rest = target[1:].partition("]")
+        port = rest.removeprefix(":")
+    else:
+        host, _, port = target.rpartition(":")
+        if not host:
+            host, port = port, ""
+    if not port and default is not None:
+        return host, default
+    if not port.isdigit():
+        raise ValueError(f"no port in {target!r}")
+    return host, int(port)
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    writer.write(
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    with contextlib.suppress(OSError):
+        await writer.drain()
+
+
+async def _pipe(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, record: EgressRecord, up: bool
+) -> None:
+    try:
+        while data := await source.read(_CHUNK):
+            sink.write(data)
+            if up:
+                record.bytes_up += len(data)
+            else:
+                record.bytes_down += len(data)
+            await sink.drain()
+        if sink.can_write_eof():
+            sink.write_eof()
+    except OSError:
+        pass
+
+
+async def _relay(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+    record: EgressRecord,
+) -> None:
+    try:
+        await asyncio.gather(
+            _pipe(reader, up_writer, record, True), _pipe(up_reader, writer, record, False)
+        )
+    finally:
+        up_writer.close()
+
+
+@asynccontextmanager
+async def call_proxy(rules: EgressRules) -> AsyncIterator[CallProxy]:
+    """The proxy of one call, serving while the context is open.
+
+    Start the command (passing :attr:`CallProxy.child_fd` to it) inside the
+    context; on exit every open connection is closed and the ledger is final.
+    """
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    parent.setblocking(False)
+    proxy = CallProxy(rules=rules, child_fd=child.fileno())
+    serving = asyncio.create_task(proxy._serve(parent))  # pyright: ignore[reportPrivateUsage]
+    try:
+        yield proxy
+    finally:
+        child.close()
+        serving.cancel()
+        for task in list(proxy._tasks):  # pyright: ignore[reportPrivateUsage]
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, OSError):
+            await serving
+        await asyncio.gather(*proxy._tasks, return_exceptions=True)  # pyright: ignore[reportPrivateUsage]
+        parent.close()
