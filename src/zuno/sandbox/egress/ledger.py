@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["EgressRecord", "egress_summary", "refusal_lines", "suggested_rules"]
+__all__ = ["EgressRecord", "egress_line", "egress_summary", "refusal_lines", "suggested_rules"]
 
 Verdict = Literal["allowed", "refused", "failed"]
 """``allowed`` (connected), ``refused`` (by a rule) or ``failed`` (allowed, but the
@@ -69,6 +69,24 @@ def egress_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def suggested_rules(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
     """``host:port`` entries of refused connections with their counts, most first."""
     counts = Counter(
-        f"{r['host']}:{r['port']}" for r in records if r.get("decision") == "refused"
+        _host(str(r["host"]), r["port"]) for r in records if r.get("decision") == "refused"
     )
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _host(host: str, port: object) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def egress_line(row: Mapping[str, Any]) -> str:
+    """One ledger row as ``zuno show`` prints it under its call."""
+    where = _host(str(row.get("host")), row.get("port"))
+    via = f" via {row['address']}" if row.get("address") else ""
+    text = f"{row.get('decision')} {row.get('protocol')} {where}{via}"
+    if row.get("decision") == "allowed":
+        text += f", {row.get('bytes_up', 0)} B up, {row.get('bytes_down', 0)} B down"
+    if row.get("rule"):
+        text += f" (rule {row['rule']})"
+    if row.get("reason"):
+        text += f": {row['reason']}"
+    return text
