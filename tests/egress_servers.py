@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ class Served:
 
 
 @contextmanager
-def served(root: Path) -> Iterator[Served]:
+def served(root: Path) -> Generator[Served]:
     """Serve root's files (GET) and accept uploads (PUT, counted) on 127.0.0.1."""
     state = Served(0)
 
@@ -32,10 +32,10 @@ def served(root: Path) -> Iterator[Served]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, directory=str(root), **kwargs)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             state.requests += 1
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             size = int(self.headers.get("Content-Length", "0"))
             state.uploaded += len(self.rfile.read(size))
             self.send_response(204)

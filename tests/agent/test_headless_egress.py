@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from egress_servers import served
 from fake_api import FakeModelServer, Reply
 
+from egress_servers import served
 from zuno.trust import trust
 
 ZUNO = [sys.executable, "-m", "zuno"]
@@ -27,8 +27,13 @@ SIZE = 200_000
 
 def _zuno(workspace: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*ZUNO, *args], cwd=workspace, env=env, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=180,
+        [*ZUNO, *args],
+        cwd=workspace,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
 
@@ -44,8 +49,12 @@ def test_the_ledger_reaches_run_json_show_and_suggest(
     }
     (workspace / "zuno.json").write_text(json.dumps(config))
     trust(workspace)
-    env = {**os.environ, "ZUNO_DB": str(tmp_path / "run.db"),
-           "OPENAI_BASE_URL": model_server.openai_base_url, "OPENAI_API_KEY": "k"}
+    env = {
+        **os.environ,
+        "ZUNO_DB": str(tmp_path / "run.db"),
+        "OPENAI_BASE_URL": model_server.openai_base_url,
+        "OPENAI_API_KEY": "k",
+    }
     with served(site) as server:
         command = (
             f"curl -sS -o /dev/null http://localhost:{server.port}/blob; "
@@ -62,8 +71,9 @@ def test_the_ledger_reaches_run_json_show_and_suggest(
     egress: dict[str, Any] = settled["egress"]
     assert (egress["connections"], egress["refused"]) == (2, 1)
     assert abs(egress["bytes_down"] - SIZE) < SIZE / 100
-    assert "[blocked network: registry.example.org:80 is not in sandbox.network_allow" in (
-        settled["result"]
+    assert (
+        "[blocked network: registry.example.org:80 is not in sandbox.network_allow"
+        in (settled["result"])
     )
     sid = settled["session_id"]
 

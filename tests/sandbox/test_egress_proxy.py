@@ -55,7 +55,10 @@ def _wheel(index: Path) -> None:
         z.writestr("tinypkg/__init__.py", "VALUE = 42\n")
         info = "tinypkg-1.0.dist-info/"
         z.writestr(info + "METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n")
-        z.writestr(info + "WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(
+            info + "WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         z.writestr(info + "RECORD", "")
     (folder / "index.html").write_text(f'<html><body><a href="{name}">{name}</a></body></html>')
 
@@ -63,8 +66,13 @@ def _wheel(index: Path) -> None:
 def _git_repo(root: Path) -> None:
     """A bare repository served over git's dumb HTTP protocol (static files)."""
     work = root.parent / "git-work"
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", str(work)], check=True, env=env)
     (work / "hello.txt").write_text("hello from git\n")
     subprocess.run(["git", "-C", str(work), "add", "."], check=True, env=env)
@@ -109,7 +117,8 @@ async def test_curl_reaches_an_allowed_host_and_the_ledger_counts_its_bytes(
     command = (
         f"curl -sS -o /dev/null -w '%{{size_download}}\\n' {box.url('blob')} && "
         f"head -c {upload} /dev/zero > /tmp/up && curl -sS -p -T /tmp/up {box.url('up')} && "
-        f"curl -sS -x socks5h://127.0.0.1:3128 -o /dev/null -w '%{{http_code}}\\n' {box.url('blob')}"
+        "curl -sS -x socks5h://127.0.0.1:3128 -o /dev/null "
+        f"-w '%{{http_code}}\\n' {box.url('blob')}"
     )
     result = await box.run(command, kind)
     assert f"{BLOB}\n" in result.output and "200" in result.output, result.output
@@ -164,7 +173,9 @@ async def test_a_denied_host_is_refused_and_the_reason_reaches_the_model(
 async def test_a_name_resolving_to_loopback_is_refused_unless_the_address_is_allowed(
     box: Box, kind: str
 ) -> None:
-    result = await box.run(f"curl -sS {box.url('blob')} -o /dev/null", kind, network_allow=["localhost"])
+    result = await box.run(
+        f"curl -sS {box.url('blob')} -o /dev/null", kind, network_allow=["localhost"]
+    )
     (row,) = _ledger(result)
     assert row["decision"] == "refused" and row["address"] in ("127.0.0.1", "::1")
     assert "a loopback, private or link-local address" in result.output
@@ -183,7 +194,7 @@ async def test_a_command_ignoring_the_proxy_reaches_nothing(box: Box, kind: str)
         "    except OSError as e:\n"
         "        print('no', addr, e.errno)\n"
     )
-    result = await box.run(f"python3 -c \"{script}\"", kind)
+    result = await box.run(f'python3 -c "{script}"', kind)
     assert "REACHED" not in result.output and result.output.count("no (") == 3, result.output
     assert _ledger(result) == [] and box.server.requests == 0
 
@@ -201,13 +212,18 @@ async def test_a_call_cannot_use_another_calls_proxy_and_grants_stay_with_their_
 
     async def call(name: str, command: str, grants: list[str]) -> None:
         results[name] = await run_shell(
-            ws, box.artifacts, command, kind=kind, network="proxy",
+            ws,
+            box.artifacts,
+            command,
+            kind=kind,
+            network="proxy",
             extra={"network_grants": grants},
         )
 
+    no_grants: list[str] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(call, "a", f"{get}; touch a-done; {wait.format('b-done')}", LOCAL)
-        tg.start_soon(call, "b", f"{wait.format('a-done')}; {get}; touch b-done", [])
+        tg.start_soon(call, "b", f"{wait.format('a-done')}; {get}; touch b-done", no_grants)
     a, b = _ledger(results["a"]), _ledger(results["b"])
     assert [r["decision"] for r in a] == ["allowed"] and a[0]["rule"].startswith("grant ")
     assert [r["decision"] for r in b] == ["refused"]

@@ -39,8 +39,18 @@ def test_deny_wins_over_allow_and_over_grants() -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["127.0.0.1", "10.1.2.3", "192.168.0.1", "169.254.169.254", "100.64.0.1", "::1", "fd00::1",
-     "::ffff:127.0.0.1", "0.0.0.0", "224.0.0.1"],
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "192.168.0.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "::1",
+        "fd00::1",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+    ],
 )
 def test_non_public_addresses_need_an_address_entry(address: str) -> None:
     ip = ipaddress.ip_address(address)
@@ -87,7 +97,11 @@ def test_an_untrusted_workspace_may_only_narrow_the_network() -> None:
     assert ignored == ["sandbox.network", "sandbox.network_allow (entries not in yours)"]
     narrower = {"sandbox": {"network": False, "network_deny": ["a.test"]}}
     config, ignored = _narrowed(user, narrower)
-    assert (config.sandbox.network, config.sandbox.network_deny, ignored) == (False, ("a.test",), [])
+    assert (config.sandbox.network, config.sandbox.network_deny, ignored) == (
+        False,
+        ("a.test",),
+        [],
+    )
     config, ignored = _narrowed({"sandbox": {"network": True}}, {"sandbox": {"network": "proxy"}})
     assert (config.sandbox.network, ignored) == ("proxy", [])
 

@@ -21,7 +21,7 @@ from zuno.store import open_store
 __all__ = ["network_app"]
 
 network_app = typer.Typer(
-    help="The egress proxy of sandbox.network \"proxy\": rules from what it refused.",
+    help='The egress proxy of sandbox.network "proxy": rules from what it refused.',
     no_args_is_help=True,
 )
 app.add_typer(network_app, name="network")

@@ -127,9 +127,9 @@ class _NetPortAttr(ctypes.Structure):
 
 def _loopback_up() -> None:
     """Bring up ``lo`` in a fresh network namespace (for the egress proxy's port)."""
-    import fcntl  # noqa: PLC0415 (proxy mode only)
-    import socket  # noqa: PLC0415
-    import struct  # noqa: PLC0415
+    import fcntl
+    import socket
+    import struct
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         request = struct.pack("16sH14x", b"lo", 0)

@@ -201,7 +201,7 @@ def prepared_launch(
             if sandbox.name == "none":
                 raise SandboxError(
                     'sandbox.network is "proxy", which needs bubblewrap or Landlock; '
-                    'set sandbox.kind to one of them, or sandbox.network to true or false'
+                    "set sandbox.kind to one of them, or sandbox.network to true or false"
                 )
             launch.pass_fds = (policy.egress_fd,)
         yield launch

@@ -50,7 +50,7 @@ def select_sandbox(settings: SandboxSettings) -> Sandbox:
             raise SandboxError(
                 'sandbox.network is "proxy", which needs a sandbox to close the network, '
                 f"but sandbox.kind is {settings.kind!r} and sandbox.mode {settings.mode!r}; "
-                'choose bubblewrap or Landlock, or set sandbox.network to true or false'
+                "choose bubblewrap or Landlock, or set sandbox.network to true or false"
             )
         return NoSandbox()
     if settings.kind == "bubblewrap":

@@ -94,7 +94,7 @@ class SandboxSettings(BaseModel):
     @field_validator("network_allow", "network_deny", mode="after")
     @classmethod
     def _readable_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from zuno.sandbox.egress.rules import parse_rules  # noqa: PLC0415 (only when set)
+        from zuno.sandbox.egress.rules import parse_rules
 
         parse_rules(value)  # RuleError is a ValueError: a configuration error
         return value

@@ -39,7 +39,16 @@ _VARIABLES = (
 
 def bridged(argv: Sequence[str], fd: int, python: str | None = None) -> list[str]:
     """argv behind the bridge, which receives the call's socket pair end as fd."""
-    return [python or sys.executable, "-I", "-S", str(BRIDGE), str(fd), str(PROXY_PORT), "--", *argv]
+    return [
+        python or sys.executable,
+        "-I",
+        "-S",
+        str(BRIDGE),
+        str(fd),
+        str(PROXY_PORT),
+        "--",
+        *argv,
+    ]
 
 
 def proxy_environment(env: Mapping[str, str]) -> dict[str, str]:

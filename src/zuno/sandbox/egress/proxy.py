@@ -28,7 +28,7 @@ import contextlib
 import ipaddress
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -133,9 +133,7 @@ class CallProxy:
             try:
                 # The address checked is the address connected: no second lookup.
                 return await asyncio.wait_for(
-                    asyncio.open_connection(
-                        str(address), record.port, family=family, limit=_CHUNK
-                    ),
+                    asyncio.open_connection(str(address), record.port, family=family, limit=_CHUNK),
                     _CONNECT_TIMEOUT,
                 )
             except (OSError, TimeoutError) as exc:
@@ -186,9 +184,7 @@ class CallProxy:
         if url.query:
             path += "?" + url.query
         headers = [
-            line
-            for line in rest.split(b"\r\n")
-            if line and not line.lower().startswith(b"proxy-")
+            line for line in rest.split(b"\r\n") if line and not line.lower().startswith(b"proxy-")
         ]
         upstream_head = b"\r\n".join(
             [f"{method} {path} {version}".encode("latin-1"), *headers, b"", b""]
@@ -291,7 +287,7 @@ async def _relay(
 
 
 @asynccontextmanager
-async def call_proxy(rules: EgressRules) -> AsyncIterator[CallProxy]:
+async def call_proxy(rules: EgressRules) -> AsyncGenerator[CallProxy]:
     """The proxy of one call, serving while the context is open.
 
     Start the command (passing :attr:`CallProxy.child_fd` to it) inside the

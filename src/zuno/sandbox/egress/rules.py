@@ -126,7 +126,9 @@ def parse_rule(text: str) -> list[HostRule]:
     if raw.startswith("@"):
         preset = PRESETS.get(raw[1:].lower())
         if preset is None:
-            raise RuleError(f"{text!r}: no such preset; the presets are " + ", ".join(f"@{p}" for p in PRESETS))
+            raise RuleError(
+                f"{text!r}: no such preset; the presets are " + ", ".join(f"@{p}" for p in PRESETS)
+            )
         return [r for entry in preset for r in parse_rule(entry)]
     host, port = _split_port(raw)
     try:
@@ -225,7 +227,9 @@ class EgressRules:
                 )
         for source, rules in (("grant", self.grants), ("allow", self.allow)):
             for rule in rules:
-                if rule.matches_name(host, port) or (literal and rule.matches_address(literal, port)):
+                if rule.matches_name(host, port) or (
+                    literal and rule.matches_address(literal, port)
+                ):
                     return Decision(True, rule.text if source == "allow" else f"grant {rule.text}")
         return Decision(
             False,
