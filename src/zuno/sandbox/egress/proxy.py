@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import ipaddress
+import os
 import socket
 import struct
-from collections.abc import AsyncGenerator
+import threading
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from zuno.sandbox.egress.ledger import EgressRecord
@@ -39,7 +43,9 @@ from zuno.sandbox.egress.rules import Decision, EgressRules
 __all__ = ["CallProxy", "call_proxy"]
 
 
-_CHUNK = 256 * 1024
+_CHUNK = 1 << 20
+_F_SETPIPE_SZ = 1031
+_MOVE = os.SPLICE_F_MOVE
 _HEAD_LIMIT = 64 * 1024
 _CONNECT_TIMEOUT = 15.0
 
@@ -61,6 +67,7 @@ class CallProxy:
     rules: EgressRules
     child_fd: int
     records: list[EgressRecord] = field(default_factory=lambda: [])
+    open_sockets: set[socket.socket] = field(default_factory=lambda: set())
     _tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set())
 
     async def _serve(self, parent: socket.socket) -> None:
@@ -164,9 +171,13 @@ class CallProxy:
             except _Refused as exc:
                 await _answer(writer, 403 if record.decision == "refused" else 502, str(exc))
                 return
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            await writer.drain()
-            await _relay(reader, writer, up_reader, up_writer, record)
+            await _relay(
+                self,
+                (reader, writer),
+                (up_reader, up_writer),
+                record,
+                to_client=b"HTTP/1.1 200 Connection established\r\n\r\n",
+            )
             return
         url = urlsplit(target)
         if url.scheme.lower() != "http" or not url.hostname:
@@ -189,9 +200,10 @@ class CallProxy:
         upstream_head = b"\r\n".join(
             [f"{method} {path} {version}".encode("latin-1"), *headers, b"", b""]
         )
-        up_writer.write(upstream_head)
         record.bytes_up += len(upstream_head)
-        await _relay(reader, writer, up_reader, up_writer, record)
+        await _relay(
+            self, (reader, writer), (up_reader, up_writer), record, to_upstream=upstream_head
+        )
 
     async def _socks5(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         count = (await reader.readexactly(1))[0]
@@ -222,9 +234,13 @@ class CallProxy:
             writer.write(bytes([5, code, 0, 1]) + bytes(6))
             await writer.drain()
             return
-        writer.write(b"\x05\x00\x00\x01" + bytes(6))
-        await writer.drain()
-        await _relay(reader, writer, up_reader, up_writer, record)
+        await _relay(
+            self,
+            (reader, writer),
+            (up_reader, up_writer),
+            record,
+            to_client=b"\x05\x00\x00\x01" + bytes(6),
+        )
 
 
 def _host_port(target: str, default: int | None) -> tuple[str, int]:
@@ -254,36 +270,105 @@ async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
         await writer.drain()
 
 
-async def _pipe(
-    source: asyncio.StreamReader, sink: asyncio.StreamWriter, record: EgressRecord, up: bool
+def _take_buffered(reader: asyncio.StreamReader) -> bytes:
+    """What reader holds already (read from the socket, not yet consumed)."""
+    buffer: bytearray = reader._buffer  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    data = bytes(buffer)  # pyright: ignore[reportUnknownArgumentType]
+    buffer.clear()  # pyright: ignore[reportUnknownMemberType]
+    return data
+
+
+def _detach(writer: asyncio.StreamWriter) -> socket.socket:
+    """A blocking socket of writer's connection; the transport lets go of its own."""
+    raw: Any = writer.get_extra_info("socket")
+    sock = socket.socket(fileno=os.dup(raw.fileno()))
+    writer.transport.abort()  # closes asyncio's descriptor only: the duplicate lives on
+    sock.setblocking(True)
+    return sock
+
+
+def _splice(
+    source: socket.socket,
+    sink: socket.socket,
+    first: bytes,
+    buffered: bytes,
+    count: Callable[[int], None],
 ) -> None:
+    """Copy source to sink in the kernel (splice through a pipe) until end of file.
+
+    ``first`` is sent uncounted (what the proxy itself says), ``buffered`` counted
+    (what it had read of the stream already).
+    """
+    if first or buffered:
+        sink.sendall(first + buffered)
+        count(len(buffered))
+    read_end, write_end = os.pipe()
     try:
-        while data := await source.read(_CHUNK):
-            sink.write(data)
-            if up:
-                record.bytes_up += len(data)
-            else:
-                record.bytes_down += len(data)
-            await sink.drain()
-        if sink.can_write_eof():
-            sink.write_eof()
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write_end, _F_SETPIPE_SZ, _CHUNK)
+        while moved := os.splice(source.fileno(), write_end, _CHUNK, flags=_MOVE):
+            count(moved)
+            while moved:
+                moved -= os.splice(read_end, sink.fileno(), moved, flags=_MOVE)
+        sink.shutdown(socket.SHUT_WR)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 async def _relay(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    up_reader: asyncio.StreamReader,
-    up_writer: asyncio.StreamWriter,
+    proxy: CallProxy,
+    sides: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
     record: EgressRecord,
+    *,
+    to_upstream: bytes = b"",
+    to_client: bytes = b"",
 ) -> None:
+    """Relay both ways in two threads, counting bytes into record, until both ends close.
+
+    The sockets leave asyncio for blocking ones that ``splice`` moves data
+    between without copying it through Python; the call's end shuts them down.
+    """
+    for _, writer in (sides, upstream):
+        transport = writer.transport
+        if isinstance(transport, asyncio.ReadTransport):  # a socket's: always
+            transport.pause_reading()
+    up_data, down_data = _take_buffered(sides[0]), _take_buffered(upstream[0])
+    client, server = _detach(sides[1]), _detach(upstream[1])
+    proxy.open_sockets.update((client, server))
+    loop = asyncio.get_running_loop()
+
+    def up(n: int) -> None:
+        record.bytes_up += n
+
+    def down(n: int) -> None:
+        record.bytes_down += n
+
+    def run(src: socket.socket, dst: socket.socket, first: bytes, data: bytes, count: Any) -> None:
+        try:
+            _splice(src, dst, first, data, count)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(finished.release)
+
+    finished = asyncio.Semaphore(0)
+    for args in (
+        (client, server, to_upstream, up_data, up),
+        (server, client, to_client, down_data, down),
+    ):
+        threading.Thread(target=run, args=args, daemon=True, name="zuno-egress").start()
     try:
-        await asyncio.gather(
-            _pipe(reader, up_writer, record, True), _pipe(up_reader, writer, record, False)
-        )
+        await finished.acquire()
+        await finished.acquire()
     finally:
-        up_writer.close()
+        for sock in (client, server):
+            proxy.open_sockets.discard(sock)
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
 
 @asynccontextmanager
@@ -302,6 +387,9 @@ async def call_proxy(rules: EgressRules) -> AsyncGenerator[CallProxy]:
     finally:
         child.close()
         serving.cancel()
+        for sock in list(proxy.open_sockets):  # wakes the relay threads
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         for task in list(proxy._tasks):  # pyright: ignore[reportPrivateUsage]
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError, OSError):
