@@ -21,6 +21,10 @@ import pytest
 
 from egress_servers import Served, served
 from sandboxed_shell import run_shell
+from zuno.config import Config
+from zuno.declarations import Outcome
+from zuno.permissions import ApprovalRequest, CallbackApprover
+from zuno.runtime import Runtime
 from zuno.tool import ToolResult
 
 pytestmark = pytest.mark.anyio
@@ -232,3 +236,39 @@ async def test_a_call_cannot_use_another_calls_proxy_and_grants_stay_with_their_
     after = await run_shell(ws, box.artifacts, get, kind=kind, network="proxy")
     assert [r["decision"] for r in _ledger(after)] == ["refused"]
     assert box.server.requests == 1
+
+
+@pytest.mark.parametrize("approved", [True, False])
+async def test_network_hosts_are_asked_and_granted_to_that_call_only(
+    box: Box, tmp_path: Path, approved: bool
+) -> None:
+    """Through the runtime: a call naming ``network_hosts`` is put to the person even in
+    permissive mode; a yes grants them to that call, and the next call is refused."""
+    asked: list[str] = []
+
+    def approve(request: ApprovalRequest) -> bool:
+        asked.append(request.reason)
+        return approved
+
+    config = Config.model_validate(
+        {"sandbox": {"kind": "bubblewrap", "network": "proxy"}, "permission": {"mode": "permissive"}}
+    )
+    get = f"curl -sS -o /dev/null -w '%{{http_code}}\\n' {box.url('blob')}"
+    runtime = Runtime(
+        box.workspace, config=config, db_path=tmp_path / "z.db", approver=CallbackApprover(approve)
+    )
+    async with runtime as rt:
+        s = rt.open_session()
+        granted = await rt.call(s, "shell", {"command": get, "network_hosts": LOCAL})
+        after = await rt.call(s, "shell", {"command": get})
+        finished = [e.data for e in rt.store.events(s.session_id) if e.kind == "call.finished"]
+    assert asked == [
+        "it asks to reach localhost, 127.0.0.1 for this call only (not in sandbox.network_allow)"
+    ]
+    assert "[blocked network: localhost:" in after.output
+    if approved:
+        assert "200" in granted.output and box.server.requests == 1
+        assert [r["decision"] for r in finished[0]["egress"]] == ["allowed"]
+    else:
+        assert granted.outcome is Outcome.BLOCKED and box.server.requests == 0
+    assert [r["decision"] for r in finished[-1]["egress"]] == ["refused"]
