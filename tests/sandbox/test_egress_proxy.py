@@ -250,9 +250,8 @@ async def test_network_hosts_are_asked_and_granted_to_that_call_only(
         asked.append(request.reason)
         return approved
 
-    config = Config.model_validate(
-        {"sandbox": {"kind": "bubblewrap", "network": "proxy"}, "permission": {"mode": "permissive"}}
-    )
+    sandbox = {"kind": "bubblewrap", "network": "proxy"}
+    config = Config.model_validate({"sandbox": sandbox, "permission": {"mode": "permissive"}})
     get = f"curl -sS -o /dev/null -w '%{{http_code}}\\n' {box.url('blob')}"
     runtime = Runtime(
         box.workspace, config=config, db_path=tmp_path / "z.db", approver=CallbackApprover(approve)
