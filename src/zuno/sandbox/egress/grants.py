@@ -1,11 +1,10 @@
 """The rules of one call in ``proxy`` mode: the configuration's, plus its grants.
 
-A grant is an extra ``network_allow`` entry given by an approval. It is
-scoped: ``ctx.extra["network_grants"]`` holds the grants of this call only
-(the approval said "for this call"), and the session's grants live on the
-session's services (``network_grants`` there), read at every call. A grant
-saved as a rule is simply an entry added to ``sandbox.network_allow``. Deny
-entries win over grants as over the allow list.
+A grant is an extra ``network_allow`` entry for one call only, held in
+``ctx.extra["network_grants"]``: ``shell`` puts its ``network_hosts`` there,
+which the pre-flight always put to a person first (see
+:meth:`zuno.tool.Tool.network_request`). A lasting grant is an entry added to
+``sandbox.network_allow``. Deny entries win over grants as over the allow list.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ __all__ = ["call_grants", "egress_rules"]
 
 
 def call_grants(ctx: ToolContext) -> tuple[str, ...]:
-    """The grants that apply to this call: its own, then the session's."""
+    """The grants of this call (none unless an approved ``network_hosts`` set them)."""
     own: Any = ctx.extra.get("network_grants", ())
-    session: Any = getattr(ctx.services, "network_grants", ())
-    return tuple(str(g) for g in (*own, *session))
+    return tuple(str(g) for g in own)
 
 
 def egress_rules(settings: SandboxSettings, ctx: ToolContext) -> EgressRules:
