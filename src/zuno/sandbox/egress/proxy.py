@@ -45,6 +45,8 @@ __all__ = ["CallProxy", "call_proxy"]
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
+_MAX_CONNECTIONS = 256
+"""Connections one call may have open at once (each relays in two threads)."""
 _MOVE = os.SPLICE_F_MOVE
 _HEAD_LIMIT = 64 * 1024
 _CONNECT_TIMEOUT = 15.0
@@ -90,12 +92,15 @@ class CallProxy:
 
     async def _track(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        if len(self._tasks) >= _MAX_CONNECTIONS:
+            writer.close()  # a command opening connections without end gets no more threads
+            return
         if task is not None:
             self._tasks.add(task)
         try:
             await self._handle(reader, writer)
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            pass
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            pass  # a client that hung up or spoke nonsense: its connection just ends
         finally:
             if task is not None:
                 self._tasks.discard(task)
@@ -345,12 +350,21 @@ async def _relay(
     def down(n: int) -> None:
         record.bytes_down += n
 
+    left = [2]
+    lock = threading.Lock()
+
     def run(src: socket.socket, dst: socket.socket, first: bytes, data: bytes, count: Any) -> None:
         try:
             _splice(src, dst, first, data, count)
         except OSError:
             pass
         finally:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:  # closed by the last thread only: no descriptor is reused under the other
+                client.close()
+                server.close()
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
                 loop.call_soon_threadsafe(finished.release)
 
@@ -367,8 +381,7 @@ async def _relay(
         for sock in (client, server):
             proxy.open_sockets.discard(sock)
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the threads, which close
 
 
 @asynccontextmanager
