@@ -24,9 +24,18 @@ class _Config:
 
 
 async def run_shell(
-    workspace: Path, artifacts: Path, command: str, *, limit: int = 60, **settings: object
+    workspace: Path,
+    artifacts: Path,
+    command: str,
+    *,
+    limit: int = 60,
+    extra: dict[str, object] | None = None,
+    **settings: object,
 ) -> ToolResult:
-    """The shell tool's result for command in workspace, under ``sandbox`` settings."""
+    """The shell tool's result for command in workspace, under ``sandbox`` settings.
+
+    ``extra`` is the call context's ``extra`` (per-call state such as network grants).
+    """
     ctx = ToolContext(
         workspace=workspace,
         session_id="s",
@@ -35,5 +44,6 @@ async def run_shell(
         limits=OutputLimits(),
         artifacts=ArtifactStore(artifacts),
         config=_Config(SandboxSettings.model_validate(settings)),  # type: ignore[arg-type]
+        extra=dict(extra or {}),
     )
     return await ShellTool().run(ShellArgs(command=command, timeout=limit), ctx)

@@ -417,6 +417,10 @@ class Dispatcher:
         if exit_status is not None:
             # A command that ran to its end: how it ended, stored beside the row.
             finished_data["exit_status"] = exit_status
+        egress = (result.data or {}).get("egress")
+        if egress is not None:
+            # The egress ledger of a command in proxy network mode: one row per connection.
+            finished_data["egress"] = egress
         finished_event = Event(
             "call.finished", session.session_id, call.call_id, finished_data, at=finished
         )

@@ -215,7 +215,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     sandbox = report.get("sandbox")
     if sandbox:
         chosen = sandbox.get("selected") or "none"
-        network = "on" if sandbox.get("network") else "off"
+        value = sandbox.get("network")
+        network = "through the egress proxy" if value == "proxy" else "on" if value else "off"
         lines.append(
             f"sandbox:     {chosen} (asked: {sandbox.get('kind')}), mode {sandbox.get('mode')}, "
             f"network {network}"

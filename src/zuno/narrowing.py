@@ -9,8 +9,9 @@ it may make Zuno stricter and nothing else:
 - ``tools``: only switches tools off (``false``).
 - limits (``concurrency``, ``tool_output``, timeouts, ``replay.attempts``,
   ``web`` sizes): only lower than the user's value.
-- ``sandbox``: ``mode`` only towards ``read-only``, ``network`` only off,
-  ``env_remove`` only gains patterns.
+- ``sandbox``: ``mode`` only towards ``read-only``, ``network`` only towards
+  off (``true``, then ``"proxy"``, then ``false``), ``network_allow`` only
+  loses entries, ``network_deny`` and ``env_remove`` only gain entries.
 - ``web``: ``allow_private_networks`` only off, ``blocked_domains`` only gains
   domains.
 - ``memory.enabled`` only off; ``replay.require_inspection`` only on.
@@ -92,6 +93,26 @@ def _off_only(user: Any, workspace: Any) -> tuple[Any, Honoured]:
     return user, ""
 
 
+def _network(user: Any, workspace: Any) -> tuple[Any, Honoured]:
+    """``sandbox.network``: only towards closed (``true``, then ``"proxy"``, then ``false``)."""
+    order: list[Any] = [True, "proxy", False]
+
+    def rank(value: Any) -> int | None:
+        return next((i for i, v in enumerate(order) if v is value or v == value), None)
+
+    ours, theirs = rank(user), rank(workspace)
+    if workspace == user or (ours is not None and theirs is not None and theirs >= ours):
+        return workspace, None
+    return user, ""
+
+
+def _subset(user: Any, workspace: Any) -> tuple[Any, Honoured]:
+    """A list of permissions: the workspace may drop entries, never add one."""
+    kept: list[Any] = list(user) if isinstance(user, list) else []  # type: ignore[arg-type]
+    chosen = [x for x in workspace if x in kept]
+    return chosen, (None if len(chosen) == len(workspace) else " (entries not in yours)")
+
+
 def _on_only(user: Any, workspace: Any) -> tuple[Any, Honoured]:
     """A switch whose ``false`` widens (a safety check): only ``true`` is used."""
     if workspace is True or workspace == user:
@@ -154,7 +175,9 @@ UNTRUSTED_POLICY: Final[Table] = {
     "memory": {"enabled": _off_only},
     "sandbox": {
         "mode": _towards("full-access", "workspace-write", "read-only"),
-        "network": _off_only,
+        "network": _network,
+        "network_allow": _subset,
+        "network_deny": _adds,
         "timeout_default": _LIMITS,
         "timeout_max": _LIMITS,
         "env_remove": _adds,

@@ -380,6 +380,9 @@ class Preflight:
                 f"it changes {own[0].real_abs}, in Zuno's own {own[1]}, which is always "
                 "asked about",
             )
+        elif (wants := tool.network_request(call.args, rt.config)) is not None:
+            # Hosts beyond the configured list widen the sandbox: a person decides.
+            verdict = Verdict("ask", wants)
         if verdict.action == "allow":
             return
         await self._ask(session, call, verdict)

@@ -269,6 +269,7 @@ async def run_process(
     on_stdout: OutputSink,
     on_stderr: OutputSink,
     drain_grace: float = 1.0,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessResult:
     """Run argv to completion or to its deadline, streaming its output.
 
@@ -289,6 +290,8 @@ async def run_process(
         on_stderr: Receives stderr chunks.
         drain_grace: Seconds to keep reading after a kill before giving up on
             pipes held open by a process that escaped the kill.
+        pass_fds: Descriptors the process inherits (see
+            :attr:`zuno.sandbox.Launch.pass_fds`).
 
     Raises:
         OSError: The program could not be started.
@@ -305,6 +308,7 @@ async def run_process(
             cwd=cwd,
             env=dict(env),
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         for fd in (out_read, out_write, err_read, err_write):

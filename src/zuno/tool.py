@@ -378,6 +378,14 @@ class Tool(ABC, Generic[A]):
         """
         return None
 
+    def network_request(self, args: A, config: Config) -> str | None:
+        """Why this call is asked about in every mode: it asks for network hosts.
+
+        None by default; ``shell`` names the ``network_hosts`` it would be granted
+        for this call in ``proxy`` network mode. Only a person's approval grants them.
+        """
+        return None
+
     scope_approved_once: ClassVar[bool] = False
     """Whether any approval (a plain yes too) covers the call's :meth:`session_scope` for
     the rest of the session: one question per scope, not per call (``write_stdin``: per

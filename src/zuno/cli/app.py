@@ -753,6 +753,14 @@ def find_session(store: Store, prefix: str) -> SessionRecord:
     return record
 
 
+def _with_egress(
+    call: dict[str, Any], ledgers: dict[tuple[str, int], list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """A call's JSON with its egress ledger, when it ran in proxy network mode."""
+    rows = ledgers.get((call["call_id"], call["attempt"]))
+    return call if rows is None else {**call, "egress": rows}
+
+
 @app.command()
 def show(
     session: Annotated[str, typer.Argument(help="A session id (a unique prefix is enough).")],
@@ -795,7 +803,7 @@ def show(
                     "models": list(transcript.models),
                     "prompt": transcript.prompt,
                     "instructions": list(transcript.instructions),
-                    "calls": [c.as_dict() for c in calls],
+                    "calls": [_with_egress(c.as_dict(), transcript.egress) for c in calls],
                     "not_run": [n.as_dict() for n in transcript.not_run],
                     "events": [e.as_dict() for e in events],
                     "children": [c.session_id for c in transcript.children],

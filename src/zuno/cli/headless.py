@@ -26,6 +26,7 @@ from zuno.agent.loop import TurnOutcome, TurnStatus
 from zuno.cli.run_report import RunClock, changed_files
 from zuno.events import Event
 from zuno.runtime import Runtime, SessionState
+from zuno.sandbox.egress.ledger import egress_summary
 
 __all__ = ["FORMAT_VERSION", "ExitStatus", "HeadlessWriter"]
 
@@ -74,6 +75,7 @@ class HeadlessWriter:
         self._followed: set[str] = set()
         self._step: dict[str, int] = {}
         self._exit_status: dict[str, int] = {}
+        self._egress: dict[str, dict[str, int]] = {}
         self._tally: dict[str, int] = {}
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None
@@ -300,6 +302,8 @@ class HeadlessWriter:
     def _call_finished(self, event: Event) -> None:
         if event.call_id is not None and "exit_status" in event.data:
             self._exit_status[event.call_id] = int(event.data["exit_status"])
+        if event.call_id is not None and isinstance(event.data.get("egress"), list):
+            self._egress[event.call_id] = egress_summary(event.data["egress"])
 
     def _call_settled(self, event: Event) -> None:
         row = self._call(event.call_id)
@@ -331,6 +335,7 @@ class HeadlessWriter:
             block_kind=event.data.get("block_kind"),
             attempts=row.get("attempts"),
             exit_status=self._exit_status.pop(event.call_id or "", None),
+            egress=self._egress.pop(event.call_id or "", None),
             duration_ms=None if outcome == "blocked" else row.get("duration_ms"),
             result=row.get("result"),
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from zuno.cli.plain import (
     surface_table_rows,
 )
 from zuno.registry import Surface
+from zuno.sandbox.egress.ledger import egress_line
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 from zuno.workers import runner_running
 
@@ -262,7 +263,12 @@ def print_transcript(console: Console, transcript: Transcript) -> None:
             prompted = _print_said(console, entry, prompted)
             continue
         _print_step(
-            console, entry, final=entry is final, alone=not conversation, late=transcript.late
+            console,
+            entry,
+            final=entry is final,
+            alone=not conversation,
+            late=transcript.late,
+            egress=transcript.egress,
         )
     for notice in transcript.given:
         if notice.attempt not in shown_notices:
@@ -313,11 +319,13 @@ def _print_step(
     final: bool,
     alone: bool,
     late: Sequence[LateResult] = (),
+    egress: Mapping[tuple[str, int], Sequence[Mapping[str, Any]]] | None = None,
 ) -> None:
     """A model step (its text, then its calls), or a step of direct calls.
 
     ``alone``: the session has no conversation, so its direct steps are just steps.
     ``late``: the session's late results; each is printed under its call.
+    ``egress``: the egress ledgers, by (call id, attempt); each printed under its call.
     """
     if step.is_answer:
         console.print(Text("\nfinal answer:" if final else "\nanswer:", style="bold green"))
@@ -357,6 +365,8 @@ def _print_step(
             console.print(Text(f"     args: {c.arguments}", style="dim"), highlight=False)
             continue
         _print_call(console, c)
+        for row in (egress or {}).get((c.call_id, c.attempt), ()):
+            console.print(Text(f"     network: {egress_line(row)}", style="dim"), highlight=False)
         for result in late:
             if result.belongs_to(c):
                 _print_late(console, result)

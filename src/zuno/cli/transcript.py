@@ -171,6 +171,9 @@ class Transcript:
     """The same for its child agents' sessions, theirs included."""
     instructions: tuple[str, ...] = ()
     """The project instruction files (``AGENTS.md``) its turns were given, in prompt order."""
+    egress: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=lambda: {})
+    """The egress ledger of each call attempt run in proxy network mode, by
+    (call id, attempt): one row per connection (:mod:`zuno.sandbox.egress.ledger`)."""
 
     @property
     def prompt(self) -> str | None:
@@ -262,6 +265,11 @@ def build_transcript(
         usage_from_events((e.kind, e.data) for e in events),
         children_usage,
         _instructions(events),
+        {
+            (e.call_id, int(e.data.get("attempt") or 1)): list(e.data["egress"])
+            for e in events
+            if e.kind == "call.finished" and e.call_id and isinstance(e.data.get("egress"), list)
+        },
     )
 
 

@@ -53,6 +53,7 @@ _SYS_ADD_RULE = 445
 _SYS_RESTRICT_SELF = 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+_RULE_NET_PORT = 2
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
@@ -119,6 +120,23 @@ class _RulesetAttr(ctypes.Structure):
     ]
 
 
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def _loopback_up() -> None:
+    """Bring up ``lo`` in a fresh network namespace (for the egress proxy's port)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS: IFF_UP
+
+
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
@@ -165,13 +183,20 @@ def _write_rights(abi: int) -> int:
     return rights
 
 
-def restrict_self(write_dirs: Sequence[str], write_files: Sequence[str], network: bool) -> int:
+def restrict_self(
+    write_dirs: Sequence[str],
+    write_files: Sequence[str],
+    network: bool,
+    ports: Sequence[int] = (),
+) -> int:
     """Restrict this process and its future children; returns the ABI used.
 
     Args:
         write_dirs: Folders under which everything may be written.
         write_files: Single files (devices such as /dev/null) that may be written.
         network: Whether TCP bind and connect stay allowed.
+        ports: With the network off, TCP ports that may still be bound and
+            connected to (the egress proxy's, on the namespace's own loopback).
 
     Raises:
         LandlockUnavailable: Landlock is missing, or too old to keep the network off.
@@ -205,6 +230,9 @@ def restrict_self(write_dirs: Sequence[str], write_files: Sequence[str], network
                 _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
             finally:
                 os.close(fd)
+        for port in () if network else ports:
+            net = _NetPortAttr(allowed_access=_NET_BIND_TCP | _NET_CONNECT_TCP, port=port)
+            _syscall(_SYS_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(net), 0)
         # Landlock refuses an unprivileged restriction without no_new_privs.
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)
         _syscall(_SYS_RESTRICT_SELF, ruleset, 0)
@@ -295,6 +323,7 @@ def isolate(
     read_only: Sequence[str],
     tmp: _PrivateTmp | None = None,
     pinned: Sequence[str] = (),
+    loopback: bool = False,
 ) -> int:
     """Move into new namespaces; return in PID 1 of the new PID namespace only.
 
@@ -316,6 +345,8 @@ def isolate(
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    if loopback and not network:
+        _loopback_up()
     status_read, status_write = os.pipe()
     child = os.fork()
     if child:
@@ -471,7 +502,9 @@ def _exec(command: list[str], policy: dict[str, object], network: bool) -> int:
     if isolated and os.path.isdir(_SHM):
         write_dirs.append(_SHM)  # the private tmpfs mounted by isolate()
     try:
-        restrict_self(write_dirs, policy["write_files"], network)  # type: ignore[arg-type]
+        port = policy.get("egress_port")
+        ports = [port] if isinstance(port, int) else []
+        restrict_self(write_dirs, policy["write_files"], network, ports)  # type: ignore[arg-type]
         if isolated:
             drop_capabilities()
             _join_fresh_session_keyring()
@@ -519,7 +552,13 @@ def main(argv: Sequence[str]) -> int:
     if isinstance(policy.get("private_tmp"), str):
         tmp = (policy["private_tmp"], policy.get("tmp_tops", []), policy["write_dirs"])
     try:
-        status_fd = isolate(network, policy.get("read_only", []), tmp, policy.get("pinned", []))
+        status_fd = isolate(
+            network,
+            policy.get("read_only", []),
+            tmp,
+            policy.get("pinned", []),
+            loopback=policy.get("egress_port") is not None,
+        )
     except OSError as exc:
         print(f"zuno: cannot isolate the command (namespaces): {exc}", file=sys.stderr)
         return 126

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from zuno.sandbox._seccomp import command_filter_bytes
+from zuno.sandbox.egress import bridged, proxy_environment
 from zuno.sandbox.policy import Launch, SandboxPolicy, tops_under_tmp
 
 __all__ = ["BASE_FLAGS", "BubblewrapSandbox"]
@@ -132,7 +133,14 @@ class BubblewrapSandbox:
         env: Mapping[str, str],
         private_tmp: Path,
     ) -> Launch:
-        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp``, behind ``sh`` opening the filter."""
+        """``bwrap FLAGS -- argv`` with ``TMPDIR=/tmp``, behind ``sh`` opening the filter.
+
+        In ``proxy`` network mode the argv starts behind the egress bridge and
+        the environment names the proxy (:mod:`zuno.sandbox.egress`).
+        """
+        if policy.egress_fd is not None:
+            argv = bridged(argv, policy.egress_fd)
+            env = proxy_environment(env)
         wrapped = [self.executable, *self.flags(policy, private_tmp, cwd), "--", *argv]
         # sh opens the filter on the descriptor bwrap reads, then becomes bwrap.
         opener = f'exec "$@" {_FILTER_FD}<"$0"'

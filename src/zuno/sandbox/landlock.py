@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from zuno.sandbox._landlock_exec import abi_version
+from zuno.sandbox.egress import PROXY_PORT, bridged, proxy_environment
 from zuno.sandbox.policy import Launch, SandboxPolicy, tops_under_tmp
 
 __all__ = ["HELPER", "WRITABLE_DEVICES", "LandlockSandbox", "abi_version"]
@@ -75,6 +76,9 @@ class LandlockSandbox:
         command may write there anyway, and the private folder is then only
         ``TMPDIR``.
         """
+        if policy.egress_fd is not None:
+            argv = bridged(argv, policy.egress_fd, self._python)
+            env = proxy_environment(env)
         private = private_tmp.resolve()
         others = [p for p in policy.writable(private_tmp) if p != private]
         workspace = policy.workspace.resolve()
@@ -83,6 +87,7 @@ class LandlockSandbox:
             "write_dirs": [str(p) for p in policy.writable(private_tmp)],
             "write_files": list(WRITABLE_DEVICES),
             "network": policy.network,
+            "egress_port": PROXY_PORT if policy.egress_fd is not None else None,
             "read_only": [str(p) for p in policy.read_only],
             "pinned": [str(p) for p in policy.pinned],
             "parent": os.getpid(),  # the command dies with this process, even on SIGKILL

@@ -68,6 +68,9 @@ class SandboxPolicy:
             :func:`zuno.sandbox.control_files.sealed_folders`).
         pinned: Folders bound over themselves so they cannot be renamed or
             removed (filled in by :func:`prepared_launch`).
+        egress_fd: In ``proxy`` network mode (``network`` is then false), the
+            descriptor of the call's end of its proxy socket pair (see
+            :mod:`zuno.sandbox.egress`); the command starts behind the bridge.
     """
 
     mode: SandboxMode
@@ -77,6 +80,7 @@ class SandboxPolicy:
     read_only: tuple[Path, ...] = ()
     protected: tuple[Path, ...] = ()
     pinned: tuple[Path, ...] = ()
+    egress_fd: int | None = None
 
     def writable(self, private_tmp: Path) -> list[Path]:
         """The folders a command may write, parents before children.
@@ -101,6 +105,7 @@ class Launch:
         cwd: The working directory, as seen from outside the sandbox.
         private_tmp: The command's private temporary folder on the host.
         tmp_inside: The same folder as the command sees it (``TMPDIR``).
+        pass_fds: Descriptors the started process inherits (the proxy's).
     """
 
     argv: list[str]
@@ -108,6 +113,7 @@ class Launch:
     cwd: Path
     private_tmp: Path
     tmp_inside: str = field(default="")
+    pass_fds: tuple[int, ...] = ()
 
     @classmethod
     def with_tmpdir(
@@ -190,4 +196,12 @@ def prepared_launch(
                 pinned=(*policy.pinned, *sealed.pinned),
             )
         stack.callback(shutil.rmtree, private_tmp, ignore_errors=True)
-        yield sandbox.launch(argv, policy, cwd=cwd, env=env, private_tmp=private_tmp)
+        launch = sandbox.launch(argv, policy, cwd=cwd, env=env, private_tmp=private_tmp)
+        if policy.egress_fd is not None:
+            if sandbox.name == "none":
+                raise SandboxError(
+                    'sandbox.network is "proxy", which needs bubblewrap or Landlock; '
+                    "set sandbox.kind to one of them, or sandbox.network to true or false"
+                )
+            launch.pass_fds = (policy.egress_fd,)
+        yield launch

@@ -60,7 +60,7 @@ class SandboxReport:
     Attributes:
         kind: The configured ``sandbox.kind``.
         mode: The configured ``sandbox.mode``.
-        network: Whether the configuration lets commands use the network.
+        network: ``sandbox.network``: true, false or ``"proxy"``.
         selected: The sandbox commands will run under, or None when none can.
         error: Why the configured sandbox cannot start (a startup error), or None.
         backends: The probe of each sandbox.
@@ -70,7 +70,7 @@ class SandboxReport:
 
     kind: str
     mode: str
-    network: bool
+    network: bool | str
     selected: str | None
     error: str | None
     backends: list[BackendProbe] = field(default_factory=lambda: [])

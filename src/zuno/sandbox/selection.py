@@ -29,11 +29,12 @@ def _bubblewrap(probe: BackendProbe) -> Sandbox | str:
     return f"bubblewrap: {probe.detail}"
 
 
-def _landlock(probe: BackendProbe, network: bool) -> Sandbox | str:
+def _landlock(probe: BackendProbe, network: bool | str) -> Sandbox | str:
     if not probe.available:
         return f"landlock: {probe.detail}"
-    if not network and not probe.restricts_network:
-        return f"landlock: {probe.detail}, and sandbox.network is false"
+    if network is not True and not probe.restricts_network:
+        shown = "false" if network is False else repr(network)
+        return f"landlock: {probe.detail}, and sandbox.network is {shown}"
     return LandlockSandbox()
 
 
@@ -45,6 +46,12 @@ def select_sandbox(settings: SandboxSettings) -> Sandbox:
             why and what to configure instead.
     """
     if settings.mode == "full-access" or settings.kind == "none":
+        if settings.proxied:
+            raise SandboxError(
+                'sandbox.network is "proxy", which needs a sandbox to close the network, '
+                f"but sandbox.kind is {settings.kind!r} and sandbox.mode {settings.mode!r}; "
+                "choose bubblewrap or Landlock, or set sandbox.network to true or false"
+            )
         return NoSandbox()
     if settings.kind == "bubblewrap":
         found = _bubblewrap(probe_bubblewrap())
@@ -98,7 +105,7 @@ def policy_for(
     return SandboxPolicy(
         mode=settings.mode,
         workspace=workspace,
-        network=settings.network,
+        network=settings.network is True,
         writable_roots=tuple(roots),
         protected=tuple(protected),
     )

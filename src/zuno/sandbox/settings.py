@@ -46,7 +46,15 @@ class SandboxSettings(BaseModel):
         mode: ``read-only`` (nothing persistent is writable), ``workspace-write``
             (the workspace, a private temporary folder and ``writable_roots``)
             or ``full-access`` (no sandbox at all; explicit configuration only).
-        network: Whether sandboxed commands may use the network.
+        network: Whether sandboxed commands may use the network: ``false`` (a
+            closed network namespace), ``true`` (the host's network), or
+            ``"proxy"``: a closed namespace whose only way out is Zuno's proxy,
+            which lets through the hosts of ``network_allow`` and records every
+            connection (see :mod:`zuno.sandbox.egress`).
+        network_allow: In ``proxy`` mode, the hosts commands may reach: names,
+            ``*.suffix``, addresses or networks, presets (``@pypi``), each with
+            an optional ``:PORT``.
+        network_deny: Hosts refused in ``proxy`` mode even when allowed (deny wins).
         writable_roots: Extra folders writable in ``workspace-write`` mode.
         timeout_default: Seconds a command may run when the call names no timeout.
         timeout_max: The largest timeout a call may ask for, in seconds.
@@ -65,7 +73,9 @@ class SandboxSettings(BaseModel):
 
     kind: SandboxKind = "auto"
     mode: SandboxMode = "workspace-write"
-    network: bool = False
+    network: bool | Literal["proxy"] = False
+    network_allow: tuple[str, ...] = ()
+    network_deny: tuple[str, ...] = ()
     writable_roots: tuple[str, ...] = ()
     timeout_default: int = Field(default=120, ge=1)
     timeout_max: int = Field(default=600, ge=1)
@@ -80,6 +90,19 @@ class SandboxSettings(BaseModel):
         # would let a workspace file hand every token to every command.
         extra = tuple(p for p in value if p not in DEFAULT_ENV_REMOVE)
         return DEFAULT_ENV_REMOVE + tuple(dict.fromkeys(extra))
+
+    @field_validator("network_allow", "network_deny", mode="after")
+    @classmethod
+    def _readable_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from zuno.sandbox.egress.rules import parse_rules
+
+        parse_rules(value)  # RuleError is a ValueError: a configuration error
+        return value
+
+    @property
+    def proxied(self) -> bool:
+        """Whether commands reach the network only through the egress proxy."""
+        return self.network == "proxy"
 
     @model_validator(mode="after")
     def _default_within_max(self) -> Self:

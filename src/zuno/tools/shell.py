@@ -22,12 +22,15 @@ import os
 import shlex
 import shutil
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import anyio
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.output import BoundedOutput, BoundedText, OutputLimits
 from zuno.process import ProcessResult, run_process
@@ -42,6 +45,9 @@ from zuno.sandbox import (
     select_sandbox,
 )
 from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from zuno.sandbox.egress.proxy import CallProxy
 
 __all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
 
@@ -222,8 +228,21 @@ async def run_sandboxed(
     cap = _artifact_cap(ctx)
     stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
     stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"), cap)
+    egress: CallProxy | None = None
     try:
-        with prepared_launch(sandbox, argv, policy, cwd=cwd, env=env) as launch:
+        async with AsyncExitStack() as stack:
+            if settings.proxied:
+                from zuno.sandbox.egress.grants import egress_rules
+                from zuno.sandbox.egress.proxy import call_proxy
+
+                egress = await stack.enter_async_context(call_proxy(egress_rules(settings, ctx)))
+                policy = replace(policy, egress_fd=egress.child_fd)
+            try:
+                launch = stack.enter_context(
+                    prepared_launch(sandbox, argv, policy, cwd=cwd, env=env)
+                )
+            except SandboxError as exc:
+                raise ToolError(str(exc)) from exc
             try:
                 result = await run_process(
                     launch.argv,
@@ -232,6 +251,7 @@ async def run_sandboxed(
                     time_limit=seconds,
                     on_stdout=stdout.feed,
                     on_stderr=stderr.feed,
+                    pass_fds=launch.pass_fds,
                 )
             except OSError as exc:
                 raise ToolError(f"cannot start {argv[0]!r}: {exc}") from exc
@@ -264,9 +284,18 @@ async def run_sandboxed(
         "stderr_artifact": str(err.artifact) if err.artifact else None,
         "duration_s": round(result.elapsed, 3),
     }
+    rendered = _render(out, err, status, result.output_abandoned)
+    if egress is not None:
+        data["egress"] = [r.to_json() for r in egress.records]
+        from zuno.sandbox.egress.ledger import refusal_lines
+
+        # The model reads why a host was refused, so it asks rather than guesses.
+        refused = refusal_lines(egress.records)
+        if refused:
+            rendered += "\n" + "\n".join(f"[{line}]" for line in refused)
     # Only a timeout leaves the outcome open; any exit status is a completed call.
     return ToolResult(
-        output=_render(out, err, status, result.output_abandoned),
+        output=rendered,
         data=data,
         is_error=result.timed_out,
         uncertain=result.timed_out,
@@ -308,6 +337,23 @@ class ShellArgs(ToolArgs):
             "(for servers and watchers); follow it with the bg tool."
         ),
     ] = False
+    network_hosts: Annotated[
+        list[str] | None,
+        Field(
+            description='Only when sandbox.network is "proxy": hosts this command needs '
+            "that sandbox.network_allow lacks (example.org, *.example.org, example.org:443). "
+            "The user is asked; an approval allows them for this call only."
+        ),
+    ] = None
+
+    @field_validator("network_hosts")
+    @classmethod
+    def _readable_hosts(cls, value: list[str] | None) -> list[str] | None:
+        if value:
+            from zuno.sandbox.egress.rules import parse_rules
+
+            parse_rules(value)  # RuleError is a ValueError: invalid arguments
+        return value
 
 
 class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
@@ -328,11 +374,27 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
         """IsolatedBackground for a background job, else Exclusive."""
         return _BACKGROUND if args.background else _FOREGROUND
 
+    def network_request(self, args: ShellArgs, config: Config) -> str | None:
+        """Hosts the call asks for beyond ``sandbox.network_allow``: always asked about."""
+        settings: SandboxSettings | None = getattr(config, "sandbox", None)
+        if not args.network_hosts or settings is None or not settings.proxied:
+            return None
+        return (
+            f"it asks to reach {', '.join(args.network_hosts)} for this call only "
+            "(not in sandbox.network_allow)"
+        )
+
     async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
-        """Run the command in the foreground, or hand it to the job lane."""
+        """Run the command in the foreground, or hand it to the job lane.
+
+        Hosts of ``network_hosts`` are granted to this call alone: the call was
+        asked about because of them (see :meth:`network_request`).
+        """
         argv = _shell_argv(args.command)
         if args.background:
             return await self._start_job(args, argv, ctx)
+        if args.network_hosts:
+            ctx.extra["network_grants"] = list(args.network_hosts)
         return await run_sandboxed(
             argv,
             ctx,
