@@ -18,6 +18,11 @@ run past its owner's lease. The timing, for a lease of ``L`` seconds:
   at least ``M`` after the fence deadline. Only then does another worker take
   the session over and settle its calls.
 
+Each lease fences its own commands: a runtime runs its calls inside
+:func:`holding` its lease, so when one store's lease lapses the commands of
+another store's runtime in the same process go on (a command started outside
+any lease's hold is fenced by every lease alive, the safe side).
+
 Two enforcers keep the deadline. A thread of the worker (:class:`Watchdog`),
 which also stops the writes; and a guard process of its own
 (``_fence_guard.py``, started with the first command), told every deadline
@@ -32,12 +37,14 @@ between its own thaw and the guard's is the remaining exposure.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +58,7 @@ __all__ = [
     "fence_margin",
     "fire",
     "forget_group",
+    "holding",
     "register_group",
 ]
 
@@ -83,20 +91,26 @@ def fence_margin(lease_seconds: float) -> float:
     return lease_seconds / 6
 
 
-class _State:
-    """The process's commands and its guard (one per process)."""
+class _Clock:
+    """The process's choice of fence clock (see :func:`choose_clock`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.groups: set[int] = set()
-        self.deadline: float | None = None
-        """The earliest fence deadline of the leases alive in this process."""
-        self.deadlines: dict[int, float] = {}
-        self.guard: Popen[bytes] | None = None
-        self.guard_pid = 0
-        self.owner_pid = os.getpid()
         self.chosen = False
         self.clock_id = time.CLOCK_BOOTTIME
+
+
+_state = _Clock()
+
+
+class _Fence:
+    """One lease's commands, its deadline and its guard process."""
+
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
+        self.deadline: float | None = None
+        self.guard: Popen[bytes] | None = None
+        self.guard_pid = 0
 
     def send(self, line: str) -> None:
         """Tell the guard (started when there is a deadline and a command to guard)."""
@@ -121,7 +135,7 @@ class _State:
 
         try:
             guard = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(_GUARD), str(self.clock_id)],
+                [sys.executable, "-I", "-S", str(_GUARD), str(_state.clock_id)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -134,55 +148,127 @@ class _State:
         self.guard, self.guard_pid = guard, os.getpid()
         return guard
 
+    def close(self) -> None:
+        """The lease ended on purpose: its guard lets go of every group and ends, killing none."""
+        guard, self.guard = self.guard, None
+        if guard is None or guard.poll() is not None or self.guard_pid != os.getpid():
+            return
+        orders = "".join(f"forget {g}\n" for g in self.groups) + "until 1e12\n"
+        with contextlib.suppress(OSError):
+            assert guard.stdin is not None
+            guard.stdin.write(orders.encode())
+            guard.stdin.close()  # end of input with nothing registered: the guard just ends
 
-_state = _State()
+
+_lock = threading.Lock()
+_fences: dict[int, _Fence] = {}
+"""The fences of the leases alive in this process, by holder (see :func:`holding`)."""
+_unheld: set[int] = set()
+"""Groups started while no lease was alive: the next lease adopts them."""
+_owners: dict[int, list[int]] = {}
+"""Each group's holders, so it is forgotten where it was registered."""
+_holder: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "zuno_fence_holder", default=None
+)
+
+
+@contextlib.contextmanager
+def holding(holder: int | None) -> Generator[None]:
+    """Commands started inside belong to the lease ``holder`` (a :attr:`Watchdog.holder`).
+
+    A runtime runs its calls inside, so a lease that lapses kills its own
+    commands and not those of another store's runtime in the same process. A
+    command started outside any ``holding`` belongs to every lease alive (it
+    is fenced by the first to lapse: the safe side).
+    """
+    token = _holder.set(holder)
+    try:
+        yield
+    finally:
+        _holder.reset(token)
 
 
 def register_group(pgid: int) -> None:
     """A command or interactive process now runs as process group ``pgid``: fence it."""
-    with _state.lock:
-        _state.groups.add(pgid)
-        _state.send(f"add {pgid}")
+    holder = _holder.get()
+    with _lock:
+        owners = [holder] if holder in _fences else list(_fences)
+        if not owners:
+            _unheld.add(pgid)
+        _owners[pgid] = owners
+        lapsed = False
+        for owner in owners:
+            fence = _fences[owner]
+            fence.groups.add(pgid)
+            fence.send(f"add {pgid}")
+            lapsed = lapsed or (fence.deadline is not None and fence.deadline <= fence_clock())
+    if lapsed:  # a lease past its fence deadline starts nothing that runs
+        from zuno.process import kill_process_tree
+
+        kill_process_tree(pgid)
+        _log.warning("zuno: killed a command started after its worker lease lapsed")
 
 
 def forget_group(pgid: int) -> None:
     """The group ``pgid`` has ended (and was reaped)."""
-    with _state.lock:
-        _state.groups.discard(pgid)
-        if _state.guard is not None:
-            _state.send(f"forget {pgid}")
+    with _lock:
+        _unheld.discard(pgid)
+        for owner in _owners.pop(pgid, []):
+            fence = _fences.get(owner)
+            if fence is not None:
+                fence.groups.discard(pgid)
+                if fence.guard is not None:
+                    fence.send(f"forget {pgid}")
 
 
 def _renewed(holder: int, deadline: float | None) -> None:
-    """Lease ``holder``'s fence deadline is now ``deadline`` (None: it ended on purpose).
-
-    Commands are killed at the earliest deadline of the leases still held: a
-    lease that ended stops counting, and one lease ending does not lift another's.
-    """
-    with _state.lock:
+    """Lease ``holder``'s fence deadline is now ``deadline``; None: the lease ended on purpose."""
+    with _lock:
+        fence = _fences.get(holder)
         if deadline is None:
-            _state.deadlines.pop(holder, None)
-        else:
-            _state.deadlines[holder] = deadline
-        deadline = min(_state.deadlines.values(), default=None)
-        _state.deadline = deadline
-        if _state.guard is not None or (deadline is not None and _state.groups):
-            _state.send(f"until {deadline if deadline is not None else 1e12}")
+            if fence is not None:
+                del _fences[holder]
+                fence.close()
+                for pgid in fence.groups:
+                    if holder in (owners := _owners.get(pgid, [])):
+                        owners.remove(holder)
+            return
+        if fence is None:
+            fence = _fences[holder] = _Fence()
+            fence.groups |= _unheld
+            for pgid in _unheld:
+                _owners.setdefault(pgid, []).append(holder)
+            _unheld.clear()
+        fence.deadline = deadline
+        if fence.guard is not None or fence.groups:
+            fence.send(f"until {deadline}")
 
 
-def fire(reason: str) -> int:
-    """Kill every command this process started, now; returns how many groups were killed."""
+def _fire_holder(holder: int | None, reason: str) -> int:
+    """Kill the commands of lease ``holder`` (None: of every lease, and those of none)."""
     from zuno.process import kill_process_tree
 
-    with _state.lock:
-        groups = set(_state.groups)
-        if _state.guard is not None:
-            _state.send("kill 0")
+    groups: set[int] = set()
+    with _lock:
+        if holder is None:
+            fences = list(_fences.values())
+            groups |= _unheld
+        else:
+            fences = [_fences[holder]] if holder in _fences else []
+        for fence in fences:
+            groups |= fence.groups
+            if fence.guard is not None:
+                fence.send("kill 0")
     for pgid in groups:
         kill_process_tree(pgid)
     if groups:
         _log.warning("zuno: killed %d command(s): %s", len(groups), reason)
     return len(groups)
+
+
+def fire(reason: str) -> int:
+    """Kill every command this process started, now; returns how many groups were killed."""
+    return _fire_holder(None, reason)
 
 
 class Watchdog:
@@ -205,6 +291,11 @@ class Watchdog:
         """Whether the last deadline passed without a renewal (until the next renewal)."""
         self._thread = threading.Thread(target=self._run, name="zuno-fence", daemon=True)
         self._thread.start()
+
+    @property
+    def holder(self) -> int:
+        """This lease's key for :func:`holding`."""
+        return id(self)
 
     def renewed(self, sent_at: float) -> bool:
         """A renewal sent at ``sent_at`` (:func:`fence_clock`) succeeded: push the deadline.
@@ -244,7 +335,7 @@ class Watchdog:
             "writes nothing more to its sessions"
         )
         try:
-            fire(reason)
+            _fire_holder(id(self), reason)
             self._on_fence(reason)
         except Exception as exc:  # the fence must not end the thread
             _log.warning("zuno: fencing failed: %s", exc)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from zuno import fencing
 from zuno.config import AgentSettings, Config, ConfigError, PermissionMode, load_config
 from zuno.control_paths import control_paths
 from zuno.dispatch import CallRequest, CallResult, Dispatcher, new_id
@@ -367,7 +368,10 @@ class Runtime:
                 rg or the sandbox missing), as it would have when the runtime was built.
         """
         self.load_tools(r.tool for r in requests)
-        return await self.dispatcher.dispatch(session, requests)
+        lease = self._lease
+        # The commands started here are this lease's: fenced when it lapses, not another's.
+        with fencing.holding(lease.fence_holder if lease is not None else None):
+            return await self.dispatcher.dispatch(session, requests)
 
     def load_tools(self, names: Iterable[object]) -> None:
         """Import and start the named built-in tools now, before anything runs.

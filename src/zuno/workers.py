@@ -341,6 +341,11 @@ class WorkerLease:
         self._thread.start()
 
     @property
+    def fence_holder(self) -> int:
+        """This lease's key for :func:`zuno.fencing.holding`: commands run inside it are its own."""
+        return self._watchdog.holder
+
+    @property
     def worker_id(self) -> str:
         """The worker id the lease is held for."""
         return self.identity.id

@@ -63,11 +63,48 @@ short_store = open_store(Path(sys.argv[2]))
 held = WorkerLease(long_store, lease_seconds=60)
 ended = WorkerLease(short_store, lease_seconds=30)
 ended.stop()
-# The lease still held sets the deadline, not the one that ended.
-assert fencing._state.deadline is not None
+# The lease still held keeps its fence; the one that ended has none.
+assert list(fencing._fences) == [held.fence_holder]
 print(anyio.run(command), flush=True)
 held.stop()
-assert fencing._state.deadline is None
+assert not fencing._fences
+"""
+)
+
+_ONE_LAPSES = (
+    """
+import sys
+from zuno.store import open_store
+from zuno.workers import WorkerLease
+from zuno import fencing
+"""
+    + _RUN
+    + """
+stores = [open_store(Path(sys.argv[2])), open_store(Path(sys.argv[1]))]
+kept = WorkerLease(stores[0], lease_seconds=60)
+lapsing = WorkerLease(stores[1], lease_seconds=1.2)
+
+def cut() -> None:
+    raise OSError("the connection is cut")
+
+lapsing.heartbeat = cut   # its renewals fail from now on: it fences at its deadline
+
+async def both() -> tuple[str, str]:
+    results: dict[str, str] = {}
+
+    async def under(name: str, lease: WorkerLease) -> None:
+        with fencing.holding(lease.fence_holder):
+            results[name] = await command()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(under, "lapsing", lapsing)
+        tg.start_soon(under, "kept", kept)
+    return results["lapsing"], results["kept"]
+
+lapsed, other = anyio.run(both)
+print(repr(lapsed))
+print(repr(other))
+kept.stop()
 """
 )
 
@@ -92,3 +129,9 @@ def test_a_lease_left_on_a_closed_store_kills_nothing_later(tmp_path: Path) -> N
 def test_a_stopped_lease_neither_kills_nor_lifts_another(tmp_path: Path) -> None:
     out = _run(_TWO_LEASES, tmp_path / "a.db", tmp_path / "b.db")
     assert out.startswith("finished"), out
+
+
+def test_a_lapsed_lease_kills_its_own_commands_and_not_another_leases(tmp_path: Path) -> None:
+    lapsed, other = _run(_ONE_LAPSES, tmp_path / "a.db", tmp_path / "b.db").splitlines()
+    assert "finished" not in lapsed, "the lapsed lease's command ran on"
+    assert "finished" in other, f"another lease's command was killed: {other}"
