@@ -1,4 +1,4 @@
-"""The HTML to markdown/text conversion behind ``webfetch``."""
+"""The HTML to markdown/text conversion behind ``webfetch`` (html-to-markdown, and our marks)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def text(html: str) -> str:
 
 def test_headings_paragraphs_and_line_breaks() -> None:
     out = md("<h2>Title</h2><p>one<br>two</p><p>three   \n  four</p>")
-    assert out == "## Title\n\none\ntwo\n\nthree four"
+    # The converter keeps a line break of the source inside a paragraph (a soft break).
+    assert out == "## Title\n\none\ntwo\n\nthree\nfour"
     assert text("<h2>Title</h2><p>x</p>") == "Title\n\nx"
 
 
@@ -40,7 +41,10 @@ def test_base_href_is_honoured() -> None:
 
 def test_spaces_around_inline_elements_are_kept() -> None:
     assert md("<p>a<a href='/x'> link </a>b</p>").startswith("a [link][1] b")
-    assert md("<p>call <code>f()</code>, then <b>stop</b>.</p>") == "call `f()`, then stop."
+    assert md("<p>call <code>f()</code>, then <b>stop</b>.</p>") == "call `f()`, then **stop**."
+    assert md("<p>x<a href='/a'><img src=a.png alt='a cat'></a> <img src=b.png>y</p>") == (
+        "x[(image: a cat)][1] y\n\nLinks:\n[1]: https://site.test/a"
+    )
 
 
 def test_dropped_elements() -> None:
@@ -56,7 +60,7 @@ def test_dropped_elements() -> None:
 def test_pre_keeps_whitespace_and_language() -> None:
     html = '<pre class="lang-rust">\nfn main() {\n\tlet x = 1;  \n}\n</pre>'
     assert md(html) == "```rust\nfn main() {\n\tlet x = 1;  \n}\n```"
-    assert text(html) == "fn main() {\n\tlet x = 1;  \n}"
+    assert text(html) == "fn main() {\n\tlet x = 1;\n}"  # text drops spaces ending a line
     tricky = md("<pre>uses ``` inside</pre>")
     assert tricky.startswith("````\n") and tricky.endswith("\n````")
 
@@ -69,19 +73,23 @@ def test_lists_nest_and_number() -> None:
 def test_tables() -> None:
     html = "<table><tr><th>Name</th><th>Kind</th></tr><tr><td>a|b</td><td>x</td></tr></table>"
     assert md(html) == "| Name | Kind |\n| --- | --- |\n| a\\|b | x |"
-    assert text(html) == "Name | Kind\na|b | x"
+    assert text(html) == "Name\tKind\na|b\tx"
 
 
-def test_layout_tables_read_as_blocks() -> None:
+def test_tables_used_for_layout_keep_their_text_in_order() -> None:
     html = "<table><tr><td><p>Left column</p></td></tr><tr><td>Right</td></tr></table>"
-    assert md(html) == "Left column\n\nRight"
+    assert md(html) == "| Left column |\n| --- |\n| Right |"
+    nested = (
+        "<table><tr><td><p>Intro.</p><p>More.</p></td>"
+        "<td><table><tr><td>inner one</td><td>inner two</td></tr></table></td></tr></table>"
+    )
+    assert md(nested) == "| Intro. More. | inner one inner two |\n| --- | --- |"
+    assert text(nested) == "Intro.\n\nMore.\tinner one\tinner two"
 
 
 def test_blockquote_and_definitions() -> None:
     assert md("<blockquote><p>a</p><p>b</p></blockquote>") == "> a\n>\n> b"
-    assert md("<dl><dt>term</dt><dd>meaning</dd></dl><p>after</p>") == (
-        "term\n    meaning\n\nafter"
-    )
+    assert md("<dl><dt>term</dt><dd>meaning</dd></dl><p>after</p>") == "term\n\nmeaning\n\nafter"
 
 
 def test_main_content_is_preferred_when_it_has_text() -> None:
@@ -93,6 +101,25 @@ def test_main_content_is_preferred_when_it_has_text() -> None:
     assert not skeleton.main_only and skeleton.text == "Header text"
 
 
+def test_main_content_marked_by_role_or_one_article_numbers_its_own_links() -> None:
+    body = "word " * 60
+    side = "<div><a href='/side'>side link</a> Sidebar</div>"
+    role = html_to_text(f"{side}<div role=main><p><a href='/in'>in</a> {body}</p></div>", "https://s.test/")
+    assert role.main_only and "Sidebar" not in role.text
+    assert role.text.startswith("[in][1] word") and role.links == ("https://s.test/in",)
+    one = html_to_text(f"{side}<article><p>{body}</p></article>", markdown=False)
+    assert one.main_only and one.text.startswith("word word")
+    two = html_to_text(f"{side}<article><p>{body}</p></article><article><p>b</p></article>")
+    assert not two.main_only and "Sidebar" in two.text
+
+
+def test_the_mark_characters_in_a_page_are_not_taken_for_marks() -> None:
+    page = "<p>\ue000x\ue001/evil\ue002 \ue003<a href='/ok'>ok</a>\ue004\ue005</p>"
+    doc = html_to_text(page, "https://s.test/")
+    assert doc.links == ("https://s.test/ok",)
+    assert doc.text == "x /evil [ok][1]\n\nLinks:\n[1]: https://s.test/ok"
+
+
 def test_title_and_entities() -> None:
     doc = html_to_text("<title> A &amp; B </title><p>caf&eacute; &lt;tag&gt; &#x2603;</p>")
     assert doc.title == "A & B"
@@ -100,10 +127,14 @@ def test_title_and_entities() -> None:
 
 
 def test_deep_nesting_is_flattened_not_fatal() -> None:
+    # The converter skips what lies deeper than 1,024 elements: flattened, the text is kept.
     html = "<div>" * 5000 + "deep text" + "</div>" * 5000
     assert md(html) == "deep text"
     html = "<ul><li>" * (MAX_DEPTH * 2) + "x"
     assert "x" in md(html)
+    html = "<p>before</p>" + "<div><b>" * 10_000 + "bottom" + "</b></div>" * 10_000 + "<p>after</p>"
+    assert md(html) == "before\n\n**bottom**\n\nafter"
+    assert text("<section>" * 100_000 + "the floor") == "the floor"
 
 
 def test_looks_like_html() -> None:
@@ -157,6 +188,11 @@ def test_looks_like_html() -> None:
                     "|",
                     "[",
                     "]",
+                    "<article>",
+                    "<div role=main>",
+                    "\ue000",
+                    "\ue003",
+                    "\ue004",
                 ]
             ),
             st.text(max_size=12),

@@ -1,0 +1,132 @@
+"""Marks the converter leaves in its output, and what is read from them afterwards.
+
+The visitor handed to html-to-markdown wraps each link's text with its raw
+``href``, and the output of each ``<main>`` (or ``role="main"``) and
+``<article>`` element, in characters from Unicode's private use area (taken
+out of the page beforehand). Once the page is written, the main part is cut
+out along its marks and the links are numbered in the order they are read, so
+a main part shown alone numbers its own links from 1.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+from urllib.parse import urljoin
+
+__all__ = ["MAX_LINKS", "Marker", "finish", "main_part", "one_line", "without_marks"]
+
+MAX_LINKS = 1000
+"""Links numbered in one page; later ones are kept as plain text."""
+
+_LINK, _HREF, _END = "\ue000", "\ue001", "\ue002"
+_MAIN, _MAIN_END, _ARTICLE, _ARTICLE_END = "\ue003", "\ue004", "\ue005", "\ue006"
+_GONE = "\ue007"  # where a link without text was
+_ANY_MARK = re.compile("[\ue000-\ue007]")
+_LINK_MARKS = re.compile(f"{_LINK}([^{_LINK}{_HREF}{_END}]*){_HREF}([^{_LINK}{_HREF}{_END}]*){_END}")
+_PARTS = f"{_MAIN}{_MAIN_END}{_ARTICLE}{_ARTICLE_END}{_GONE}"
+_PART_MARKS = re.compile(f"\n*[{_PARTS}][{_PARTS}\n]*")
+_SPACE = re.compile(r"\s+")
+_LOCAL = ("#", "javascript:", "data:")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: whitespace runs become single spaces, ends trimmed."""
+    return _SPACE.sub(" ", text).strip()
+
+
+def without_marks(html: str) -> str:
+    """``html`` with the characters used as marks replaced by spaces."""
+    return _ANY_MARK.sub(" ", html)
+
+
+class _Context(Protocol):
+    tag_name: str
+
+    def attributes(self) -> dict[str, str]: ...
+
+
+class Marker:
+    """The visitor: marks links, the main part and articles; shows images by their alt text."""
+
+    def visit_link(self, _ctx: _Context, _href: str, text: str, _title: str) -> object:
+        """A link's text alone (its target is marked when the element ends)."""
+        return {"custom": text}
+
+    def visit_image(self, _ctx: _Context, _src: str, alt: str, _title: str) -> object:
+        """An image is its description; one without any says nothing."""
+        alt = one_line(alt)
+        return {"custom": f"(image: {alt})"} if alt else "skip"
+
+    def visit_line_break(self, _ctx: _Context) -> object:
+        """A line break is a new line (not markdown's two trailing spaces)."""
+        return {"custom": "\n"}
+
+    def visit_element_end(self, ctx: _Context, output: str) -> object:
+        """Wrap links, the main part and articles in marks."""
+        tag = ctx.tag_name
+        if tag == "a":
+            href = ctx.attributes().get("href")
+            if href is not None:
+                return {"custom": f"{_LINK}{output}{_HREF}{without_marks(href)}{_END}"}
+        elif tag == "main" or (tag in _MAYBE_MAIN and ctx.attributes().get("role") == "main"):
+            return {"custom": f"{_MAIN}{output}{_MAIN_END}"}
+        elif tag == "article":
+            return {"custom": f"{_ARTICLE}{output}{_ARTICLE_END}"}
+        return "continue"
+
+
+_MAYBE_MAIN = frozenset(["div", "section", "article", "td", "span"])
+"""Elements a page marks ``role="main"`` in practice (the attributes of others are not read)."""
+
+
+def main_part(text: str) -> str | None:
+    """The first marked ``<main>`` in ``text``, else its one ``<article>``, else None."""
+    start = text.find(_MAIN)
+    if start < 0:
+        if text.count(_ARTICLE) != 1:
+            return None
+        return text[text.index(_ARTICLE) + 1 : text.rfind(_ARTICLE_END)]
+    depth = 0
+    for mark in re.finditer(f"[{_MAIN}{_MAIN_END}]", text[start:]):
+        depth += 1 if mark.group() == _MAIN else -1
+        if depth == 0:
+            return text[start + 1 : start + mark.start()]
+    return text[start + 1 :]
+
+
+def finish(text: str, base: str, markdown: bool) -> tuple[str, tuple[str, ...]]:
+    """The text with its links numbered and the marks gone, and the link targets in order.
+
+    Args:
+        text: Converted text, with marks.
+        base: What relative links are resolved against.
+        markdown: ``[text][3]`` when true, ``text [3]`` otherwise.
+    """
+    numbers: dict[str, int] = {}
+
+    def link(found: re.Match[str]) -> str:
+        label, href = one_line(found.group(1)), found.group(2).strip()
+        if not label:
+            return _GONE
+        if not href or href.lower().startswith(_LOCAL):
+            return label
+        try:
+            url = urljoin(base, href)
+        except ValueError:  # a malformed address (an unclosed IPv6 bracket): kept as text
+            return label
+        number = numbers.get(url)
+        if number is None:
+            if len(numbers) >= MAX_LINKS:
+                return label
+            number = numbers[url] = len(numbers) + 1
+        return f"[{_escape_brackets(label)}][{number}]" if markdown else f"{label} [{number}]"
+
+    text = _LINK_MARKS.sub(link, text)
+    # A mark on a line of its own leaves a blank line where it was, not three.
+    text = _PART_MARKS.sub(lambda m: "\n\n" if "\n" in m.group() else "", text)
+    return _ANY_MARK.sub("", text).strip(), tuple(numbers)
+
+
+def _escape_brackets(text: str) -> str:
+    return re.sub(r"(?<!\\)([\[\]])", r"\\\1", text)
