@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import statistics
 import subprocess
 import sys
@@ -29,7 +30,10 @@ from zuno.html_text import html_to_text
 __all__ = ["main"]
 
 _ROUNDS = 7
-_WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly judge".split()
+_WORDS = [
+    *("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven"),
+    *("wizards", "quietly", "judge"),
+]
 
 
 def _words(i: int, n: int) -> str:
@@ -40,11 +44,15 @@ def _docs_page() -> str:
     nav = "".join(f'<li><a href="/docs/s{i}">Section {i}</a></li>' for i in range(300))
     parts: list[str] = []
     for i in range(400):
-        parts.append(f'<h2 id="h{i}">Heading {i}</h2><p>{_words(i, 60)} <a href="ref{i}.html">'
-                     f"see {i}</a> and <code>call_{i}()</code>.</p>")
+        parts.append(
+            f'<h2 id="h{i}">Heading {i}</h2><p>{_words(i, 60)} <a href="ref{i}.html">'
+            f"see {i}</a> and <code>call_{i}()</code>.</p>"
+        )
         if i % 5 == 0:
-            parts.append(f'<pre><code class="language-python">def f{i}(x):\n'
-                         f"    return x * {i}\n</code></pre>")
+            parts.append(
+                f'<pre><code class="language-python">def f{i}(x):\n'
+                f"    return x * {i}\n</code></pre>"
+            )
         if i % 7 == 0:
             rows = "".join(f"<tr><td>k{j}</td><td>{_words(j, 4)}</td></tr>" for j in range(8))
             parts.append(f"<table><tr><th>Key</th><th>Meaning</th></tr>{rows}</table>")
@@ -75,11 +83,13 @@ def _forum_page() -> str:
 
 def _wiki_page() -> str:
     paragraphs = "".join(
-        "<p>" + " ".join(
+        "<p>"
+        + " ".join(
             f'{_words(i + k, 6)} <a href="/wiki/Topic_{(i * 13 + k) % 2500}">topic {k}</a>'
             f"<sup><a href='#cite{i}_{k}'>[{k}]</a></sup>"
             for k in range(12)
-        ) + "</p>"
+        )
+        + "</p>"
         for i in range(500)
     )
     notes = "".join(f"<li id='cite{i}'>{_words(i, 15)}</li>" for i in range(1500))
@@ -96,12 +106,16 @@ def _old_converter(commit: str, folder: Path) -> Callable[..., Any]:
     package.mkdir()
     listing = subprocess.run(
         ["git", "ls-tree", "--name-only", f"{commit}:src/zuno/html_text"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     for name in listing:
         source = subprocess.run(
             ["git", "show", f"{commit}:src/zuno/html_text/{name}"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         (package / name).write_text(source.replace("zuno.html_text", "old_html_text"))
     sys.path.insert(0, str(folder))
@@ -114,12 +128,13 @@ def _median_ms(runs: list[float]) -> str:
 
 def main() -> None:
     """Print one row per page and format: size, median time new (and old, and the ratio)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--old", metavar="COMMIT", help="also time html_text as of COMMIT")
     args = parser.parse_args()
     pages = {"docs": _docs_page(), "forum": _forum_page(), "wiki": _wiki_page()}
     with tempfile.TemporaryDirectory() as folder:
         old = _old_converter(args.old, Path(folder)) if args.old else None
+        print(f"load average at the start: {os.getloadavg()[0]:.2f}")
         print("| page | size | format | new | old | old / new |")
         print("| --- | --- | --- | --- | --- | --- |")
         for label, page in pages.items():
@@ -134,7 +149,8 @@ def main() -> None:
                         times[side].append(time.perf_counter() - start)
                 ratio = (
                     f"{statistics.median(times['old']) / statistics.median(times['new']):.1f} x"
-                    if old else "-"
+                    if old
+                    else "-"
                 )
                 print(
                     f"| {label} | {len(page) // 1024} KiB | {'markdown' if markdown else 'text'}"

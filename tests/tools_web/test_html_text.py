@@ -104,7 +104,9 @@ def test_main_content_is_preferred_when_it_has_text() -> None:
 def test_main_content_marked_by_role_or_one_article_numbers_its_own_links() -> None:
     body = "word " * 60
     side = "<div><a href='/side'>side link</a> Sidebar</div>"
-    role = html_to_text(f"{side}<div role=main><p><a href='/in'>in</a> {body}</p></div>", "https://s.test/")
+    role = html_to_text(
+        f"{side}<div role=main><p><a href='/in'>in</a> {body}</p></div>", "https://s.test/"
+    )
     assert role.main_only and "Sidebar" not in role.text
     assert role.text.startswith("[in][1] word") and role.links == ("https://s.test/in",)
     one = html_to_text(f"{side}<article><p>{body}</p></article>", markdown=False)

@@ -1,35 +1,27 @@
 """HTML made readable for a model: markdown or plain text.
 
-The page is parsed and written by html-to-markdown (PyPI ``html-to-markdown``,
-a Rust converter with Python bindings): headings, lists, tables, quotes,
-``pre`` blocks fenced with their language, entities, hidden elements. It was
-chosen over markdownify after both were run against this package's tests:
-markdownify (on BeautifulSoup) fails on the standard parser's implied end tags
-(``<li>`` without ``</li>`` runs the items together), names no language on
-fences, and recurses once per nesting level (a page 5,000 elements deep is a
-``RecursionError``); html-to-markdown passes, and is 10-30 times faster than
-the hand-written converter it replaces.
-
-Around it, a little of our own:
+html-to-markdown (a Rust converter) parses the page and writes it: headings,
+lists, tables, quotes, ``pre`` fenced with its language, entities, hidden
+elements. It was chosen over markdownify, tried on the same tests: markdownify
+runs ``<li>`` items together when their end tags are implied, names no
+language on fences, and recurses per nesting level (5,000 levels raise
+``RecursionError``). Around it, our own part:
 
 - scripts, styles, navigation, forms' controls, embedded media and hidden
-  elements are dropped (the converter's ``exclude_selectors``);
+  elements are dropped (``exclude_selectors``);
 - when the page marks its main content (``<main>``, ``role="main"``, or a
   single ``<article>``) and that part holds real text, only it is shown;
-- links are numbered: ``[text][3]`` in markdown, ``text [3]`` in text, with
-  the list of targets at the end, resolved against the page's address (or its
-  ``<base href>``), so the prose stays readable;
-- a page nested deeper than the converter walks is flattened first
-  (:mod:`._depth`).
-
-The last two go through a visitor that marks links and parts in the output
-(:mod:`._marks`).
+- links are numbered, ``[text][3]`` in markdown and ``text [3]`` in text,
+  with the targets listed at the end, resolved against the page's address
+  or its ``<base href>`` (:mod:`._marks`);
+- a page nested deeper than the converter walks is flattened first (:mod:`._depth`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, cast
 from urllib.parse import urljoin
 
 from html_to_markdown import ConversionOptions, PreprocessingOptions, WarningKind, convert
@@ -39,18 +31,17 @@ from zuno.html_text._marks import MAX_LINKS, Marker, finish, main_part, one_line
 
 __all__ = ["MAX_DEPTH", "MAX_LINKS", "HtmlText", "html_to_text", "looks_like_html"]
 
+_HIDING = (("display:", "none"), ("visibility:", "hidden"))
+
 _DROPPED = [
-    *"script style noscript template svg math nav iframe object embed canvas audio"
-    " video map button select textarea input dialog".split(),
-    "[hidden]",
-    "[aria-hidden=true]",
-    "[role=navigation]",
-    "[style*='display:none']",
-    "[style*='display: none']",
-    "[style*='visibility:hidden']",
-    "[style*='visibility: hidden']",
+    *("script", "style", "noscript", "template", "svg", "math", "nav", "iframe", "object"),
+    *("embed", "canvas", "audio", "video", "map", "button", "select", "textarea", "input"),
+    *("dialog", "[hidden]", "[aria-hidden=true]", "[role=navigation]"),
+    *(f"[style*='{hide}{gap}{how}']" for hide, how in _HIDING for gap in ("", " ")),
 ]
-_FRONT_MATTER = re.compile(r"---\n(?:[^\n]*\n)*?---\n+")
+# The title and <base href> come from the page's metadata, which the converter
+# also writes at the top of markdown as YAML front matter: taken off again.
+_FRONT_MATTER = re.compile(r"---\n(?:[^\n]+\n)*?---\n+")
 # Whitespace at a link's edges belongs outside it: the converter trims a link's text.
 _LINK_LEAD = re.compile(r"(<a\b[^>]*>)(\s+)", re.IGNORECASE)
 _LINK_TRAIL = re.compile(r"(\s+)(</a\s*>)", re.IGNORECASE)
@@ -100,9 +91,12 @@ def html_to_text(html: str, base_url: str = "", *, markdown: bool = True) -> Htm
         autolinks=False,
         compact_tables=True,
     )
-    result = convert(html, options, visitor=Marker())
+    # The binding takes any object with some of the visitor's methods; its typed
+    # Protocol lists all forty.
+    marker = cast(Any, Marker())
+    result = convert(html, options, visitor=marker)
     if any(w.kind == WarningKind.DEPTH_LIMIT_EXCEEDED for w in result.warnings):
-        result = convert(flatten(html), options, visitor=Marker())
+        result = convert(flatten(html), options, visitor=marker)
     text = result.content or ""
     if markdown:
         text = _FRONT_MATTER.sub("", text, count=1) if text.startswith("---\n") else text
@@ -124,8 +118,6 @@ def html_to_text(html: str, base_url: str = "", *, markdown: bool = True) -> Htm
 def _with_links(text: str, links: tuple[str, ...], markdown: bool) -> str:
     if not links:
         return text
-    if markdown:
-        listed = "\n".join(f"[{i}]: {url}" for i, url in enumerate(links, 1))
-    else:
-        listed = "\n".join(f"[{i}] {url}" for i, url in enumerate(links, 1))
+    gap = ": " if markdown else " "
+    listed = "\n".join(f"[{i}]{gap}{url}" for i, url in enumerate(links, 1))
     return f"{text}\n\nLinks:\n{listed}" if text else f"Links:\n{listed}"

@@ -1,11 +1,10 @@
-"""Nesting flattened before conversion, for the pages the converter would cut short.
+"""Nesting flattened for the pages the converter would cut short.
 
-html-to-markdown walks the page without recursion but skips whatever lies
-deeper than 1,024 elements (and says so in a warning): text a browser shows
-would be lost. Such a page is converted again after :func:`flatten`, which
-unwraps every element nested deeper than :data:`MAX_DEPTH`, keeping its text
-where it was. The tags are found by a pattern, not parsed: a page this deep
-is malformed or hostile, and all that is owed to it is its text, in order.
+html-to-markdown skips whatever lies deeper than 1,024 elements (with a
+warning), losing text a browser shows. Such a page is converted again after
+:func:`flatten` unwraps the elements nested deeper than :data:`MAX_DEPTH`.
+Tags are found by a pattern, not parsed: a page this deep is malformed or
+hostile, and what is owed to it is its text, in order.
 """
 
 from __future__ import annotations
@@ -19,7 +18,10 @@ MAX_DEPTH = 150
 
 _TAG = re.compile(r"<(/?)([a-zA-Z][^\s/>]*)[^>]*>")
 _VOID = frozenset(
-    "area base br col embed hr img input link meta param source track wbr".split()
+    [
+        *("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta"),
+        *("param", "source", "track", "wbr"),
+    ]
 )
 
 

@@ -1,18 +1,18 @@
-"""Marks the converter leaves in its output, and what is read from them afterwards.
+"""Marks the converter's visitor leaves in the output, and what is read from them.
 
-The visitor handed to html-to-markdown wraps each link's text with its raw
-``href``, and the output of each ``<main>`` (or ``role="main"``) and
-``<article>`` element, in characters from Unicode's private use area (taken
-out of the page beforehand). Once the page is written, the main part is cut
-out along its marks and the links are numbered in the order they are read, so
-a main part shown alone numbers its own links from 1.
+Each link's text and raw ``href``, and the output of ``<main>`` (or
+``role="main"``) and ``<article>`` elements, are wrapped in characters of
+Unicode's private use area (taken out of the page first). Afterwards the main
+part is cut out along its marks and the links are numbered in reading order,
+so a main part shown alone numbers its own links from 1.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Protocol
 from urllib.parse import urljoin
+
+from html_to_markdown import NodeContext
 
 __all__ = ["MAX_LINKS", "Marker", "finish", "main_part", "one_line", "without_marks"]
 
@@ -23,16 +23,17 @@ _LINK, _HREF, _END = "\ue000", "\ue001", "\ue002"
 _MAIN, _MAIN_END, _ARTICLE, _ARTICLE_END = "\ue003", "\ue004", "\ue005", "\ue006"
 _GONE = "\ue007"  # where a link without text was
 _ANY_MARK = re.compile("[\ue000-\ue007]")
-_LINK_MARKS = re.compile(f"{_LINK}([^{_LINK}{_HREF}{_END}]*){_HREF}([^{_LINK}{_HREF}{_END}]*){_END}")
+_LINK_MARKS = re.compile(
+    f"{_LINK}([^{_LINK}{_HREF}{_END}]*){_HREF}([^{_LINK}{_HREF}{_END}]*){_END}"
+)
 _PARTS = f"{_MAIN}{_MAIN_END}{_ARTICLE}{_ARTICLE_END}{_GONE}"
 _PART_MARKS = re.compile(f"\n*[{_PARTS}][{_PARTS}\n]*")
-_SPACE = re.compile(r"\s+")
 _LOCAL = ("#", "javascript:", "data:")
 
 
 def one_line(text: str) -> str:
     """``text`` on one line: whitespace runs become single spaces, ends trimmed."""
-    return _SPACE.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def without_marks(html: str) -> str:
@@ -40,44 +41,38 @@ def without_marks(html: str) -> str:
     return _ANY_MARK.sub(" ", html)
 
 
-class _Context(Protocol):
-    tag_name: str
-
-    def attributes(self) -> dict[str, str]: ...
-
-
 class Marker:
     """The visitor: marks links, the main part and articles; shows images by their alt text."""
 
-    def visit_link(self, _ctx: _Context, _href: str, text: str, _title: str) -> object:
+    def visit_link(
+        self, _ctx: NodeContext, _href: str, text: str, _title: str
+    ) -> str | dict[str, str]:
         """A link's text alone (its target is marked when the element ends)."""
         return {"custom": text}
 
-    def visit_image(self, _ctx: _Context, _src: str, alt: str, _title: str) -> object:
+    def visit_image(
+        self, _ctx: NodeContext, _src: str, alt: str, _title: str
+    ) -> str | dict[str, str]:
         """An image is its description; one without any says nothing."""
         alt = one_line(alt)
         return {"custom": f"(image: {alt})"} if alt else "skip"
 
-    def visit_line_break(self, _ctx: _Context) -> object:
+    def visit_line_break(self, _ctx: NodeContext) -> str | dict[str, str]:
         """A line break is a new line (not markdown's two trailing spaces)."""
         return {"custom": "\n"}
 
-    def visit_element_end(self, ctx: _Context, output: str) -> object:
+    def visit_element_end(self, ctx: NodeContext, output: str) -> str | dict[str, str]:
         """Wrap links, the main part and articles in marks."""
         tag = ctx.tag_name
         if tag == "a":
             href = ctx.attributes().get("href")
             if href is not None:
                 return {"custom": f"{_LINK}{output}{_HREF}{without_marks(href)}{_END}"}
-        elif tag == "main" or (tag in _MAYBE_MAIN and ctx.attributes().get("role") == "main"):
+        elif tag == "main" or ctx.attributes().get("role") == "main":
             return {"custom": f"{_MAIN}{output}{_MAIN_END}"}
         elif tag == "article":
             return {"custom": f"{_ARTICLE}{output}{_ARTICLE_END}"}
         return "continue"
-
-
-_MAYBE_MAIN = frozenset(["div", "section", "article", "td", "span"])
-"""Elements a page marks ``role="main"`` in practice (the attributes of others are not read)."""
 
 
 def main_part(text: str) -> str | None:
@@ -104,16 +99,16 @@ def finish(text: str, base: str, markdown: bool) -> tuple[str, tuple[str, ...]]:
         markdown: ``[text][3]`` when true, ``text [3]`` otherwise.
     """
     numbers: dict[str, int] = {}
+    targets: dict[str, str] = {}  # href -> absolute URL ("" when it is not followed)
 
     def link(found: re.Match[str]) -> str:
-        label, href = one_line(found.group(1)), found.group(2).strip()
+        label, href = one_line(found.group(1)), found.group(2)
         if not label:
             return _GONE
-        if not href or href.lower().startswith(_LOCAL):
-            return label
-        try:
-            url = urljoin(base, href)
-        except ValueError:  # a malformed address (an unclosed IPv6 bracket): kept as text
+        url = targets.get(href)
+        if url is None:
+            url = targets[href] = _target(base, href)
+        if not url:
             return label
         number = numbers.get(url)
         if number is None:
@@ -126,6 +121,17 @@ def finish(text: str, base: str, markdown: bool) -> tuple[str, tuple[str, ...]]:
     # A mark on a line of its own leaves a blank line where it was, not three.
     text = _PART_MARKS.sub(lambda m: "\n\n" if "\n" in m.group() else "", text)
     return _ANY_MARK.sub("", text).strip(), tuple(numbers)
+
+
+def _target(base: str, href: str) -> str:
+    """Where ``href`` leads, absolute ("" for a link within the page, a script, or nonsense)."""
+    href = href.strip()
+    if not href or href.lower().startswith(_LOCAL):
+        return ""
+    try:
+        return urljoin(base, href)
+    except ValueError:  # an unclosed IPv6 bracket
+        return ""
 
 
 def _escape_brackets(text: str) -> str:
