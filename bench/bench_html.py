@@ -3,7 +3,8 @@
 Run with ``python bench/bench_html.py``. It generates three pages of the kinds
 ``webfetch`` meets (a documentation page with navigation, sidebar and a long
 article; a forum laid out in tables; an encyclopedia page dense with links),
-converts each to markdown and to text, and prints the median time of each.
+converts each to markdown and to text, and prints the median time of each,
+beside html-to-markdown alone (no visitor, no marks: what our part costs).
 
 With ``--old COMMIT`` the hand-written converter that ``html_text`` held at
 that commit (for example 96e75df, the last one before html-to-markdown) is
@@ -23,7 +24,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from html_to_markdown import ConversionOptions, PreprocessingOptions, convert
 
 from zuno.html_text import html_to_text
 
@@ -100,7 +102,7 @@ def _wiki_page() -> str:
     )
 
 
-def _old_converter(commit: str, folder: Path) -> Callable[..., Any]:
+def _old_converter(commit: str, folder: Path) -> Callable[..., object]:
     """The converter ``html_text`` held at ``commit``, imported as ``old_html_text``."""
     package = folder / "old_html_text"
     package.mkdir()
@@ -122,41 +124,44 @@ def _old_converter(commit: str, folder: Path) -> Callable[..., Any]:
     return importlib.import_module("old_html_text").html_to_text
 
 
-def _median_ms(runs: list[float]) -> str:
-    return f"{statistics.median(runs) * 1000:,.1f} ms"
+def _library_alone(page: str, _base: str, *, markdown: bool) -> object:
+    """html-to-markdown without our visitor and marks: what the visitor costs."""
+    options = ConversionOptions(
+        output_format="markdown" if markdown else "plain",
+        preprocessing=PreprocessingOptions(enabled=False),
+    )
+    return convert(page, options)
 
 
 def main() -> None:
-    """Print one row per page and format: size, median time new (and old, and the ratio)."""
+    """Print one row per page and format: size, median times, and old / new."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--old", metavar="COMMIT", help="also time html_text as of COMMIT")
     args = parser.parse_args()
     pages = {"docs": _docs_page(), "forum": _forum_page(), "wiki": _wiki_page()}
     with tempfile.TemporaryDirectory() as folder:
-        old = _old_converter(args.old, Path(folder)) if args.old else None
+        sides: dict[str, Callable[..., object]] = {
+            "new": html_to_text,
+            "library alone": _library_alone,
+        }
+        if args.old:
+            sides["old"] = _old_converter(args.old, Path(folder))
         print(f"load average at the start: {os.getloadavg()[0]:.2f}")
-        print("| page | size | format | new | old | old / new |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print(f"| page | size | format | {' | '.join(sides)} | old / new |")
+        print(f"| --- | --- | --- |{' --- |' * len(sides)} --- |")
         for label, page in pages.items():
             for markdown in (True, False):
-                times: dict[str, list[float]] = {"new": [], "old": []}
+                times: dict[str, list[float]] = {side: [] for side in sides}
                 for _ in range(_ROUNDS):
-                    for side, convert in (("new", html_to_text), ("old", old)):
-                        if convert is None:
-                            continue
+                    for side, converter in sides.items():
                         start = time.perf_counter()
-                        convert(page, "https://site.example/dir/", markdown=markdown)
+                        converter(page, "https://site.example/dir/", markdown=markdown)
                         times[side].append(time.perf_counter() - start)
-                ratio = (
-                    f"{statistics.median(times['old']) / statistics.median(times['new']):.1f} x"
-                    if old
-                    else "-"
-                )
-                print(
-                    f"| {label} | {len(page) // 1024} KiB | {'markdown' if markdown else 'text'}"
-                    f" | {_median_ms(times['new'])} | {_median_ms(times['old']) if old else '-'}"
-                    f" | {ratio} |"
-                )
+                medians = {side: statistics.median(runs) for side, runs in times.items()}
+                ratio = f"{medians['old'] / medians['new']:.1f} x" if "old" in medians else "-"
+                cells = " | ".join(f"{m * 1000:,.1f} ms" for m in medians.values())
+                kind = "markdown" if markdown else "text"
+                print(f"| {label} | {len(page) // 1024} KiB | {kind} | {cells} | {ratio} |")
 
 
 if __name__ == "__main__":

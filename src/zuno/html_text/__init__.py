@@ -90,6 +90,7 @@ def html_to_text(html: str, base_url: str = "", *, markdown: bool = True) -> Htm
         preprocessing=PreprocessingOptions(enabled=False),
         autolinks=False,
         compact_tables=True,
+        bullets="-",
     )
     # The binding takes any object with some of the visitor's methods; its typed
     # Protocol lists all forty.
