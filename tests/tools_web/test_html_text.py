@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zuno.html_text import MAX_DEPTH, html_to_text, looks_like_html
+from zuno.html_text import MAX_DEPTH, MAX_LINKS, html_to_text, looks_like_html
 
 
 def md(html: str, base: str = "https://site.test/dir/page.html") -> str:
@@ -139,6 +139,19 @@ def test_deep_nesting_is_flattened_not_fatal() -> None:
     assert text("<section>" * 100_000 + "the floor") == "the floor"
 
 
+def test_links_past_the_limit_stay_text() -> None:
+    page = "".join(f"<a href='/p{i}'>p{i}</a> " for i in range(MAX_LINKS + 2))
+    doc = html_to_text(page, "https://s.test/")
+    assert len(doc.links) == MAX_LINKS and doc.links[-1] == f"https://s.test/p{MAX_LINKS - 1}"
+    assert f"[p{MAX_LINKS - 1}][{MAX_LINKS}] p{MAX_LINKS} p{MAX_LINKS + 1}\n\nLinks:" in doc.text
+
+
+def test_any_python_string_converts() -> None:
+    # A lone surrogate (a str can hold one; the converter takes UTF-8 only).
+    doc = html_to_text("<title>t\ud800</title><p>a\udfffb\x00c</p>")
+    assert (doc.title, doc.text) == ("t\ufffd", "a\ufffdbc")
+
+
 def test_looks_like_html() -> None:
     assert looks_like_html("  <!DOCTYPE html><html>")
     assert looks_like_html("<html lang=en>")
@@ -195,6 +208,7 @@ def test_looks_like_html() -> None:
                     "\ue000",
                     "\ue003",
                     "\ue004",
+                    "\ud800",
                 ]
             ),
             st.text(max_size=12),

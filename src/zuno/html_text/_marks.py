@@ -23,6 +23,7 @@ _LINK, _HREF, _END = "\ue000", "\ue001", "\ue002"
 _MAIN, _MAIN_END, _ARTICLE, _ARTICLE_END = "\ue003", "\ue004", "\ue005", "\ue006"
 _GONE = "\ue007"  # where a link without text was
 _ANY_MARK = re.compile("[\ue000-\ue007]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LINK_MARKS = re.compile(
     f"{_LINK}([^{_LINK}{_HREF}{_END}]*){_HREF}([^{_LINK}{_HREF}{_END}]*){_END}"
 )
@@ -37,8 +38,8 @@ def one_line(text: str) -> str:
 
 
 def without_marks(html: str) -> str:
-    """``html`` with the characters used as marks replaced by spaces."""
-    return _ANY_MARK.sub(" ", html)
+    """``html`` without the characters used as marks, nor lone surrogates (U+FFFD instead)."""
+    return _SURROGATE.sub("\ufffd", _ANY_MARK.sub(" ", html))
 
 
 class Marker:
