@@ -120,6 +120,10 @@ def test_the_mark_characters_in_a_page_are_not_taken_for_marks() -> None:
     doc = html_to_text(page, "https://s.test/")
     assert doc.links == ("https://s.test/ok",)
     assert doc.text == "x /evil [ok][1]\n\nLinks:\n[1]: https://s.test/ok"
+    written = html_to_text(
+        "<p>&#xE000;x&#57345;/evil&#xe002 <a href='/ok'>ok</a></p>", "https://s.test/"
+    )
+    assert written.text == doc.text
 
 
 def test_title_and_entities() -> None:

@@ -23,6 +23,8 @@ _LINK, _HREF, _END = "\ue000", "\ue001", "\ue002"
 _MAIN, _MAIN_END, _ARTICLE, _ARTICLE_END = "\ue003", "\ue004", "\ue005", "\ue006"
 _GONE = "\ue007"  # where a link without text was
 _ANY_MARK = re.compile("[\ue000-\ue007]")
+# The same characters written as references, which the converter would decode.
+_MARK_REFERENCE = re.compile(r"&#(?:[xX]0*[eE]00[0-7]|0*5734[4-9]|0*5735[01]);?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINK_MARKS = re.compile(
     f"{_LINK}([^{_LINK}{_HREF}{_END}]*){_HREF}([^{_LINK}{_HREF}{_END}]*){_END}"
@@ -39,7 +41,7 @@ def one_line(text: str) -> str:
 
 def without_marks(html: str) -> str:
     """``html`` without the characters used as marks, nor lone surrogates (U+FFFD instead)."""
-    return _SURROGATE.sub("\ufffd", _ANY_MARK.sub(" ", html))
+    return _SURROGATE.sub("\ufffd", _MARK_REFERENCE.sub(" ", _ANY_MARK.sub(" ", html)))
 
 
 class Marker:
@@ -68,7 +70,7 @@ class Marker:
         if tag == "a":
             href = ctx.attributes().get("href")
             if href is not None:
-                return {"custom": f"{_LINK}{output}{_HREF}{without_marks(href)}{_END}"}
+                return {"custom": f"{_LINK}{output}{_HREF}{href}{_END}"}
         elif tag == "main" or ctx.attributes().get("role") == "main":
             return {"custom": f"{_MAIN}{output}{_MAIN_END}"}
         elif tag == "article":
