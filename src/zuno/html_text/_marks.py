@@ -10,6 +10,7 @@ so a main part shown alone numbers its own links from 1.
 from __future__ import annotations
 
 import re
+from typing import TypeAlias
 from urllib.parse import urljoin
 
 from html_to_markdown import NodeContext
@@ -33,6 +34,8 @@ _PARTS = f"{_MAIN}{_MAIN_END}{_ARTICLE}{_ARTICLE_END}{_GONE}"
 _PART_MARKS = re.compile(f"\n*[{_PARTS}][{_PARTS}\n]*")
 _LOCAL = ("#", "javascript:", "data:")
 
+_Result: TypeAlias = str | dict[str, str]  # "continue", "skip", or {"custom": text}
+
 
 def one_line(text: str) -> str:
     """``text`` on one line: whitespace runs become single spaces, ends trimmed."""
@@ -47,24 +50,20 @@ def without_marks(html: str) -> str:
 class Marker:
     """The visitor: marks links, the main part and articles; shows images by their alt text."""
 
-    def visit_link(
-        self, _ctx: NodeContext, _href: str, text: str, _title: str
-    ) -> str | dict[str, str]:
+    def visit_link(self, _ctx: NodeContext, _href: str, text: str, _title: str) -> _Result:
         """A link's text alone (its target is marked when the element ends)."""
         return {"custom": text}
 
-    def visit_image(
-        self, _ctx: NodeContext, _src: str, alt: str, _title: str
-    ) -> str | dict[str, str]:
+    def visit_image(self, _ctx: NodeContext, _src: str, alt: str, _title: str) -> _Result:
         """An image is its description; one without any says nothing."""
         alt = one_line(alt)
         return {"custom": f"(image: {alt})"} if alt else "skip"
 
-    def visit_line_break(self, _ctx: NodeContext) -> str | dict[str, str]:
+    def visit_line_break(self, _ctx: NodeContext) -> _Result:
         """A line break is a new line (not markdown's two trailing spaces)."""
         return {"custom": "\n"}
 
-    def visit_element_end(self, ctx: NodeContext, output: str) -> str | dict[str, str]:
+    def visit_element_end(self, ctx: NodeContext, output: str) -> _Result:
         """Wrap links, the main part and articles in marks."""
         tag = ctx.tag_name
         if tag == "a":
