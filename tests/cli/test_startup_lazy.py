@@ -34,6 +34,7 @@ sys.__stderr__.write("MODULES " + json.dumps([code, sorted(sys.modules)]) + "\\n
 ENGINES = (
     "zuno.patch.apply",
     "zuno.html_text",
+    "html_to_markdown",
     "zuno.lsp.client",
     "tree_sitter",
     "zuno.agent.messages",
