@@ -202,7 +202,8 @@ class ZunoMcpServer:
 
     def list_tools(self) -> list[types.Tool]:
         """The active surface as MCP tools, in the surface's order."""
-        network = self.runtime.config.sandbox.network
+        # Through the egress proxy ("proxy") commands still reach other systems.
+        network = self.runtime.config.sandbox.network is not False
         return [
             types.Tool(
                 name=tool.name,
