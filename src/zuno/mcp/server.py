@@ -317,7 +317,8 @@ class ZunoMcpServer:
                 yield
 
         host, port = listener.getsockname()[:2]
-        app = _handshake_only(self.build().streamable_http_app(host=host))
+        sdk_server = self.build()
+        app = _handshake_only(sdk_server.streamable_http_app(host=host))
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         server = QuietServer(config)
         ended = anyio.Event()
@@ -344,6 +345,35 @@ class ZunoMcpServer:
                     await ended.wait()
                 finally:
                     server.should_exit = True
+                    # uvicorn waits for open responses to end before it stops, and a
+                    # client's event stream (GET) never ends by itself: close those
+                    # until the server has stopped (a client may reopen one meanwhile).
+                    # Calls in flight finish and are answered.
+                    with anyio.CancelScope(shield=True):
+                        while not ended.is_set():
+                            _close_event_streams(sdk_server)
+                            with anyio.move_on_after(0.2):
+                                await ended.wait()
+
+
+def _close_event_streams(sdk_server: Server[Any]) -> None:
+    """Close every HTTP session's standalone event stream (the client's GET).
+
+    The SDK keeps its sessions' transports in a private table; it is read
+    defensively, so a change there leaves a stop waiting for clients to leave
+    rather than failing.
+    """
+    try:
+        manager = sdk_server.session_manager
+    except RuntimeError:
+        return
+    transports: Any = getattr(manager, "_server_instances", None)
+    if not isinstance(transports, dict):
+        return
+    for transport in list(cast(dict[str, Any], transports).values()):
+        close: Any = getattr(transport, "close_standalone_sse_stream", None)
+        if callable(close):
+            close()
 
 
 def bind_http(port: int, host: str = "127.0.0.1") -> socket.socket:
