@@ -329,3 +329,42 @@ async def test_sigterm_stops_the_http_server_cleanly(
     assert "Traceback" not in stderr, stderr
     assert "CancelledError" not in stderr, stderr
     assert proc.returncode == 0, stderr  # a requested stop is a clean exit
+
+
+def test_sigterm_stops_the_stdio_server_while_its_client_keeps_stdin_open(
+    project: tuple[Path, Path],
+) -> None:
+    workspace, db = project
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zuno", "mcp", "serve", "-w", str(workspace)],
+        env={**os.environ, **zuno_env(db)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        proc.stdin.write(json.dumps(hello) + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())  # serving: the stop signals are handled
+        assert answer["result"]["serverInfo"]["name"] == "zuno"
+        proc.terminate()  # stdin stays open, as a client that is stuck would leave it
+        status = exit_status_within(proc, 30)
+        stderr = proc.stderr.read() if status is not None and proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 0, "still running 30 s after SIGTERM"
+    assert "Traceback" not in stderr, stderr

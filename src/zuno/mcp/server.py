@@ -46,6 +46,7 @@ from zuno.declarations import Effect, Outcome, Replay
 from zuno.dispatch import CallRequest, CallResult
 from zuno.mcp import APPROVAL_NOTE
 from zuno.mcp.remote import McpResourceTool, McpTool
+from zuno.mcp.stdin import claimed_stdin
 from zuno.permissions import ApprovalDecision, ApprovalRequest
 from zuno.runtime import Runtime, SessionState
 from zuno.tool import Tool
@@ -299,10 +300,13 @@ class ZunoMcpServer:
         )
 
     async def serve_stdio(self) -> None:
-        """Serve one client over stdin and stdout until it disconnects."""
+        """Serve one client over stdin and stdout until it disconnects (or a stop cancels it)."""
         server = self.build()
-        async with self.runtime, stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with claimed_stdin() as lines:
+            # The SDK takes any object it can read lines from with `async for`.
+            stdin = cast(Any, lines)
+            async with self.runtime, stdio_server(stdin=stdin) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def serve_http(self, listener: socket.socket) -> None:
         """Serve streamable HTTP on a bound socket (``http://host:port/mcp``) until interrupted."""
