@@ -10,6 +10,7 @@ from typing import Any
 
 from zuno.declarations import BlockKind, Declaration, Outcome
 from zuno.images import ImageAttachment
+from zuno.sentences import full_stop
 
 __all__ = ["CallRequest", "CallResult", "blocked_text", "new_id"]
 
@@ -24,9 +25,7 @@ def blocked_text(kind: BlockKind, reason: str, after: str) -> str:
 
     A reason that already ends a sentence gets no second full stop.
     """
-    reason = reason.rstrip()
-    stop = "" if reason.endswith((".", "!", "?")) else "."
-    return f"Blocked ({kind.value}): {reason}{stop} {after}"
+    return f"Blocked ({kind.value}): {full_stop(reason)} {after}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from zuno.output import bound_text
 from zuno.preflight import Admitted, Blocked, Preflight
 from zuno.recovery import INSPECTED, prefetch_inspection
 from zuno.scheduling import plan_groups
+from zuno.sentences import full_stop
 from zuno.store.records import CallRecord
 from zuno.telemetry import RunningCall, call_running, call_span
 from zuno.tool import (
@@ -342,8 +343,8 @@ class Dispatcher:
             )
         except UncertainOutcome as exc:
             result = ToolResult(
-                f"Outcome uncertain: {exc}. The effect may or may not have happened; "
-                "inspect the real state before doing anything that depends on it.",
+                f"Outcome uncertain: {full_stop(str(exc))} The effect may or may not have "
+                "happened; inspect the real state before doing anything that depends on it.",
                 is_error=True,
                 uncertain=True,
                 reason=str(exc),

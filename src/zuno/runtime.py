@@ -44,6 +44,7 @@ from zuno.workers import WorkerLease, shared_lease, this_worker
 if TYPE_CHECKING:
     from zuno.agent.loop import ProviderFactory
     from zuno.budget import Budget
+    from zuno.mcp.errors import McpServerError
     from zuno.tools.question import Questioner
 
 __all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
@@ -102,7 +103,7 @@ class SessionState:
 class Runtime:
     """Everything a dispatch needs, built once per process."""
 
-    mcp_failures: dict[str, str] = {}  # never mutated: entering sets a fresh dict
+    mcp_failures: dict[str, McpServerError] = {}  # never mutated: entering sets a fresh dict
     """The configured MCP servers that could not start, by name, and why (set on entering)."""
 
     def __init__(
@@ -417,7 +418,7 @@ class Runtime:
                 )
                 self.add_tools(servers.tools())
                 for name, error in servers.failures.items():
-                    self.mcp_failures[name] = error.summary
+                    self.mcp_failures[name] = error
                     _log.warning(
                         "zuno: %s; its tools are unavailable this run "
                         '(fix mcp.servers.%s in zuno.json, or set its "enabled" to false)',

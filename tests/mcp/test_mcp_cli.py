@@ -119,3 +119,29 @@ def test_zuno_tools_lists_mcp_tools_and_names_the_servers_that_failed(workspace:
     assert "mcp__plain__lookup: declared by strict default; read_only_hint ignored" in table.stdout
     assert "not offered: the tools of MCP server 'broken'" in table.stdout
     assert "Traceback" not in table.stderr
+
+
+def test_zuno_tools_says_why_each_server_failed_without_a_traceback(workspace: Path) -> None:
+    # A server that writes a line of text where protocol messages belong, then exits.
+    chatty = [sys.executable, "-c", "print('hello from a server that logs to stdout')"]
+    configure(
+        workspace,
+        plain=demo(),
+        broken={"command": "no-such-mcp-server"},
+        chatty={"command": chatty[0], "args": chatty[1:]},
+    )
+
+    table = zuno(workspace, "tools")
+
+    assert table.returncode == 0, table.stderr
+    assert "Traceback" not in table.stderr + table.stdout, table.stderr
+    notes = [line for line in table.stdout.splitlines() if line.startswith("not offered: the")]
+    assert (
+        "not offered: the tools of MCP server 'broken', which failed to start: "
+        "'no-such-mcp-server' was not found; check the command and PATH"
+    ) in notes, notes
+    (chatty_note,) = [line for line in notes if "'chatty'" in line]
+    # What went wrong is named: the line it wrote where the protocol belongs.
+    assert "hello from a server that logs to stdout" in chatty_note, chatty_note
+    assert "not JSON-RPC" in chatty_note, chatty_note
+    assert "mcp__plain__lookup" in table.stdout  # the working server's tools are listed

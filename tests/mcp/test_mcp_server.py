@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
@@ -275,8 +277,8 @@ def test_the_stdio_banner_is_one_line_on_a_narrow_terminal(project: tuple[Path, 
     assert "over MCP on stdio (session ses_" in banner[0] and banner[0].endswith(")")
 
 
-def test_sigterm_stops_the_http_server_without_a_traceback(project: tuple[Path, Path]) -> None:
-    workspace, db = project
+def serve_http(workspace: Path, db: Path) -> tuple[subprocess.Popen[str], int]:
+    """``zuno mcp serve --port`` started, once its banner says it serves."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "zuno", "mcp", "serve", "--port", str(port), "-w", str(workspace)],
@@ -285,15 +287,84 @@ def test_sigterm_stops_the_http_server_without_a_traceback(project: tuple[Path, 
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stderr is not None
+    banner = proc.stderr.readline()  # printed once serving (the port is bound earlier)
+    assert "serving the 'build' agent over MCP at http://127.0.0.1" in banner
+    return proc, port
+
+
+def exit_status_within(proc: subprocess.Popen[str], seconds: float) -> int | None:
     try:
-        assert proc.stderr is not None
-        banner = proc.stderr.readline()  # printed once serving (the port is bound earlier)
-        assert "serving the 'build' agent over MCP at http://127.0.0.1" in banner
-        proc.terminate()
-        _, stderr = proc.communicate(timeout=60)
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+@pytest.mark.parametrize("client", [False, True], ids=["idle", "client-connected"])
+async def test_sigterm_stops_the_http_server_cleanly(
+    project: tuple[Path, Path], client: bool
+) -> None:
+    workspace, db = project
+    proc, port = await anyio.to_thread.run_sync(serve_http, workspace, db)
+    said: list[str] = []
+    status: list[int | None] = []
+    try:
+        if client:
+            # A client with a live session (its event stream open) when the signal comes.
+            with contextlib.suppress(Exception):  # the client's own ending, the server gone
+                async with Client(f"http://127.0.0.1:{port}/mcp") as connected:
+                    said.append(text_of(await connected.call_tool("read", {"path": "notes.txt"})))
+                    proc.terminate()
+                    status.append(await anyio.to_thread.run_sync(exit_status_within, proc, 30))
+            assert said and "gamma" in said[0]
+        else:
+            proc.terminate()
+        _, stderr = await anyio.to_thread.run_sync(proc.communicate, None, 60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    if client:
+        assert status == [0], f"still running 30 s after SIGTERM: {stderr}"
     assert "Traceback" not in stderr, stderr
     assert "CancelledError" not in stderr, stderr
+    assert proc.returncode == 0, stderr  # a requested stop is a clean exit
+
+
+def test_sigterm_stops_the_stdio_server_while_its_client_keeps_stdin_open(
+    project: tuple[Path, Path],
+) -> None:
+    workspace, db = project
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zuno", "mcp", "serve", "-w", str(workspace)],
+        env={**os.environ, **zuno_env(db)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        proc.stdin.write(json.dumps(hello) + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())  # serving: the stop signals are handled
+        assert answer["result"]["serverInfo"]["name"] == "zuno"
+        proc.terminate()  # stdin stays open, as a client that is stuck would leave it
+        status = exit_status_within(proc, 30)
+        stderr = proc.stderr.read() if status is not None and proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 0, "still running 30 s after SIGTERM"
+    assert "Traceback" not in stderr, stderr

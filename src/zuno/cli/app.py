@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from zuno.config import PermissionMode
     from zuno.dispatch import CallRequest, CallResult
+    from zuno.mcp.errors import McpServerError
     from zuno.runtime import Runtime, SessionState
 
 __all__ = ["app", "escape", "lazy_console", "main", "prebuild"]
@@ -331,7 +332,8 @@ def tools(
     )
 
     with runtime(workspace, db) as rt:
-        surface, failures = rt.surface(agent), dict[str, str]()
+        surface = rt.surface(agent)
+        failures: dict[str, McpServerError] = {}
         if rt.config.mcp.servers:
             # The configured servers' tools join the surface once connected, as for `call`.
             surface, failures = run_until_stopped(_connected_surface, rt, agent)
@@ -348,7 +350,7 @@ def tools(
             print_surface(out, surface, agent, failures)
 
 
-async def _connected_surface(rt: Runtime, agent: str) -> tuple[Any, dict[str, str]]:
+async def _connected_surface(rt: Runtime, agent: str) -> tuple[Any, dict[str, McpServerError]]:
     """The agent's surface with the configured MCP servers connected, and those that failed."""
     async with rt:
         return rt.surface(agent), dict(rt.mcp_failures)

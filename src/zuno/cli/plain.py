@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 # Nothing from the runtime at import: main() asks is_plain() before parsing `--help`.
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from zuno.dispatch import CallResult
+    from zuno.mcp.errors import McpServerError
     from zuno.registry import Surface
 
 __all__ = [
@@ -51,7 +54,7 @@ def is_plain(stream: Any) -> bool:
 
 
 def surface_json(
-    surface: Surface, agent: str, mcp_failures: dict[str, str] | None = None
+    surface: Surface, agent: str, mcp_failures: Mapping[str, McpServerError] | None = None
 ) -> dict[str, Any]:
     """``zuno tools --json``: the active tools' rows, the tools withheld with the reason,
     and the configured MCP servers that failed to start, with why."""
@@ -60,7 +63,7 @@ def surface_json(
         "tools": surface_rows(surface),
         "withheld": [{"name": name, "reason": reason} for name, reason in surface.withheld],
         "mcp_failures": [
-            {"server": name, "error": error} for name, error in (mcp_failures or {}).items()
+            {"server": name, "error": error.summary} for name, error in (mcp_failures or {}).items()
         ],
     }
 
@@ -121,7 +124,9 @@ def surface_table_notes(surface: Surface) -> list[str]:
 
 
 def surface_notes(
-    surface: Surface, rows: list[list[str]], mcp_failures: dict[str, str] | None = None
+    surface: Surface,
+    rows: list[list[str]],
+    mcp_failures: Mapping[str, McpServerError] | None = None,
 ) -> str | None:
     """The lines under the ``zuno tools`` table: what ``*`` means, what is withheld and why,
     how each MCP tool's declaration was chosen, and which MCP servers failed to start."""
@@ -134,7 +139,7 @@ def surface_notes(
     # A tool the agent would have but that needs setting up first: say what to set.
     notes += [f"not offered: {name} ({reason})" for name, reason in surface.withheld]
     notes += [
-        f"not offered: the tools of MCP server {name!r}: {error.split(': ', 1)[-1]}"
+        f"not offered: the tools of MCP server {name!r}, which {error.reason}"
         for name, error in (mcp_failures or {}).items()
     ]
     return "\n".join(notes) or None

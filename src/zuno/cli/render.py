@@ -25,6 +25,7 @@ from zuno.workers import runner_running
 if TYPE_CHECKING:
     from zuno.cli.transcript import LateResult, Said, Step, Transcript
     from zuno.dispatch import CallResult
+    from zuno.mcp.errors import McpServerError
 
 __all__ = [
     "NotRun",
@@ -90,7 +91,10 @@ def print_table(
 
 
 def print_surface(
-    console: Console, surface: Surface, agent: str, mcp_failures: dict[str, str] | None = None
+    console: Console,
+    surface: Surface,
+    agent: str,
+    mcp_failures: Mapping[str, McpServerError] | None = None,
 ) -> None:
     """The ``zuno tools`` table (plain lines off a terminal, see :mod:`zuno.cli.plain`)."""
     rows = surface_table_rows(surface)

@@ -35,6 +35,7 @@ server never takes the built-in tools or the other servers with it.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -67,6 +68,12 @@ _STDERR_TAIL = 2000
 
 R = TypeVar("R")
 
+# The SDK logs a server's unparsable output (and other faults Zuno reports in its
+# own words) with tracebacks. With no handler anywhere, Python's last-resort
+# handler would print them on the user's terminal; this one keeps them off it.
+# An application that configures logging still receives them (they propagate).
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+
 
 class _ConnectionEnded(Exception):
     """The connection's task ended while a request was waiting for its answer."""
@@ -79,6 +86,21 @@ def _flatten(exc: BaseException) -> BaseException:
         if inner:
             return _flatten(inner[0])
     return cast(BaseException, exc)
+
+
+def _unparsed_line(exc: Exception) -> str:
+    """The text the SDK could not parse as a protocol message (its error, if not known)."""
+    errors: Any = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            found: Any = errors()
+            value: Any = found[0].get("input") if found else None
+        except Exception:  # a description, never a reason to fail
+            value = None
+        if isinstance(value, str | bytes):
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            return text[:200]
+    return (str(exc) or type(exc).__name__)[:200]
 
 
 def _seen_closed(client: Client) -> bool:
@@ -133,6 +155,8 @@ class McpConnection:
         self._lost: str | None = None
         """Why the connection is known to be gone (set by the first failure seen)."""
         self._stderr: IO[str] | None = None
+        self._not_protocol: str | None = None
+        """The first line the server wrote that was not a protocol message (cut to 200)."""
         self._closing = anyio.Event()
         """Set to end the connection's task."""
         self._ended = anyio.Event()
@@ -208,19 +232,33 @@ class McpConnection:
             detail = f"no answer within {self.settings.startup_timeout:g}s (startup_timeout)"
         elif isinstance(exc, FileNotFoundError):
             detail = f"{self.settings.command!r} was not found; check the command and PATH"
+        if self._not_protocol is not None:
+            detail += (
+                f"; it wrote a line that is not JSON-RPC on stdout ({self._not_protocol!r}): "
+                "a stdio MCP server may write only protocol messages there, logs go to stderr"
+            )
         stderr = self.stderr_tail()
         where = "url" if self.settings.url else "command"
         head = f"MCP server {self.name!r} ({where}: {self.settings.describe()}) {what}: {detail}"
         last = stderr.splitlines()[-1].strip() if stderr else ""
+        tail = f" (its stderr ends with: {last[-200:]})" if last else ""
         return McpServerError(
             head
             + (f"\nits stderr ends with:\n{stderr}" if stderr else "")
             + f'\nFix mcp.servers.{self.name} in zuno.json, or set its "enabled" to false.',
             server=self.name,
-            summary=" ".join(
-                (head + (f" (its stderr ends with: {last[-200:]})" if last else "")).split()
-            ),
+            summary=" ".join((head + tail).split()),
+            reason=" ".join(f"{what}: {detail}{tail}".split()),
         )
+
+    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
+        """The client's message handler: keeps the first line that was not a protocol message.
+
+        The SDK hands a line it cannot parse to this handler (and logs it; see
+        the ``mcp`` logger's handler below); a startup error then quotes it.
+        """
+        if isinstance(message, Exception) and self._not_protocol is None:
+            self._not_protocol = _unparsed_line(message)
 
     async def connect(self, tg: TaskGroup) -> None:
         """Start or reach the server and list its tools and resources, in a task of ``tg``.
@@ -245,6 +283,7 @@ class McpConnection:
                         self._transport(stack),
                         mode="auto",
                         read_timeout_seconds=self.settings.startup_timeout,
+                        message_handler=self._on_message,
                     )
                     await stack.enter_async_context(client)
                 except Exception as exc:

@@ -17,9 +17,19 @@ class McpServerError(Exception):
         server: The server's name in ``mcp.servers`` (None when not known).
         summary: The failure on one line (the full message quotes the
             server's stderr and how to fix it, over several lines).
+        reason: What went wrong, without the server's name or command
+            (``failed to start: ...``), for lists already organised by server.
     """
 
-    def __init__(self, message: str, *, server: str | None = None, summary: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str | None = None,
+        summary: str | None = None,
+        reason: str | None = None,
+    ):
         super().__init__(message)
         self.server = server
         self.summary = summary or " ".join(message.split())
+        self.reason = reason or self.summary

@@ -295,7 +295,7 @@ class McpTool(Tool[McpArguments]):
             if not text:
                 text = shown
             elif not _says_the_same(text, structured):
-                text = f"[text content]\n{text}\n[structured content]\n{shown}"
+                text = _text_and_structured(text, structured)
                 data["structured_content"] = structured
         failed = result.is_error
         if failed:
@@ -328,15 +328,39 @@ def _says_the_same(text: str, structured: dict[str, Any]) -> bool:
     structured content (``{"result": value}``, or a file server's
     ``{"content": text}``).
     """
-    try:
-        parsed: Any = json.loads(text)
-    except ValueError:
-        parsed = text
+    parsed = _parsed(text)
     if parsed == structured:
         return True
-    if len(structured) != 1:
-        return False
-    (value,) = structured.values()
+    return len(structured) == 1 and _repeats(text, parsed, next(iter(structured.values())))
+
+
+def _text_and_structured(text: str, structured: dict[str, Any]) -> str:
+    """The text and the structured content, each labelled, the text given once.
+
+    A server that puts its text under one key beside other fields (``zuno mcp
+    serve``: ``{"output": text, "total_lines": ...}``) would otherwise have
+    the model read the text twice; that key is named instead of repeated.
+    """
+    parsed = _parsed(text)
+    key = next((k for k, v in structured.items() if _repeats(text, parsed, v)), None)
+    if key is None:
+        shown = json.dumps(structured, ensure_ascii=False, default=str)
+        return f"[text content]\n{text}\n[structured content]\n{shown}"
+    rest = {k: v for k, v in structured.items() if k != key}
+    shown = json.dumps(rest, ensure_ascii=False, default=str)
+    return f"{text}\n[structured content, besides {key!r} (the text above)]\n{shown}"
+
+
+def _parsed(text: str) -> Any:
+    """The text as JSON when it is JSON, else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _repeats(text: str, parsed: Any, value: Any) -> bool:
+    """Whether one value of the structured content is what the text says."""
     if value in (parsed, text):
         return True
     # The text blocks joined by newlines: the value may lack or add a final one.

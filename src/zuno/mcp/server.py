@@ -46,6 +46,7 @@ from zuno.declarations import Effect, Outcome, Replay
 from zuno.dispatch import CallRequest, CallResult
 from zuno.mcp import APPROVAL_NOTE
 from zuno.mcp.remote import McpResourceTool, McpTool
+from zuno.mcp.stdin import claimed_stdin
 from zuno.permissions import ApprovalDecision, ApprovalRequest
 from zuno.runtime import Runtime, SessionState
 from zuno.tool import Tool
@@ -202,7 +203,8 @@ class ZunoMcpServer:
 
     def list_tools(self) -> list[types.Tool]:
         """The active surface as MCP tools, in the surface's order."""
-        network = self.runtime.config.sandbox.network
+        # Through the egress proxy ("proxy") commands still reach other systems.
+        network = self.runtime.config.sandbox.network is not False
         return [
             types.Tool(
                 name=tool.name,
@@ -298,10 +300,13 @@ class ZunoMcpServer:
         )
 
     async def serve_stdio(self) -> None:
-        """Serve one client over stdin and stdout until it disconnects."""
+        """Serve one client over stdin and stdout until it disconnects (or a stop cancels it)."""
         server = self.build()
-        async with self.runtime, stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with claimed_stdin() as lines:
+            # The SDK takes any object it can read lines from with `async for`.
+            stdin = cast(Any, lines)
+            async with self.runtime, stdio_server(stdin=stdin) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def serve_http(self, listener: socket.socket) -> None:
         """Serve streamable HTTP on a bound socket (``http://host:port/mcp``) until interrupted."""
@@ -316,7 +321,8 @@ class ZunoMcpServer:
                 yield
 
         host, port = listener.getsockname()[:2]
-        app = _handshake_only(self.build().streamable_http_app(host=host))
+        sdk_server = self.build()
+        app = _handshake_only(sdk_server.streamable_http_app(host=host))
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         server = QuietServer(config)
         ended = anyio.Event()
@@ -343,6 +349,35 @@ class ZunoMcpServer:
                     await ended.wait()
                 finally:
                     server.should_exit = True
+                    # uvicorn waits for open responses to end before it stops, and a
+                    # client's event stream (GET) never ends by itself: close those
+                    # until the server has stopped (a client may reopen one meanwhile).
+                    # Calls in flight finish and are answered.
+                    with anyio.CancelScope(shield=True):
+                        while not ended.is_set():
+                            _close_event_streams(sdk_server)
+                            with anyio.move_on_after(0.2):
+                                await ended.wait()
+
+
+def _close_event_streams(sdk_server: Server[Any]) -> None:
+    """Close every HTTP session's standalone event stream (the client's GET).
+
+    The SDK keeps its sessions' transports in a private table; it is read
+    defensively, so a change there leaves a stop waiting for clients to leave
+    rather than failing.
+    """
+    try:
+        manager = sdk_server.session_manager
+    except RuntimeError:
+        return
+    transports: Any = getattr(manager, "_server_instances", None)
+    if not isinstance(transports, dict):
+        return
+    for transport in list(cast(dict[str, Any], transports).values()):
+        close: Any = getattr(transport, "close_standalone_sse_stream", None)
+        if callable(close):
+            close()
 
 
 def bind_http(port: int, host: str = "127.0.0.1") -> socket.socket:

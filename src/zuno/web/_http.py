@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zuno.sentences import full_stop
 from zuno.tool import ToolError, TransientError
 
 if TYPE_CHECKING:
@@ -91,9 +92,12 @@ def status_failure(
         message += f": {excerpt}"
     if status >= 500 or status in _TRANSIENT_STATUS:
         wait = f" (the server asks to wait {retry_after} s)" if retry_after else ""
-        return TransientError(f"{message}. This may pass; try again later{wait}.")
+        return TransientError(f"{full_stop(message)} This may pass; try again later{wait}.")
     if status == 404:
-        message += ". Check the URL"
+        message = f"{full_stop(message)} Check the URL"
     elif status in (401, 403):
-        message += ". The site refuses access (it may need a login or block automated clients)"
+        message = (
+            f"{full_stop(message)} The site refuses access "
+            "(it may need a login or block automated clients)"
+        )
     return ToolError(message)

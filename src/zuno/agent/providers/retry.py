@@ -31,6 +31,7 @@ from zuno.agent.providers.errors import (
     ProviderRejected,
     ProviderUnreachable,
 )
+from zuno.sentences import full_stop
 
 __all__ = ["Endpoint", "RetryPolicy", "SdkErrors", "request_with_retries"]
 
@@ -174,7 +175,8 @@ def _classify(exc: Exception, where: Endpoint, sdk: SdkErrors, attempts: int) ->
             hint = "Wait and try again" if status == 429 else "Try again later"
             return _Failure(
                 ProviderBusy(
-                    f"{where.label}: {where.base_url} answered {status}{tried}: {said}. {hint}.",
+                    f"{where.label}: {where.base_url} answered {status}{tried}: "
+                    f"{full_stop(said)} {hint}.",
                     status=status,
                 ),
                 retryable=True,
@@ -185,7 +187,8 @@ def _classify(exc: Exception, where: Endpoint, sdk: SdkErrors, attempts: int) ->
             hint = f" Check the model name, and {where.base_url_setting}.{where.not_found_hint}"
         return _Failure(
             ProviderRejected(
-                f"{where.label}: the request was refused ({status}): {said}.{hint}", status
+                f"{where.label}: the request was refused ({status}): {full_stop(said)}{hint}",
+                status,
             ),
             retryable=False,
         )

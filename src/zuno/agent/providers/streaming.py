@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from zuno.agent.messages import Message, ModelReply, ToolSpec
 from zuno.agent.providers.errors import UnreadableReply
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors, request_with_retries
+from zuno.sentences import full_stop
 
 __all__ = ["NotAReply", "ReplyAssembly", "SdkStream", "StreamingProvider"]
 
@@ -165,7 +166,8 @@ class StreamingProvider(ABC, Generic[E]):
     def _unreadable(self, why: str) -> UnreadableReply:
         where = self._endpoint
         return UnreadableReply(
-            f"{where.label}: {where.base_url} answered, but {why}. Check {where.base_url_setting}: "
+            f"{where.label}: {where.base_url} answered, but {full_stop(why)} "
+            f"Check {where.base_url_setting}: "
             "it should be the model API itself, or a proxy that passes its replies through."
         )
 
