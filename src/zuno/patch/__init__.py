@@ -1,6 +1,6 @@
 """The apply_patch engine: parse, verify against the files, write all or nothing.
 
-The format is described in ``spec/apply_patch.md``. Typical use::
+The format is described in ``docs/contract.md`` (its apply_patch section). Typical use::
 
     plan = plan_patch(text, resolve)      # verify only: the diff for an approval prompt
     plan = apply_patch(text, resolve)     # verify, then write every change or none
