@@ -170,7 +170,9 @@ class _Translator:
         while self._i < len(glob):
             out.append(self._token())
         if self._in_braces:
-            raise self._error("unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?)")
+            raise self._error(
+                "unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?)"
+            )
         return b"".join(out)
 
     def _error(self, what: str) -> GlobError:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from zuno.ripgrep._glob import GlobError
 from zuno.ripgrep._locate import find_ripgrep_async
 from zuno.ripgrep._run import Ripgrep, StreamExit
-from zuno.ripgrep._glob import GlobError
 from zuno.ripgrep._select import Exclusion, Selection, selection_args
 
 __all__ = [
@@ -155,6 +155,11 @@ class _Target:
     cwd: Path
     arg: str
 
+    @property
+    def folder(self) -> bool:
+        """Whether rg searches a folder (not one file named explicitly)."""
+        return self.arg == "."
+
     @classmethod
     def of(cls, root: Path) -> _Target:
         if root.is_dir():
@@ -267,7 +272,7 @@ async def list_files(
         RipgrepError: rg refused the glob.
     """
     target = _Target.of(root)
-    selection = _selection(glob, hidden, exclusion, root.is_dir())
+    selection = _selection(glob, hidden, exclusion, target.folder)
     rg = rg or await find_ripgrep_async()
     args = ["--files", "--null", *selection.args, "--", target.arg]
     return await _paths(rg, target, args, limit, selection.keep)
@@ -291,7 +296,7 @@ async def files_with_matches(
         RipgrepError: rg refused the pattern or glob.
     """
     target = _Target.of(root)
-    selection = query.selection(folder=root.is_dir())
+    selection = query.selection(folder=target.folder)
     rg = rg or await find_ripgrep_async()
     args = _search_args(["--files-with-matches", "--null"], query, selection, target)
     return await _paths(rg, target, args, limit, selection.keep)
@@ -328,7 +333,7 @@ async def _counts(
     smallest: _Smallest[tuple[bytes, int]] = _Smallest(limit)
     total = 0
     carry = b""
-    selection = query.selection(folder=target.arg == ".")
+    selection = query.selection(folder=target.folder)
     keep = selection.keep
 
     def consume(records: list[bytes]) -> bool:

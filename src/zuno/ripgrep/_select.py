@@ -101,4 +101,3 @@ def _keep(
         return skip is None or not skip(relative.decode("utf-8", errors="surrogateescape"))
 
     return keep
-
