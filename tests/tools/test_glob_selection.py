@@ -49,6 +49,7 @@ FILES = [
     "x/src/f.py",
     "a/b",
     "aXb",
+    "src/x:y.txt",
 ]
 
 GITIGNORE = "node_modules/\nbuild/\n*_pb2.py\n!keep_pb2.py\n/src/gen/\n*.log\n"
@@ -87,7 +88,7 @@ async def test_a_file_the_gitignore_whitelists_is_listed_only_when_the_glob_matc
     repo: Path,
 ) -> None:
     # "!keep_pb2.py" in .gitignore once let that file into every glob's answer.
-    assert await _listed(repo, "*.txt") == ["b.txt"]
+    assert await _listed(repo, "*.txt") == ["b.txt", "src/x:y.txt"]
     assert await _listed(repo, "*.md") == ["docs/a/b.md"]
     assert await _listed(repo, "nothing-is-called-this") == []
     assert await _listed(repo, "*_pb2.py") == ["src/keep_pb2.py"]
@@ -103,6 +104,7 @@ async def test_ignored_files_and_folders_stay_out_when_the_glob_matches_them(rep
         "src/keep_pb2.py",
         "src/m.py",
         "src/sub/n.ts",
+        "src/x:y.txt",
     ]
     assert await _listed(repo, "*.log") == []
     assert await _listed(repo, "node_modules/**/*.py") == []
@@ -129,6 +131,8 @@ async def test_anchors_prefixes_and_folder_only_globs(repo: Path) -> None:
         "src/sub/n.ts",
     ]
     assert await _listed(repo, "src/") == []  # folders only: no file
+    # ":" cannot be in an rg type's glob: the path check alone decides.
+    assert await _listed(repo, "*:*.txt") == ["src/x:y.txt"]
     # A negated class matches "/" in rg, so the name part alone cannot decide.
     assert await _listed(repo, "a[!x]b") == ["a/b", "aXb"]
 
@@ -153,7 +157,7 @@ async def test_a_malformed_glob_is_refused_in_rgs_words(repo: Path) -> None:
 async def test_no_temporary_file_is_needed(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A read-only or missing temporary folder (a sandbox, a full disk) once broke every glob.
     monkeypatch.setattr(tempfile, "tempdir", str(repo / "no-such-folder"))
-    assert await _listed(repo, "*.txt") == ["b.txt"]
+    assert await _listed(repo, "*.txt") == ["b.txt", "src/x:y.txt"]
     files = await files_with_matches(repo, Query("token", include="*.md"), limit=10)
     assert files.items == ["docs/a/b.md"]
 
@@ -161,7 +165,7 @@ async def test_no_temporary_file_is_needed(repo: Path, monkeypatch: pytest.Monke
 # --------------------------------------------------------------- against rg itself
 
 _PIECES = st.sampled_from(
-    ["*", "**", "?", "a", "b", "py", ".", "/", "[ab]", "[!a]", "{a,b}", "{py,ts}", "src", "x"]
+    ["*", "**", "?", "a", "b", "py", ".", "/", ":", "[ab]", "[!a]", "{a,b}", "{py,ts}", "src", "x"]
 )
 _GLOBS = st.lists(_PIECES, min_size=1, max_size=5).map("".join)
 

@@ -81,7 +81,7 @@ def plan_glob(glob: str, hidden: bool) -> GlobPlan:
         if not hidden:
             # A selected type lets hidden names through; the negated one, given later, wins.
             args += (f"--type-add={_HIDDEN_TYPE}:.*", f"--type-not={_HIDDEN_TYPE}")
-    if parts[:-1] == ["**"]:
+    if parts[:-1] == ["**"] and (typed or name in _ANY_NAME):
         return GlobPlan(args, None)
     return GlobPlan(args, _regex_check(glob))
 
