@@ -275,7 +275,7 @@ async def list_files(
     selection = _selection(glob, hidden, exclusion, target.folder)
     rg = rg or await find_ripgrep_async()
     args = ["--files", "--null", *selection.args, "--", target.arg]
-    return await _paths(rg, target, args, limit, selection.keep)
+    return await _paths(rg, target, args, limit, selection.keep, gather=False)
 
 
 async def files_with_matches(
@@ -308,6 +308,8 @@ async def _paths(
     args: list[str],
     limit: int,
     keep: Callable[[bytes], bool] | None,
+    *,
+    gather: bool = True,
 ) -> SearchResult[str]:
     """Run rg printing NUL-ended paths; keep the first ``limit`` in path order."""
     smallest: _Smallest[bytes] = _Smallest(limit)
@@ -320,7 +322,7 @@ async def _paths(
             smallest.extend(b"\0".join(records).translate(_SWAP).split(b"/"))
         return True
 
-    status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0")
+    status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0", gather=gather)
     _check(status)
     paths = [_display(key.translate(_SWAP)) for key in smallest.result()]
     return SearchResult(paths, len(paths), smallest.seen, smallest.seen, status.unreadable)
