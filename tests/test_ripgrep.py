@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import stat
@@ -14,6 +15,8 @@ from pathlib import Path
 import anyio
 import anyio.from_thread
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zuno import ripgrep
 from zuno.ripgrep import (
@@ -28,6 +31,7 @@ from zuno.ripgrep import (
     parse_version,
     search_lines,
 )
+from zuno.ripgrep._search import _Smallest  # pyright: ignore[reportPrivateUsage]
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -436,3 +440,20 @@ async def test_files_and_counts_equal_raw_rg_on_the_stdlib() -> None:
 def test_module_exports_are_defined() -> None:
     for name in ripgrep.__all__:
         assert hasattr(ripgrep, name), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.binary(max_size=4), max_size=300),
+    limit=st.integers(min_value=1, max_value=40),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=6),
+)
+def test_the_first_n_of_a_stream_fed_in_batches(
+    keys: list[bytes], limit: int, cuts: list[int]
+) -> None:
+    smallest: _Smallest[bytes] = _Smallest(limit)
+    bounds = sorted({0, len(keys), *(c for c in cuts if c <= len(keys))})
+    for start, end in itertools.pairwise(bounds):
+        smallest.extend(keys[start:end])
+    assert smallest.result() == sorted(keys)[:limit]
+    assert smallest.seen == len(keys)

@@ -10,6 +10,9 @@ ripgrep 14 or newer; this package contributes only what rg does not give us:
 - typed, cancellable invocation (``_run``: :meth:`Ripgrep.stream`): output is
   decoded record by record as it arrives and rg is killed as soon as the
   caller has enough, or when the surrounding task is cancelled.
+- the include glob (``_glob``, ``_select``): rg file types plus, for globs
+  naming folders, a path regex with rg's glob rules, so that files the ignore
+  files ignore stay out (rg's own ``--glob`` would list them);
 - stable ordering (``_search``: the searches): every answer is sorted by path
   (component by component, as ``rg --sort path`` orders them) and then by
   line, whatever order rg's threads finished in, and the first *limit*

@@ -92,6 +92,9 @@ def find_ripgrep(*, refresh: bool = False) -> Ripgrep:
 
 async def find_ripgrep_async() -> Ripgrep:
     """:func:`find_ripgrep` from async code (the first probe blocks, so it runs in a thread)."""
+    cached = _cache.get(os.environ.get(_ENV_VAR) or None)
+    if isinstance(cached, Ripgrep):
+        return cached  # probed already: no thread to wake for a dictionary lookup
     return await anyio.to_thread.run_sync(find_ripgrep)
 
 

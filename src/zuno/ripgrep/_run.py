@@ -72,6 +72,7 @@ class Ripgrep:
         cwd: Path,
         consume: Callable[[list[bytes]], bool],
         separator: bytes = b"\n",
+        gather: bool = True,
     ) -> StreamExit:
         """Run rg and hand its stdout to ``consume``, a batch of records at a time.
 
@@ -87,6 +88,9 @@ class Ripgrep:
                 thread, one call at a time, and must not touch the event loop.
             separator: What ends a record: ``b"\\n"`` for ``--json``, ``b"\\0"``
                 for ``--null`` file lists.
+            gather: After a small read, pause a moment so that rg's small writes
+                (one per file when searching) arrive together. ``--files``
+                writes full buffers: there the pause only delays the answer.
 
         Returns:
             How rg ended.
@@ -111,7 +115,7 @@ class Ripgrep:
         finally:
             # Only rg holds the write end now, so its exit is our end of file.
             os.close(write_fd)
-        reader = _Reader(read_fd, separator, consume)
+        reader = _Reader(read_fd, separator, consume, _SMALL_READ if gather else 0)
         stderr = bytearray()
         stopped = False
         try:
@@ -157,10 +161,17 @@ async def _drain(stream: ByteReceiveStream, into: bytearray, keep: int = 8192) -
 class _Reader:
     """Blocking reads of rg's stdout, cut into records, run in a worker thread."""
 
-    def __init__(self, fd: int, separator: bytes, consume: Callable[[list[bytes]], bool]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        separator: bytes,
+        consume: Callable[[list[bytes]], bool],
+        small: int = _SMALL_READ,
+    ) -> None:
         self._fd = fd
         self._separator = separator
         self._consume = consume
+        self._small = small
         self._lock = threading.Lock()
         self._state: Literal["pending", "running", "done", "abandoned"] = "pending"
         self._finished = threading.Event()
@@ -178,7 +189,7 @@ class _Reader:
                 pending = records.pop()
                 if records and not self._consume(records):
                     return True
-                if len(chunk) < _SMALL_READ:
+                if len(chunk) < self._small:
                     # rg writes once per file in some modes (--count: 16k writes on
                     # the stdlib). Waking for each costs more CPU than rg's search;
                     # a short pause lets the pipe gather many into one read.

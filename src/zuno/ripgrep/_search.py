@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import json
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from zuno.ripgrep._glob import GlobError
 from zuno.ripgrep._locate import find_ripgrep_async
 from zuno.ripgrep._run import Ripgrep, StreamExit
-from zuno.ripgrep._select import Exclusion, plain_message, selection_args
+from zuno.ripgrep._select import Exclusion, Selection, selection_args
 
 __all__ = [
     "FileCount",
@@ -81,9 +82,13 @@ class Query:
         args += ["--regexp", self.pattern]
         return args
 
-    def selection(self) -> AbstractContextManager[list[str]]:
-        """The rg options choosing which files are searched (see :func:`selection_args`)."""
-        return selection_args(self.include, self.hidden, self.exclusion)
+    def selection(self, *, folder: bool = True) -> Selection:
+        """The rg options choosing which files are searched (see :func:`selection_args`).
+
+        Raises:
+            RipgrepError: The include glob is malformed.
+        """
+        return _selection(self.include, self.hidden, self.exclusion, folder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +155,11 @@ class _Target:
     cwd: Path
     arg: str
 
+    @property
+    def folder(self) -> bool:
+        """Whether rg searches a folder (not one file named explicitly)."""
+        return self.arg == "."
+
     @classmethod
     def of(cls, root: Path) -> _Target:
         if root.is_dir():
@@ -159,17 +169,23 @@ class _Target:
 
 
 def _search_args(
-    mode: Sequence[str], query: Query, selection: list[str], target: _Target
+    mode: Sequence[str], query: Query, selection: Selection, target: _Target
 ) -> list[str]:
     """rg's arguments: the output ``mode``, then the query's options, then the target."""
-    return [*mode, *selection, *query.matcher_args(), "--", target.arg]
+    return [*mode, *selection.args, *query.matcher_args(), "--", target.arg]
 
 
-def _kept(skip: Callable[[str], bool] | None) -> Callable[[bytes], bool]:
-    """Whether a raw result path survives the exclusion's filter."""
-    if skip is None:
-        return lambda raw: True
-    return lambda raw: not skip(_display(raw, errors="surrogateescape"))
+def _selection(
+    include: str | None, hidden: bool, exclusion: Exclusion | None, folder: bool
+) -> Selection:
+    try:
+        return selection_args(include, hidden, exclusion, folder=folder)
+    except GlobError as exc:
+        raise RipgrepError(str(exc)) from None
+
+
+_SWAP = bytes.maketrans(b"/\0", b"\0/")
+"""Swaps "/" and NUL: rg's NUL-ended paths become "/"-separated sort keys in one pass."""
 
 
 def _path_key(raw: bytes) -> bytes:
@@ -185,32 +201,45 @@ def _display(raw: bytes, errors: str = "replace") -> str:
 
 
 class _Smallest(Generic[_K]):
-    """The ``limit`` smallest items of a stream, in O(limit) memory."""
+    """The ``limit`` smallest items of a stream, in O(limit) memory.
+
+    Nothing is sorted whole: once ``limit`` items are held, the largest of them
+    is a bound, and an item not below it cannot be among the first; the rest
+    is cut back to ``limit`` by selection whenever it doubles.
+    """
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._items: list[_K] = []
+        self._bound: _K | None = None
         self.seen = 0
 
     def extend(self, items: list[_K]) -> None:
         self.seen += len(items)
+        bound = self._bound
+        if bound is not None:
+            items = [item for item in items if item < bound]
         self._items += items
-        # Trimming by sort in batches is much cheaper in Python than a heap per item.
-        if len(self._items) >= 2 * self._limit + 4096:
+        # Batches, not an item at a time: a comprehension and a selection now and
+        # then cost less in Python than a heap operation per item.
+        if len(self._items) >= 2 * self._limit + 1024:
             self._trim()
 
     def _trim(self) -> None:
-        self._items.sort()
-        del self._items[self._limit :]
+        if len(self._items) > self._limit:
+            self._items = heapq.nsmallest(self._limit, self._items)
+            self._bound = self._items[-1]
 
     def result(self) -> list[_K]:
+        """The smallest ``limit`` items seen, in order."""
         self._trim()
+        self._items.sort()
         return self._items
 
 
 def _check(status: StreamExit) -> None:
     if status.returncode == 2 and status.stderr:
-        raise RipgrepError(plain_message(status.stderr.removeprefix("rg: ")))
+        raise RipgrepError(status.stderr.removeprefix("rg: "))
 
 
 async def list_files(
@@ -242,12 +271,11 @@ async def list_files(
     Raises:
         RipgrepError: rg refused the glob.
     """
-    rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
-    skip = exclusion.skip if exclusion is not None else None
-    with selection_args(glob, hidden, exclusion) as selection:
-        args = ["--files", "--null", *selection, "--", target.arg]
-        return await _paths(rg, target, args, limit, skip)
+    selection = _selection(glob, hidden, exclusion, target.folder)
+    rg = rg or await find_ripgrep_async()
+    args = ["--files", "--null", *selection.args, "--", target.arg]
+    return await _paths(rg, target, args, limit, selection.keep, gather=False)
 
 
 async def files_with_matches(
@@ -267,12 +295,11 @@ async def files_with_matches(
     Raises:
         RipgrepError: rg refused the pattern or glob.
     """
-    rg = rg or await find_ripgrep_async()
     target = _Target.of(root)
-    skip = query.exclusion.skip if query.exclusion is not None else None
-    with query.selection() as selection:
-        args = _search_args(["--files-with-matches", "--null"], query, selection, target)
-        return await _paths(rg, target, args, limit, skip)
+    selection = query.selection(folder=target.folder)
+    rg = rg or await find_ripgrep_async()
+    args = _search_args(["--files-with-matches", "--null"], query, selection, target)
+    return await _paths(rg, target, args, limit, selection.keep)
 
 
 async def _paths(
@@ -280,19 +307,24 @@ async def _paths(
     target: _Target,
     args: list[str],
     limit: int,
-    skip: Callable[[str], bool] | None,
+    keep: Callable[[bytes], bool] | None,
+    *,
+    gather: bool = True,
 ) -> SearchResult[str]:
     """Run rg printing NUL-ended paths; keep the first ``limit`` in path order."""
     smallest: _Smallest[bytes] = _Smallest(limit)
-    kept = _kept(skip)
 
     def consume(records: list[bytes]) -> bool:
-        smallest.extend([_path_key(raw) for raw in records if kept(raw)])
+        if keep is not None:
+            records = [raw for raw in records if keep(raw)]
+        if records:
+            # One pass over the batch turns every path into its sort key.
+            smallest.extend(b"\0".join(records).translate(_SWAP).split(b"/"))
         return True
 
-    status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0")
+    status = await rg.stream(args, cwd=target.cwd, consume=consume, separator=b"\0", gather=gather)
     _check(status)
-    paths = [_display(key.replace(b"\0", b"/")) for key in smallest.result()]
+    paths = [_display(key.translate(_SWAP)) for key in smallest.result()]
     return SearchResult(paths, len(paths), smallest.seen, smallest.seen, status.unreadable)
 
 
@@ -303,7 +335,8 @@ async def _counts(
     smallest: _Smallest[tuple[bytes, int]] = _Smallest(limit)
     total = 0
     carry = b""
-    kept = _kept(query.exclusion.skip if query.exclusion is not None else None)
+    selection = query.selection(folder=target.folder)
+    keep = selection.keep
 
     def consume(records: list[bytes]) -> bool:
         nonlocal total, carry
@@ -317,7 +350,7 @@ async def _counts(
             if not nul:
                 carry = record
                 continue
-            if not kept(raw):
+            if keep is not None and not keep(raw):
                 continue
             n = int(count)
             total += n
@@ -325,9 +358,8 @@ async def _counts(
         smallest.extend(found)
         return True
 
-    with query.selection() as selection:
-        args = _search_args(["--count", "--with-filename", "--null"], query, selection, target)
-        status = await rg.stream(args, cwd=target.cwd, consume=consume)
+    args = _search_args(["--count", "--with-filename", "--null"], query, selection, target)
+    status = await rg.stream(args, cwd=target.cwd, consume=consume)
     _check(status)
     found = [(key.replace(b"\0", b"/"), n) for key, n in smallest.result()]
     return found, total, smallest.seen, status

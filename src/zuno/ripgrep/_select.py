@@ -1,34 +1,22 @@
 """Which files a search looks at: the include glob, hidden files, and exclusions.
 
-rg's ``--glob`` is an *override*: a file it matches is searched even when a
-``.gitignore`` ignores it or it is hidden, so ``--glob '*'`` walked ``.git/``
-and ``node_modules/``. The include glob is therefore given to rg as an ignore
-file of the lowest precedence instead (the same gitignore syntax)::
-
-    *            ignore everything...
-    !*/          ...but walk into every folder...
-    !GLOB        ...and keep the files GLOB matches;
-    .*           hidden entries stay out (unless asked for).
-
-The workspace's own ignore files (.gitignore, .ignore, .rgignore) take
-precedence over it, so what they ignore stays ignored. Exclusions (what
-permission rules deny) are negative overrides, which beat everything, plus a
-filter on each result (:class:`Exclusion`).
+The include glob becomes rg file types plus, when the glob names folders, a
+check of each listed path (:mod:`zuno.ripgrep._glob`); neither lets through a
+file the workspace's ignore files (.gitignore, .ignore, .rgignore) ignore.
+Exclusions (what permission rules deny) are negative ``--glob`` overrides,
+which beat everything and select nothing, plus a filter on each result
+(:class:`Exclusion`). Nothing is written to disk: the options are the same
+for every call with the same arguments.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable, Generator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Exclusion", "plain_message", "selection_args"]
+from zuno.ripgrep._glob import plan_glob
 
-_CHECK = "!/.zuno-glob-check/"
-"""Prefix of an exclusion that can match nothing: rg parses the include glob in it
-and refuses a broken one out loud (a broken line of an ignore file is dropped silently)."""
+__all__ = ["Exclusion", "Selection", "selection_args"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,31 +35,40 @@ class Exclusion:
     skip: Callable[[str], bool] | None = None
 
 
-def _ignore_line(glob: str) -> str:
-    """A glob as one whitelisting line of an ignore file, with gitignore's syntax escaped."""
-    if "\n" in glob or "\r" in glob:
-        raise ValueError("a glob must be a single line")
-    if glob.startswith(("#", "!")):
-        glob = "\\" + glob  # a literal "#" or "!", not a comment or a negation
-    if glob.endswith(" "):
-        glob = glob[:-1] + "\\ "  # gitignore drops unescaped trailing spaces
-    return "!" + glob
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The rg options choosing the files, and the check rg cannot make itself.
+
+    Attributes:
+        args: Options for rg, before the pattern.
+        keep: Whether one raw result path (as rg prints it, ``./`` first when
+            a folder is searched) stays in the answer; None keeps every one.
+    """
+
+    args: list[str]
+    keep: Callable[[bytes], bool] | None
 
 
-@contextmanager
 def selection_args(
-    include: str | None, hidden: bool, exclusion: Exclusion | None = None
-) -> Generator[list[str]]:
-    """The rg options choosing which files are searched, valid inside the ``with``.
+    include: str | None,
+    hidden: bool,
+    exclusion: Exclusion | None = None,
+    *,
+    folder: bool = True,
+) -> Selection:
+    """The rg options and result check choosing which files are searched.
 
     Args:
         include: Only files this gitignore-style glob matches (relative to the
             folder rg runs in), or all.
         hidden: Also search hidden files and folders (``.git`` stays out).
         exclusion: Paths never searched.
+        folder: Whether rg searches a folder; a file named explicitly is
+            searched whatever the glob says, as rg does.
 
     Raises:
         ValueError: ``include`` holds a line break.
+        GlobError: ``include`` is malformed.
     """
     args: list[str] = []
     if hidden:
@@ -79,22 +76,28 @@ def selection_args(
         args += ["--hidden", "--glob", "!.git"]
     for glob in exclusion.globs if exclusion is not None else ():
         args += ["--glob", "!" + glob]
-    if include is None:
-        yield args
-        return
-    args += ["--glob", _CHECK + include.lstrip("/")]
-    lines = ["*", "!*/", _ignore_line(include)]
-    if not hidden:
-        lines.append(".*")
-    fd, path = tempfile.mkstemp(prefix="zuno-rg-", suffix=".ignore")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write("\n".join(lines) + "\n")
-        yield [*args, "--ignore-file", path]
-    finally:
-        os.unlink(path)
+    matches: Callable[[bytes], bool] | None = None
+    if include is not None:
+        if "\n" in include or "\r" in include:
+            raise ValueError("a glob must be a single line")
+        plan = plan_glob(include, hidden)
+        args += plan.args
+        if folder:
+            matches = plan.matches
+    skip = exclusion.skip if exclusion is not None else None
+    return Selection(args, _keep(matches, skip))
 
 
-def plain_message(message: str) -> str:
-    """rg's complaint about a glob, naming the glob as the caller wrote it."""
-    return message.replace(_CHECK, "")
+def _keep(
+    matches: Callable[[bytes], bool] | None, skip: Callable[[str], bool] | None
+) -> Callable[[bytes], bool] | None:
+    if matches is None and skip is None:
+        return None
+
+    def keep(raw: bytes) -> bool:
+        relative = raw[2:] if raw.startswith(b"./") else raw
+        if matches is not None and not matches(relative):
+            return False
+        return skip is None or not skip(relative.decode("utf-8", errors="surrogateescape"))
+
+    return keep

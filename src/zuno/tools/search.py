@@ -45,7 +45,7 @@ _NARROW_GREP = "the search: a more specific pattern, a path or an include glob"
 
 
 def _one_line(value: str | None) -> str | None:
-    """Reject a glob holding a line break (rg reads globs as lines of an ignore file)."""
+    """Reject a glob holding a line break (one glob is one line, as in a .gitignore)."""
     if value is not None and ("\n" in value or "\r" in value):
         raise ValueError("must be a single line")
     return value
