@@ -48,6 +48,7 @@ from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError,
 
 if TYPE_CHECKING:
     from zuno.sandbox.egress.proxy import CallProxy
+    from zuno.sandbox.egress.rules import EgressRules
 
 __all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
 
@@ -308,6 +309,12 @@ _FOREGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLU
 _BACKGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.ISOLATED_BACKGROUND)
 
 
+def _egress_rules(settings: SandboxSettings, ctx: ToolContext) -> EgressRules:
+    from zuno.sandbox.egress.grants import egress_rules
+
+    return egress_rules(settings, ctx)
+
+
 class _SandboxedCommand:
     """What both command tools share: settings known at startup, and the startup check."""
 
@@ -391,10 +398,10 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
         asked about because of them (see :meth:`network_request`).
         """
         argv = _shell_argv(args.command)
-        if args.background:
-            return await self._start_job(args, argv, ctx)
         if args.network_hosts:
             ctx.extra["network_grants"] = list(args.network_hosts)
+        if args.background:
+            return await self._start_job(args, argv, ctx)
         return await run_sandboxed(
             argv,
             ctx,
@@ -419,6 +426,7 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
             policy=policy_for(settings, ctx.workspace, protected=ctx.protected),
             env=command_environment(settings.env_remove, keep=settings.env_keep),
             time_limit=timeout,
+            egress=_egress_rules(settings, ctx) if settings.proxied else None,
         )
 
 

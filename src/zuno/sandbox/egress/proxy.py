@@ -31,8 +31,8 @@ import os
 import socket
 import struct
 import threading
-from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 from zuno.sandbox.egress.ledger import EgressRecord
 from zuno.sandbox.egress.rules import Decision, EgressRules
 
-__all__ = ["CallProxy", "call_proxy"]
+__all__ = ["CallProxy", "call_proxy", "hosted_proxy"]
 
 
 _CHUNK = 1 << 20
@@ -62,13 +62,25 @@ class CallProxy:
         rules: What the call may reach.
         child_fd: The end of the socket pair the sandboxed bridge inherits.
         records: The ledger, one record per connection attempt, in order.
+        finished: The records whose connection has ended, in the order they ended
+            (their byte counts are final).
+        on_refused: Called with each record refused by a rule, when it is refused
+            (a background job writes the reason into its output).
     """
 
     rules: EgressRules
     child_fd: int
     records: list[EgressRecord] = field(default_factory=lambda: [])
+    finished: list[EgressRecord] = field(default_factory=lambda: [])
+    on_refused: Callable[[EgressRecord], None] | None = None
     open_sockets: set[socket.socket] = field(default_factory=lambda: set())
     _tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set())
+    _own: dict[asyncio.Task[None], EgressRecord] = field(default_factory=lambda: {})
+
+    @property
+    def idle(self) -> bool:
+        """Whether no connection is open (every record is in :attr:`finished`)."""
+        return not self._tasks
 
     async def _serve(self, parent: socket.socket) -> None:
         """Receive the listening socket from the bridge, then accept on it."""
@@ -102,6 +114,9 @@ class CallProxy:
         finally:
             if task is not None:
                 self._tasks.discard(task)
+                record = self._own.pop(task, None)
+                if record is not None:
+                    self.finished.append(record)
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -116,6 +131,19 @@ class CallProxy:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Check record's host, resolve, check and connect; raise _Refused otherwise."""
         self.records.append(record)
+        task = asyncio.current_task()
+        if task is not None:
+            self._own[task] = record
+        try:
+            return await self._connect(record)
+        except _Refused:
+            if record.decision == "refused" and self.on_refused is not None:
+                self.on_refused(record)
+            raise
+
+    async def _connect(
+        self, record: EgressRecord
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         decision = self.rules.check_name(record.host, record.port)
         record.rule = decision.rule
         if not decision.allowed:
@@ -409,3 +437,43 @@ async def call_proxy(rules: EgressRules) -> AsyncGenerator[CallProxy]:
             await serving
         await asyncio.gather(*proxy._tasks, return_exceptions=True)  # pyright: ignore[reportPrivateUsage]
         parent.close()
+
+
+@contextmanager
+def hosted_proxy(rules: EgressRules) -> Generator[CallProxy]:
+    """:func:`call_proxy` on an event loop of its own, in a thread.
+
+    For a command that outlives the call that started it (an interactive
+    process): the proxy serves until the context closes, whatever the caller's
+    event loop does meanwhile.
+
+    Raises:
+        OSError: The proxy could not start.
+    """
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        try:
+            async with call_proxy(rules) as proxy:
+                box.update(proxy=proxy, stop=stop, loop=asyncio.get_running_loop())
+                started.set()
+                await stop.wait()
+        except BaseException as exc:  # handed to the starting thread
+            box["error"] = exc
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True, name="zuno-proxy")
+    thread.start()
+    started.wait()
+    if "proxy" not in box:
+        thread.join()
+        raise OSError(f"the network proxy could not start: {box.get('error')}")
+    try:
+        yield box["proxy"]
+    finally:
+        with contextlib.suppress(RuntimeError):  # its loop ended already
+            box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(timeout=10)
