@@ -349,7 +349,7 @@ class ShellArgs(ToolArgs):
         Field(
             description='Only when sandbox.network is "proxy": hosts this command needs '
             "that sandbox.network_allow lacks (example.org, *.example.org, example.org:443). "
-            "The user is asked; an approval allows them for this call only."
+            "The user is asked, and may allow them for this call, the session or for good."
         ),
     ] = None
 
@@ -381,15 +381,12 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
         """IsolatedBackground for a background job, else Exclusive."""
         return _BACKGROUND if args.background else _FOREGROUND
 
-    def network_request(self, args: ShellArgs, config: Config) -> str | None:
-        """Hosts the call asks for beyond ``sandbox.network_allow``: always asked about."""
+    def network_hosts(self, args: ShellArgs, config: Config) -> tuple[str, ...]:
+        """``network_hosts`` in ``proxy`` network mode: always asked about."""
         settings: SandboxSettings | None = getattr(config, "sandbox", None)
         if not args.network_hosts or settings is None or not settings.proxied:
-            return None
-        return (
-            f"it asks to reach {', '.join(args.network_hosts)} for this call only "
-            "(not in sandbox.network_allow)"
-        )
+            return ()
+        return tuple(args.network_hosts)
 
     async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
         """Run the command in the foreground, or hand it to the job lane.
