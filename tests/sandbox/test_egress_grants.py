@@ -18,7 +18,7 @@ from zuno.config import Config, ConfigError, load_config
 from zuno.learned_rules import save_network_hosts
 from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver, CallbackApprover
 from zuno.runtime import Runtime
-from zuno.tool import ToolResult
+from zuno.calls import CallResult
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,7 @@ def _get(server: Served, marker: str = "") -> str:
     return f"curl -sS -o /dev/null -w 'status %{{http_code}}{marker}\\n' http://localhost:{server.port}/page"
 
 
-def _egress(result: ToolResult) -> list[tuple[str, str | None]]:
+def _egress(result: CallResult) -> list[tuple[str, str | None]]:
     assert result.data is not None, result.output
     return [(r["decision"], r["rule"]) for r in result.data["egress"]]
 
