@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from egress_servers import Served, served
+from zuno.calls import CallResult
 from zuno.cli.approvals import LearningApprover
 from zuno.config import Config, ConfigError, load_config
 from zuno.learned_rules import save_network_hosts
 from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver, CallbackApprover
 from zuno.runtime import Runtime
-from zuno.calls import CallResult
 
 pytestmark = pytest.mark.anyio
 
