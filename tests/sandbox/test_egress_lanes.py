@@ -7,7 +7,10 @@ namespace only through its proxy, as ``localhost`` with ``127.0.0.1`` allowed.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +118,18 @@ async def test_a_background_job_reaches_allowed_hosts_and_says_why_others_were_r
     assert _decisions(event.data) == [("localhost", "allowed"), (DENIED, "refused")]
     assert abs(event.data["egress"][0]["bytes_down"] - BLOB) <= BLOB / 100
     assert server.requests == 1
+    # The command line reads the job's ledger under the call that started it.
+    db = str(tmp_path / "z.db")
+    shown = json.loads(_zuno("show", s.session_id, "--json", "--db", db))
+    (call,) = [c for c in shown["calls"] if c["call_id"] == started.call_id]
+    assert [r["decision"] for r in call["egress"]] == ["allowed", "refused"]
+    suggested = _zuno("network", "suggest", s.session_id, "--db", db)
+    assert f'"{DENIED}:80",  # refused 1x' in suggested
+
+
+def _zuno(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "zuno", *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
