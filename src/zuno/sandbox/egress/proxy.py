@@ -43,7 +43,7 @@ from zuno.sandbox.egress.rules import Decision, EgressRules
 __all__ = ["CallProxy", "call_proxy", "hosted_proxy"]
 
 
-_CHUNK = 1 << 20
+_CHUNK = 4 << 20
 _MAX_CONNECTIONS = 256
 """Connections one call may have open at once (each relays in two threads)."""
 _HEAD_LIMIT = 64 * 1024
