@@ -667,6 +667,7 @@ class InteractiveProcess:
         waiting = 0
         while True:
             if self.ended:
+                await self._egress_closed()
                 return Settled.ENDED
             if time.monotonic() >= until:
                 return Settled.YIELD
@@ -685,21 +686,23 @@ class InteractiveProcess:
         return time.monotonic() - self._wrote_at >= _SETTLE_AFTER_WRITE
 
     def take_egress(self) -> list[EgressRecord]:
-        """The egress records of connections that ended since the last take.
-
-        Once the process has ended, waits (briefly) for its last connections
-        to close, so that the final report holds them.
-        """
+        """The egress records of connections that ended since the last take."""
         proxy = self.egress
         if proxy is None:
             return []
-        if self.ended:
-            until = time.monotonic() + _DRAIN_GRACE
-            while not proxy.idle and time.monotonic() < until:
-                time.sleep(TICK / 5)
         done = proxy.finished[self._egress_taken :]
         self._egress_taken += len(done)
         return done
+
+    async def _egress_closed(self) -> None:
+        """After the end: wait (briefly) for the proxy's last connections to close, so
+        that the final report holds them."""
+        proxy = self.egress
+        if proxy is None:
+            return
+        with anyio.move_on_after(_DRAIN_GRACE):
+            while not proxy.idle:  # noqa: ASYNC110 - the proxy's own loop clears it
+                await anyio.sleep(TICK / 5)
 
     def kill(self, why: str = "killed by exec_kill") -> None:
         """Kill the whole tree now (the reader thread reaps it and finishes).
@@ -718,6 +721,8 @@ class InteractiveProcess:
         with anyio.move_on_after(limit):
             while not self.ended:  # noqa: ASYNC110 - a thread sets it, nothing awaitable
                 await anyio.sleep(TICK)
+        if self.ended:
+            await self._egress_closed()
 
     def close(self) -> None:
         """Release the descriptors, the transcript and the sandbox's folders (after the end)."""
