@@ -29,6 +29,10 @@ if [ "$(id -u)" = 0 ]; then
   fi
   # tmux: the live-view tests drive `zuno run` in a real terminal (tests/cli/tmux_pane.py).
   command -v tmux >/dev/null 2>&1 || apt-get install -y tmux >/dev/null || true
+  # git over SSH through the egress proxy (tests/sandbox/test_egress_ssh.py): the ssh
+  # client, and ip for the veth pair to the test server's network namespace.
+  command -v ssh >/dev/null 2>&1 || apt-get install -y -qq openssh-client >/dev/null || true
+  command -v ip >/dev/null 2>&1 || apt-get install -y -qq iproute2 >/dev/null || true
   if dsn=$(sh scripts/start_postgres.sh 2>/dev/null | tail -n 1) && [ -n "$dsn" ]; then
     echo "$dsn" > .venv/zuno-test-postgres
     echo "setup: PostgreSQL running for the store tests ($dsn)"

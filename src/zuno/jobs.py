@@ -172,6 +172,25 @@ class JobIO:
         """
         self._sink.write(data)
 
+    def record_egress(self, rows: list[dict[str, Any]]) -> None:
+        """Store the job's egress ledger (``proxy`` network mode) beside the call that
+        started it, as a ``job.egress`` event: ``zuno show`` and ``zuno network
+        suggest`` read it with the calls' own."""
+        if not rows:
+            return
+        record = self.record
+        with self._lane.store.transaction() as db:
+            db.execute(
+                "INSERT INTO events (session_id, call_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.session_id,
+                    record.call_id,
+                    "job.egress",
+                    time.time(),
+                    json.dumps({"job_id": record.job_id, "egress": rows}),
+                ),
+            )
+
     def set_pid(self, pid: int | None) -> None:
         """Record the process the job started."""
         self.record.pid = pid

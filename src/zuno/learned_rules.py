@@ -12,7 +12,9 @@ wider than the call itself, one they could have written in ``zuno.json``:
   get no rule.
 
 :func:`save_rule` adds the rule to a configuration file (the user's own), so
-later sessions are allowed the same calls without asking.
+later sessions are allowed the same calls without asking. The hosts a command
+asks to reach in ``proxy`` network mode are kept the same way, in
+``sandbox.network_allow`` (:func:`save_network_hosts`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, cast
 from zuno.config import ConfigError, PermissionRule
 from zuno.shell_rules import analyse
 
-__all__ = ["command_prefix", "folder_glob", "save_rule", "suggest_rule"]
+__all__ = ["command_prefix", "folder_glob", "save_network_hosts", "save_rule", "suggest_rule"]
 
 _SUBCOMMAND = re.compile(r"[a-z][a-z0-9_:-]*\Z")
 _COMMAND_TOOLS = frozenset({"shell", "exec_command"})
@@ -96,26 +98,47 @@ def save_rule(rule: PermissionRule, path: os.PathLike[str] | str) -> None:
     Raises:
         ConfigError: The file cannot be read as a JSON object, or written.
     """
+    _append(path, "permission", "rules", [rule.model_dump()], "the rule")
+
+
+def save_network_hosts(hosts: Sequence[str], path: os.PathLike[str] | str) -> None:
+    """Add ``hosts`` to the ``sandbox.network_allow`` of the JSON configuration file at ``path``.
+
+    What "always, and keep it" does for a command's ``network_hosts`` in ``proxy``
+    network mode; kept like :func:`save_rule` (entries already there are not repeated).
+
+    Raises:
+        ConfigError: The file cannot be read as a JSON object, or written.
+    """
+    _append(path, "sandbox", "network_allow", list(hosts), "the hosts")
+
+
+def _append(
+    path: os.PathLike[str] | str, section: str, key: str, entries: list[Any], what: str
+) -> None:
+    """Append entries (those not there yet) to the list ``section.key`` of a JSON file."""
     target = os.fspath(path)
+    failed = f"{target}: cannot add {what}"
     try:
         with open(target, encoding="utf-8") as f:
             data: Any = json.load(f)
     except FileNotFoundError:
         data = {}
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{target}: cannot add the rule: {exc}") from exc
+        raise ConfigError(f"{failed}: {exc}") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{target}: cannot add the rule: the top level is not a JSON object")
+        raise ConfigError(f"{failed}: the top level is not a JSON object")
     config = cast(dict[str, Any], data)
-    permission = config.setdefault("permission", {})
-    if not isinstance(permission, dict):
-        raise ConfigError(f'{target}: cannot add the rule: "permission" is not an object')
-    rules = cast(dict[str, Any], permission).setdefault("rules", [])
-    if not isinstance(rules, list):
-        raise ConfigError(f'{target}: cannot add the rule: "permission.rules" is not a list')
-    entry = rule.model_dump()
-    if entry not in rules:
-        cast(list[Any], rules).append(entry)
+    part = config.setdefault(section, {})
+    if not isinstance(part, dict):
+        raise ConfigError(f'{failed}: "{section}" is not an object')
+    found = cast(dict[str, Any], part).setdefault(key, [])
+    if not isinstance(found, list):
+        raise ConfigError(f'{failed}: "{section}.{key}" is not a list')
+    listed = cast(list[Any], found)
+    for entry in entries:
+        if entry not in listed:
+            listed.append(entry)
     folder = os.path.dirname(target) or "."
     try:
         os.makedirs(folder, exist_ok=True)
@@ -125,4 +148,4 @@ def save_rule(rule: PermissionRule, path: os.PathLike[str] | str) -> None:
             f.write("\n")
         os.replace(temporary, target)
     except OSError as exc:
-        raise ConfigError(f"{target}: cannot add the rule: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{failed}: {exc.strerror or exc}") from exc

@@ -396,6 +396,11 @@ class ApprovalRequest:
     offers_accept_edits: bool = False
     """Whether the person is offered to answer "yes, and accept file edits from now on"
     (:attr:`ApprovalDecision.ACCEPT_EDITS`): a file edit asked about in strict mode."""
+    network_hosts: tuple[str, ...] = ()
+    """Hosts the call asks to reach beyond ``sandbox.network_allow`` (``proxy`` network
+    mode). A yes grants them to this call only; "always" (:attr:`ApprovalDecision.
+    APPROVE_SESSION`) to every command of the session, and a terminal may also save
+    them to the user's ``sandbox.network_allow``."""
 
 
 class Approver(Protocol):
@@ -593,7 +598,9 @@ def _prompt_segments(request: ApprovalRequest) -> Segments:
     if why:
         parts.append((f"  ({why})\n", "dim"))
     always = "[a]lways"
-    if request.covers != "this exact call":
+    if request.network_hosts:
+        always = f"[a]lways (reach {', '.join(request.network_hosts)} in this session or later)"
+    elif request.covers != "this exact call":
         always = f"[a]lways for {request.covers}"
     edits = " / [e] yes, and accept file edits from now on" if request.offers_accept_edits else ""
     parts.append((summary, "bold"))

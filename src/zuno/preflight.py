@@ -47,6 +47,7 @@ from zuno.permissions import (
 from zuno.real_paths import TouchedPath, is_inside, real_path, touch
 from zuno.recovery import inspection_block
 from zuno.sandbox.control_files import CONTROL_NAMES
+from zuno.sandbox.egress.grants import NETWORK_GRANTED
 from zuno.store.records import CallRecord
 from zuno.store.storable import storable
 from zuno.telemetry import call_span
@@ -460,6 +461,7 @@ class Preflight:
             preview = call.tool.preview(call.args, rt.workspace)
         except Exception as exc:
             preview = f"(no preview: {exc})"
+        hosts = call.tool.network_hosts(call.args, rt.config)
         request = ApprovalRequest(
             session.session_id,
             call.call_id,
@@ -472,6 +474,7 @@ class Preflight:
             covers,
             # The prompt offers to stop asking about edits, where that would have.
             offers_accept_edits=call.tool.writes_files and session.permissions.mode == "strict",
+            network_hosts=hosts,
         )
         rt.events.emit(
             Event(
@@ -519,6 +522,16 @@ class Preflight:
             decision is ApprovalDecision.APPROVE_ONCE and call.tool.scope_approved_once
         ):
             rt.store.add_session_approval(session.session_id, key, call.tool.name)
+        if hosts and decision is ApprovalDecision.APPROVE_SESSION:
+            # The hosts hold for every later command of the session (a yes: this call only).
+            rt.events.emit(
+                Event(
+                    NETWORK_GRANTED,
+                    session.session_id,
+                    call.call_id,
+                    {"hosts": list(hosts), "scope": "session"},
+                )
+            )
         if answer.rule is not None and decision is not ApprovalDecision.DENY:
             rules = [answer.rule, *session.permissions.rules]
             session.permissions = session.permissions.model_copy(update={"rules": rules})

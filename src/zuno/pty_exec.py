@@ -11,7 +11,11 @@ terminal (the default) its stdin, stdout and stderr are the slave side of a
 fresh pseudo-terminal; a tiny launcher inside the sandbox makes that terminal
 the command's controlling terminal, so Ctrl-C (``\\u0003``) interrupts the
 foreground job and Ctrl-D ends input, as at a keyboard. Without a terminal
-(``tty=false``) stdin is a pipe and stdout and stderr share one pipe.
+(``tty=false``) stdin is a pipe and stdout and stderr share one pipe. In
+``proxy`` network mode the process gets its own egress proxy, as a ``shell``
+command does, served on a thread of its own for as long as the process lives;
+each call reports the connections that ended since the previous one
+(:meth:`InteractiveProcess.take_egress`).
 
 Deadline and reaping. Every process has a hard deadline (the call's
 ``timeout``, bounded as for ``shell``); a reader thread enforces it even when
@@ -77,11 +81,11 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -91,6 +95,11 @@ from zuno.process import kill_process_tree, proc_stat, signal_label
 from zuno.sandbox import Sandbox, SandboxPolicy, prepared_launch
 from zuno.store import Store
 from zuno.workers import runner_settleable, this_worker
+
+if TYPE_CHECKING:
+    from zuno.sandbox.egress.ledger import EgressRecord
+    from zuno.sandbox.egress.proxy import CallProxy
+    from zuno.sandbox.egress.rules import EgressRules
 
 __all__ = [
     "MAX_LIVE",
@@ -372,6 +381,8 @@ class Launched:
     time_limit: float
     transcript: Path
     transcript_cap: int | None
+    egress: EgressRules | None = None
+    """The rules of its proxy, in ``proxy`` network mode (else None: no proxy)."""
 
 
 class InteractiveProcess:
@@ -409,6 +420,9 @@ class InteractiveProcess:
         """Whether the end row was written (by the table, on the event loop's thread)."""
         self._wrote_at: float | None = None
         self._bytes_at_write = 0
+        self.egress: CallProxy | None = None
+        """Its proxy in ``proxy`` network mode: serves it for as long as it lives."""
+        self._egress_taken = 0
         try:
             self._spawn(spec)
         except BaseException:
@@ -428,8 +442,15 @@ class InteractiveProcess:
         argv = list(spec.argv)
         if spec.tty:
             argv = [_SANDBOX_PYTHON, "-I", "-S", "-c", _LAUNCHER, *argv]
+        policy = spec.policy
+        if spec.egress is not None:
+            from zuno.sandbox.egress.proxy import hosted_proxy
+
+            # The process outlives its call: its proxy runs on a loop of its own.
+            self.egress = self._stack.enter_context(hosted_proxy(spec.egress))
+            policy = replace(policy, egress_fd=self.egress.child_fd)
         launch = self._stack.enter_context(
-            prepared_launch(spec.sandbox, argv, spec.policy, cwd=spec.cwd, env=spec.env)
+            prepared_launch(spec.sandbox, argv, policy, cwd=spec.cwd, env=spec.env)
         )
         env = dict(launch.env)
         if spec.tty:
@@ -463,6 +484,7 @@ class InteractiveProcess:
                 env=env,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=launch.pass_fds,
             )
         except BaseException:
             for fd in {*self._closing, self._input_fd, self._output_fd}:
@@ -645,6 +667,7 @@ class InteractiveProcess:
         waiting = 0
         while True:
             if self.ended:
+                await self._egress_closed()
                 return Settled.ENDED
             if time.monotonic() >= until:
                 return Settled.YIELD
@@ -661,6 +684,25 @@ class InteractiveProcess:
         if self._wrote_at is None or self.total_bytes != self._bytes_at_write:
             return True
         return time.monotonic() - self._wrote_at >= _SETTLE_AFTER_WRITE
+
+    def take_egress(self) -> list[EgressRecord]:
+        """The egress records of connections that ended since the last take."""
+        proxy = self.egress
+        if proxy is None:
+            return []
+        done = proxy.finished[self._egress_taken :]
+        self._egress_taken += len(done)
+        return done
+
+    async def _egress_closed(self) -> None:
+        """After the end: wait (briefly) for the proxy's last connections to close, so
+        that the final report holds them."""
+        proxy = self.egress
+        if proxy is None:
+            return
+        with anyio.move_on_after(_DRAIN_GRACE):
+            while not proxy.idle:  # noqa: ASYNC110 - the proxy's own loop clears it
+                await anyio.sleep(TICK / 5)
 
     def kill(self, why: str = "killed by exec_kill") -> None:
         """Kill the whole tree now (the reader thread reaps it and finishes).
@@ -679,6 +721,8 @@ class InteractiveProcess:
         with anyio.move_on_after(limit):
             while not self.ended:  # noqa: ASYNC110 - a thread sets it, nothing awaitable
                 await anyio.sleep(TICK)
+        if self.ended:
+            await self._egress_closed()
 
     def close(self) -> None:
         """Release the descriptors, the transcript and the sandbox's folders (after the end)."""

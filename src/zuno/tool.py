@@ -378,13 +378,24 @@ class Tool(ABC, Generic[A]):
         """
         return None
 
-    def network_request(self, args: A, config: Config) -> str | None:
-        """Why this call is asked about in every mode: it asks for network hosts.
+    def network_hosts(self, args: A, config: Config) -> tuple[str, ...]:
+        """Hosts the call asks to reach beyond ``sandbox.network_allow`` (``proxy`` mode).
 
-        None by default; ``shell`` names the ``network_hosts`` it would be granted
-        for this call in ``proxy`` network mode. Only a person's approval grants them.
+        None by default; ``shell`` names its ``network_hosts``. Only a person's
+        approval grants them: a yes to this call only, "always" to the session or,
+        saved, to ``sandbox.network_allow`` (see :mod:`zuno.sandbox.egress.grants`).
         """
-        return None
+        return ()
+
+    def network_request(self, args: A, config: Config) -> str | None:
+        """Why this call is asked about in every mode: it asks for network hosts."""
+        hosts = self.network_hosts(args, config)
+        if not hosts:
+            return None
+        return (
+            f"it asks to reach {', '.join(hosts)}, not in sandbox.network_allow "
+            "(yes: for this call only)"
+        )
 
     scope_approved_once: ClassVar[bool] = False
     """Whether any approval (a plain yes too) covers the call's :meth:`session_scope` for

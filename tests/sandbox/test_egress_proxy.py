@@ -262,7 +262,8 @@ async def test_network_hosts_are_asked_and_granted_to_that_call_only(
         after = await rt.call(s, "shell", {"command": get})
         finished = [e.data for e in rt.store.events(s.session_id) if e.kind == "call.finished"]
     assert asked == [
-        "it asks to reach localhost, 127.0.0.1 for this call only (not in sandbox.network_allow)"
+        "it asks to reach localhost, 127.0.0.1, not in sandbox.network_allow "
+        "(yes: for this call only)"
     ]
     assert "[blocked network: localhost:" in after.output
     if approved:

@@ -10,9 +10,10 @@ from pydantic import ValidationError
 
 from zuno.config import Config, validate_config
 from zuno.narrowing import narrow
-from zuno.sandbox import SandboxError, SandboxSettings, select_sandbox
+from zuno.sandbox import BackendProbe, SandboxError, SandboxSettings, select_sandbox, selection
 from zuno.sandbox.egress.ledger import suggested_rules
 from zuno.sandbox.egress.rules import EgressRules, RuleError, parse_rule
+from zuno.sandbox.probing import probe_landlock_proxy
 
 
 def test_names_wildcards_ports_and_presets() -> None:
@@ -114,3 +115,24 @@ def test_suggested_rules_count_refused_hosts() -> None:
         {"host": "c.test", "port": 80, "decision": "allowed"},
     ]
     assert suggested_rules(rows) == [("a.test:443", 2), ("b.test:80", 1)]
+
+
+def test_proxy_mode_under_landlock_works_here() -> None:
+    """The helper brings up the namespace's loopback and allows TCP on the proxy's
+    port only: the probe of that exact start passes on this kernel."""
+    assert probe_landlock_proxy() is None
+    assert select_sandbox(SandboxSettings(kind="landlock", network="proxy")).name == "landlock"
+
+
+def test_proxy_mode_fails_closed_on_a_landlock_that_cannot_restrict_tcp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old = BackendProbe(
+        "landlock", True, "Landlock ABI 3 (cannot restrict TCP; ABI 4 is needed)", abi=3
+    )
+    monkeypatch.setattr(selection, "probe_landlock", lambda: old)
+    with pytest.raises(SandboxError) as refused:
+        select_sandbox(SandboxSettings(kind="landlock", network="proxy"))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "ABI 4 is needed), and sandbox.network is 'proxy'" in message

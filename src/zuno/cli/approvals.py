@@ -6,15 +6,21 @@ folder glob; see :mod:`zuno.learned_rules`) saved to the user's ``zuno.json``.
 The offer says how many of the calls already made in this folder (any session
 in the store) the rule would have allowed, so the person sees how wide it is
 before saying yes. A chosen rule holds for the rest of the session at once.
+
+A command asking to reach hosts beyond ``sandbox.network_allow`` (``proxy``
+network mode) gets its own offer: the hosts for every command of this session,
+or added to ``sandbox.network_allow`` in the user's ``zuno.json`` (and held for
+this session at once).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from zuno.config import ConfigError, PermissionRule, user_config_path
-from zuno.learned_rules import save_rule, suggest_rule
+from zuno.learned_rules import save_network_hosts, save_rule, suggest_rule
 from zuno.permissions import (
     ApprovalAnswer,
     ApprovalDecision,
@@ -39,8 +45,9 @@ class LearningApprover(TerminalApprover):
     calls no rule generalises, "always" covers what the request covers.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, ask: Callable[[str], str] | None = None) -> None:
+        """Ask at the terminal, or through ``ask`` (see :class:`TerminalApprover`)."""
+        super().__init__(ask)
         self._rt: Runtime | None = None
 
     def attach(self, runtime: Runtime) -> None:
@@ -48,6 +55,8 @@ class LearningApprover(TerminalApprover):
         self._rt = runtime
 
     async def always(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
+        if request.network_hosts:
+            return await self._hosts(request.network_hosts)
         rt = self._rt
         rule = None if rt is None else _offered_rule(rt, request)
         if rt is None or rule is None:
@@ -79,6 +88,29 @@ class LearningApprover(TerminalApprover):
         else:
             await self._say(f"  saved to {target}\n")
         return ApprovalAnswer(ApprovalDecision.APPROVE_SESSION, rule=rule)
+
+    async def _hosts(self, hosts: tuple[str, ...]) -> ApprovalDecision:
+        """ "Always" for hosts a command asks to reach: the session, or saved for good."""
+        target = user_config_path()
+        named = ", ".join(hosts)
+        prompt: Segments = [
+            ("  always allow:\n", "bold"),
+            (f"    [s] reaching {named}, for every command of this session\n", ""),
+            (f"    [r] reaching {named} from now on (added to sandbox.network_allow in ", ""),
+            (f"{target})\n", ""),
+            ("  choose s or r (Esc: no): ", "bold"),
+        ]
+        choice = await self.key(prompt, "sr")
+        if choice not in ("s", "r"):
+            return ApprovalDecision.DENY
+        if choice == "r":
+            try:
+                save_network_hosts(hosts, target)
+            except ConfigError as exc:
+                await self._say(f"  not saved: {exc}; the hosts hold for this session only\n")
+            else:
+                await self._say(f"  saved to {target}\n")
+        return ApprovalDecision.APPROVE_SESSION  # the session has them now, saved or not
 
     async def _say(self, text: str) -> None:
         import sys

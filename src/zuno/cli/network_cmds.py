@@ -1,6 +1,6 @@
 """``zuno network suggest [SESSION]``: rules for the hosts proxy mode refused.
 
-It reads the egress ledgers (the ``egress`` rows of ``call.finished`` events,
+It reads the egress ledgers (the ``egress`` rows of ``call.finished`` and ``job.egress`` events,
 see :mod:`zuno.sandbox.egress.ledger`) of one session, or of the most recent
 sessions, and prints each refused ``host:port`` with how often it was
 refused, as entries ready to paste into ``sandbox.network_allow``.
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from zuno.cli.app import Db, Json, app, find_session, out, user_errors
-from zuno.sandbox.egress.ledger import suggested_rules
+from zuno.sandbox.egress.ledger import LEDGER_EVENTS, suggested_rules
 from zuno.store import open_store
 
 __all__ = ["network_app"]
@@ -52,7 +52,7 @@ def suggest(
                 row
                 for sid in ids
                 for event in store.events(sid)
-                if event.kind == "call.finished" and isinstance(event.data.get("egress"), list)
+                if event.kind in LEDGER_EVENTS and isinstance(event.data.get("egress"), list)
                 for row in event.data["egress"]
             ]
     finally:

@@ -27,6 +27,7 @@ from typing import Any, cast
 from zuno.budget import SessionUsage, session_usage, usage_from_events
 from zuno.cli.render import NotRun, calls_not_run
 from zuno.recovery import RecoveryNotice
+from zuno.sandbox.egress.ledger import LEDGER_EVENTS
 from zuno.store import Store
 from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
 
@@ -265,12 +266,18 @@ def build_transcript(
         usage_from_events((e.kind, e.data) for e in events),
         children_usage,
         _instructions(events),
-        {
-            (e.call_id, int(e.data.get("attempt") or 1)): list(e.data["egress"])
-            for e in events
-            if e.kind == "call.finished" and e.call_id and isinstance(e.data.get("egress"), list)
-        },
+        _egress(events),
     )
+
+
+def _egress(events: Sequence[EventRecord]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """The ledger rows of each call attempt (a background job's join its starting call's)."""
+    found: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for e in events:
+        if e.kind in LEDGER_EVENTS and e.call_id and isinstance(e.data.get("egress"), list):
+            key = (e.call_id, int(e.data.get("attempt") or 1))
+            found.setdefault(key, []).extend(e.data["egress"])
+    return found
 
 
 def _split(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

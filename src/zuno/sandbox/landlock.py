@@ -78,7 +78,7 @@ class LandlockSandbox:
         """
         if policy.egress_fd is not None:
             argv = bridged(argv, policy.egress_fd, self._python)
-            env = proxy_environment(env)
+            env = proxy_environment(env, self._python)
         private = private_tmp.resolve()
         others = [p for p in policy.writable(private_tmp) if p != private]
         workspace = policy.workspace.resolve()

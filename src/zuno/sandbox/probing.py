@@ -25,6 +25,7 @@ __all__ = [
     "SandboxReport",
     "probe_bubblewrap",
     "probe_landlock",
+    "probe_landlock_proxy",
 ]
 
 _PROBE_TIMEOUT = 10.0
@@ -155,3 +156,26 @@ def probe_landlock() -> BackendProbe:
     net = abi >= 4
     detail = f"Landlock ABI {abi}" + ("" if net else " (cannot restrict TCP; ABI 4 is needed)")
     return BackendProbe("landlock", True, detail, abi=abi, restricts_network=net)
+
+
+@functools.cache
+def probe_landlock_proxy() -> str | None:
+    """Why ``proxy`` network mode cannot run under Landlock here, or None when it can.
+
+    Runs ``true`` through the exec helper as a proxied command starts: a fresh
+    network namespace with its loopback brought up, and TCP allowed on the
+    proxy's port only (Landlock ABI 4). Asked only when the mode is chosen.
+    """
+    from zuno.sandbox.egress import PROXY_PORT
+
+    rules = json.dumps(
+        {"write_dirs": [], "write_files": [], "network": False, "egress_port": PROXY_PORT}
+    )
+    try:
+        done = _run([sys.executable, "-I", "-S", str(HELPER), rules, "--", "true"])
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the Landlock helper could not run: {exc}"
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        return lines[-1] if lines else f"the exec helper exited with {done.returncode}"
+    return None

@@ -17,7 +17,13 @@ from zuno.sandbox.environment import withheld_names
 from zuno.sandbox.landlock import LandlockSandbox
 from zuno.sandbox.none import NoSandbox
 from zuno.sandbox.policy import Sandbox, SandboxError, SandboxPolicy
-from zuno.sandbox.probing import BackendProbe, SandboxReport, probe_bubblewrap, probe_landlock
+from zuno.sandbox.probing import (
+    BackendProbe,
+    SandboxReport,
+    probe_bubblewrap,
+    probe_landlock,
+    probe_landlock_proxy,
+)
 from zuno.sandbox.settings import SandboxSettings
 
 __all__ = ["policy_for", "sandbox_report", "select_sandbox"]
@@ -35,6 +41,9 @@ def _landlock(probe: BackendProbe, network: bool | str) -> Sandbox | str:
     if network is not True and not probe.restricts_network:
         shown = "false" if network is False else repr(network)
         return f"landlock: {probe.detail}, and sandbox.network is {shown}"
+    if network == "proxy" and (why := probe_landlock_proxy()) is not None:
+        # Fails closed: no proxied command starts without its closed namespace.
+        return f'landlock: sandbox.network "proxy" cannot start here: {why}'
     return LandlockSandbox()
 
 

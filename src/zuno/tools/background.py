@@ -8,6 +8,8 @@ process (SideEffecting / Never / Exclusive). ``job`` is always ReadOnly.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Self
 
@@ -22,7 +24,8 @@ from zuno.store.records import iso
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 
 if TYPE_CHECKING:
-    pass
+    from zuno.sandbox.egress.proxy import CallProxy
+    from zuno.sandbox.egress.rules import EgressRules
 
 __all__ = ["BgTool", "JobTool", "job_lane", "start_command_job"]
 
@@ -67,11 +70,15 @@ async def start_command_job(
     policy: SandboxPolicy,
     env: Mapping[str, str],
     time_limit: float | None,
+    egress: EgressRules | None = None,
 ) -> ToolResult:
     """Run a sandboxed command in the background lane; its stdout and stderr go to one log.
 
     Without a time limit the job gets ``sandbox.job_timeout_default``: a job
-    nobody waits for must not run for ever.
+    nobody waits for must not run for ever. With ``egress`` (``proxy`` network
+    mode) the job gets its own proxy for its whole life: each refusal's reason
+    is written into its output as it happens, and its ledger is stored when it
+    ends (a ``job.egress`` event of the call that started it).
     """
     from zuno.process import run_process
 
@@ -79,15 +86,31 @@ async def start_command_job(
         time_limit = job_timeout_default(ctx)
 
     async def body(io: JobIO) -> JobEnd:
-        with prepared_launch(sandbox, list(argv), policy, cwd=workdir, env=env) as launch:
-            result = await run_process(
-                launch.argv,
-                cwd=launch.cwd,
-                env=launch.env,
-                time_limit=time_limit,
-                on_stdout=io.write,
-                on_stderr=io.write,
-            )
+        proxy: CallProxy | None = None
+        try:
+            async with AsyncExitStack() as stack:
+                launch_policy = policy
+                if egress is not None:
+                    from zuno.sandbox.egress.proxy import call_proxy
+
+                    proxy = await stack.enter_async_context(call_proxy(egress))
+                    proxy.on_refused = lambda r: io.write(f"[{r.reason}]\n".encode())
+                    launch_policy = replace(policy, egress_fd=proxy.child_fd)
+                launch = stack.enter_context(
+                    prepared_launch(sandbox, list(argv), launch_policy, cwd=workdir, env=env)
+                )
+                result = await run_process(
+                    launch.argv,
+                    cwd=launch.cwd,
+                    env=launch.env,
+                    time_limit=time_limit,
+                    on_stdout=io.write,
+                    on_stderr=io.write,
+                    pass_fds=launch.pass_fds,
+                )
+        finally:
+            if proxy is not None:
+                io.record_egress([r.to_json() for r in proxy.records])
         if result.timed_out:
             return JobEnd(result.exit_code, JobState.TIMED_OUT, f"killed after {time_limit}s")
         if result.signal is not None:

@@ -50,6 +50,8 @@ from zuno.pty_exec import (
     processes_for,
 )
 from zuno.sandbox import SandboxError, command_environment, policy_for, select_sandbox
+from zuno.sandbox.egress.grants import egress_rules
+from zuno.sandbox.egress.ledger import refusal_lines
 from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.tools.shell import sandbox_settings
 
@@ -159,6 +161,7 @@ def _report(
 ) -> ToolResult:
     """The new output of proc with its status first; forgets a process fully read."""
     text, dropped = proc.take()
+    egress = proc.take_egress()
     status = _status(proc, settled)
     body = bound_text(
         text, _model_limits(ctx.limits), lambda: ctx.artifact_path("output"), "output"
@@ -172,6 +175,8 @@ def _report(
             f"the transcript {proc.transcript} keeps them]"
         )
     parts.append(body.text.rstrip("\n") if body.text else "(no new output)")
+    # As for shell: the model reads why a host was refused, so it asks rather than guesses.
+    parts += [f"[{line}]" for line in refusal_lines(egress)]
     ended = proc.ended and not proc.unread
     state = proc.state.value
     if ended:
@@ -188,6 +193,8 @@ def _report(
         "transcript": str(proc.transcript),
         "dropped_bytes": dropped,
     }
+    if proc.egress is not None:
+        data["egress"] = [r.to_json() for r in egress]
     return ToolResult("\n".join(parts), data=data, artifact=body.artifact)
 
 
@@ -270,6 +277,7 @@ class ExecCommandTool(Tool[ExecCommandArgs]):
             time_limit=seconds,
             transcript=ctx.artifact_path("transcript"),
             transcript_cap=cap if isinstance(cap, int) else None,
+            egress=egress_rules(settings, ctx) if settings.proxied else None,
         )
         try:
             proc = table.start(ctx.session_id, ctx.call_id, spec)

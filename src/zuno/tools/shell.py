@@ -48,6 +48,7 @@ from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError,
 
 if TYPE_CHECKING:
     from zuno.sandbox.egress.proxy import CallProxy
+    from zuno.sandbox.egress.rules import EgressRules
 
 __all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
 
@@ -308,6 +309,12 @@ _FOREGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.EXCLU
 _BACKGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.ISOLATED_BACKGROUND)
 
 
+def _egress_rules(settings: SandboxSettings, ctx: ToolContext) -> EgressRules:
+    from zuno.sandbox.egress.grants import egress_rules
+
+    return egress_rules(settings, ctx)
+
+
 class _SandboxedCommand:
     """What both command tools share: settings known at startup, and the startup check."""
 
@@ -342,7 +349,7 @@ class ShellArgs(ToolArgs):
         Field(
             description='Only when sandbox.network is "proxy": hosts this command needs '
             "that sandbox.network_allow lacks (example.org, *.example.org, example.org:443). "
-            "The user is asked; an approval allows them for this call only."
+            "The user is asked, and may allow them for this call, the session or for good."
         ),
     ] = None
 
@@ -374,15 +381,12 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
         """IsolatedBackground for a background job, else Exclusive."""
         return _BACKGROUND if args.background else _FOREGROUND
 
-    def network_request(self, args: ShellArgs, config: Config) -> str | None:
-        """Hosts the call asks for beyond ``sandbox.network_allow``: always asked about."""
+    def network_hosts(self, args: ShellArgs, config: Config) -> tuple[str, ...]:
+        """``network_hosts`` in ``proxy`` network mode: always asked about."""
         settings: SandboxSettings | None = getattr(config, "sandbox", None)
         if not args.network_hosts or settings is None or not settings.proxied:
-            return None
-        return (
-            f"it asks to reach {', '.join(args.network_hosts)} for this call only "
-            "(not in sandbox.network_allow)"
-        )
+            return ()
+        return tuple(args.network_hosts)
 
     async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
         """Run the command in the foreground, or hand it to the job lane.
@@ -391,10 +395,10 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
         asked about because of them (see :meth:`network_request`).
         """
         argv = _shell_argv(args.command)
-        if args.background:
-            return await self._start_job(args, argv, ctx)
         if args.network_hosts:
             ctx.extra["network_grants"] = list(args.network_hosts)
+        if args.background:
+            return await self._start_job(args, argv, ctx)
         return await run_sandboxed(
             argv,
             ctx,
@@ -419,6 +423,7 @@ class ShellTool(_SandboxedCommand, Tool[ShellArgs]):
             policy=policy_for(settings, ctx.workspace, protected=ctx.protected),
             env=command_environment(settings.env_remove, keep=settings.env_keep),
             time_limit=timeout,
+            egress=_egress_rules(settings, ctx) if settings.proxied else None,
         )
 
 

@@ -9,14 +9,18 @@ environment).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["BRIDGE", "PROXY_PORT", "PROXY_URL", "bridged", "proxy_environment"]
+__all__ = ["BRIDGE", "PROXY_PORT", "PROXY_URL", "SOCKS_CONNECT", "bridged", "proxy_environment"]
 
 BRIDGE = Path(__file__).with_name("_bridge.py")
 """The script that hands the call's listener to Zuno, then execs the command."""
+
+SOCKS_CONNECT = Path(__file__).with_name("_socks_connect.py")
+"""The SSH ``ProxyCommand`` that reaches a host through the call's SOCKS5 proxy."""
 
 PROXY_PORT = 3128
 """The loopback port of the proxy inside each call's own network namespace."""
@@ -51,11 +55,19 @@ def bridged(argv: Sequence[str], fd: int, python: str | None = None) -> list[str
     ]
 
 
-def proxy_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """env with every proxy variable naming the call's proxy, and no proxy exceptions."""
+def proxy_environment(env: Mapping[str, str], python: str | None = None) -> dict[str, str]:
+    """env with every proxy variable naming the call's proxy, and no proxy exceptions.
+
+    ``git`` over SSH goes through the proxy too: unless env sets its own,
+    ``GIT_SSH_COMMAND`` is ``ssh`` with :data:`SOCKS_CONNECT` (run by python,
+    this interpreter by default) as its ``ProxyCommand``.
+    """
     out = {k: v for k, v in env.items() if k.lower() != "no_proxy"}
     out.update(dict.fromkeys(_VARIABLES, PROXY_URL))
     socks = f"socks5h://127.0.0.1:{PROXY_PORT}"
     out["ALL_PROXY"] = out["all_proxy"] = socks
     out["ZUNO_NETWORK"] = "proxy"
+    out["ZUNO_SOCKS_PORT"] = str(PROXY_PORT)
+    helper = shlex.join([python or sys.executable, "-I", "-S", str(SOCKS_CONNECT), "%h", "%p"])
+    out.setdefault("GIT_SSH_COMMAND", shlex.join(["ssh", "-o", f"ProxyCommand={helper}"]))
     return out

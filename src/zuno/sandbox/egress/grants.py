@@ -1,10 +1,19 @@
 """The rules of one call in ``proxy`` mode: the configuration's, plus its grants.
 
-A grant is an extra ``network_allow`` entry for one call only, held in
-``ctx.extra["network_grants"]``: ``shell`` puts its ``network_hosts`` there,
-which the pre-flight always put to a person first (see
-:meth:`zuno.tool.Tool.network_request`). A lasting grant is an entry added to
-``sandbox.network_allow``. Deny entries win over grants as over the allow list.
+A grant is an extra ``network_allow`` entry given by a person's approval of a
+call that named hosts (``shell``'s ``network_hosts``, always put to a person:
+see :meth:`zuno.tool.Tool.network_request`), in one of three scopes:
+
+- this call only: a yes. ``shell`` puts its ``network_hosts`` in
+  ``ctx.extra["network_grants"]``, read here and nowhere else;
+- the session: "always". The pre-flight stores a :data:`NETWORK_GRANTED`
+  event, and every later command of the session (``shell``, its background
+  jobs, ``exec_command``) gets the hosts;
+- for good: "always", saved. The terminal approver adds the hosts to the
+  user's ``sandbox.network_allow`` (:func:`zuno.learned_rules.save_network_hosts`)
+  and grants them to the session as above.
+
+Deny entries win over grants as over the allow list.
 """
 
 from __future__ import annotations
@@ -15,13 +24,28 @@ from zuno.sandbox.egress.rules import EgressRules, RuleError
 from zuno.sandbox.settings import SandboxSettings
 from zuno.tool import ToolContext, ToolError
 
-__all__ = ["call_grants", "egress_rules"]
+__all__ = ["NETWORK_GRANTED", "call_grants", "egress_rules", "session_grants"]
+
+NETWORK_GRANTED = "network.granted"
+"""The event of a session grant: ``{"hosts": [...], "scope": "session"}``."""
+
+
+def session_grants(ctx: ToolContext) -> tuple[str, ...]:
+    """The hosts granted to the session of ctx (none outside a runtime)."""
+    store: Any = getattr(ctx.services, "store", None)
+    if store is None:
+        return ()
+    hosts: list[str] = []
+    for event in store.events(ctx.session_id):
+        if event.kind == NETWORK_GRANTED and isinstance(event.data.get("hosts"), list):
+            hosts.extend(str(h) for h in event.data["hosts"])
+    return tuple(dict.fromkeys(hosts))
 
 
 def call_grants(ctx: ToolContext) -> tuple[str, ...]:
-    """The grants of this call (none unless an approved ``network_hosts`` set them)."""
+    """The grants of this call: its own (an approved ``network_hosts``), then its session's."""
     own: Any = ctx.extra.get("network_grants", ())
-    return tuple(str(g) for g in own)
+    return tuple(dict.fromkeys([*(str(g) for g in own), *session_grants(ctx)]))
 
 
 def egress_rules(settings: SandboxSettings, ctx: ToolContext) -> EgressRules:

@@ -1,7 +1,8 @@
 """The egress ledger: one record per connection a command attempted through the proxy.
 
 The records of a call are kept in its result's data under ``egress`` (so they
-are stored beside the call, shown by ``zuno show`` and counted in
+are stored beside the call in ``call.finished``; a background job's in a
+``job.egress`` event of the call that started it, shown by ``zuno show`` and counted in
 ``call.settled``); :func:`refusal_lines` is what the model reads about the
 refused ones, and :func:`suggested_rules` what ``zuno network suggest`` prints.
 """
@@ -13,7 +14,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["EgressRecord", "egress_line", "egress_summary", "refusal_lines", "suggested_rules"]
+__all__ = [
+    "LEDGER_EVENTS",
+    "EgressRecord",
+    "egress_line",
+    "egress_summary",
+    "refusal_lines",
+    "suggested_rules",
+]
+
+LEDGER_EVENTS = ("call.finished", "job.egress")
+"""Events whose ``egress`` list holds ledger rows: a call's own (a foreground
+command, an interactive process's calls) and a background job's, stored beside
+the call that started it when the job ends."""
 
 Verdict = Literal["allowed", "refused", "failed"]
 """``allowed`` (connected), ``refused`` (by a rule) or ``failed`` (allowed, but the
