@@ -65,6 +65,7 @@ from zuno.memory import accepted_memories_text
 from zuno.registry import Surface
 from zuno.store import Store
 from zuno.telemetry import model_span, turn_span
+from zuno.tool import Tool
 from zuno.tools.undo import undo_note
 
 if TYPE_CHECKING:
@@ -159,12 +160,33 @@ def provider_for(runtime: Runtime, model: str) -> Provider:
     return make_provider(model, runtime.config.providers)
 
 
+_SPECS: dict[tuple[object, str, str], ToolSpec] = {}
+"""A tool's spec by (argument model, name, description): made once a process."""
+
+
 def tool_specs(surface: Surface) -> list[ToolSpec]:
-    """The surface's tools as the model sees them."""
-    return [
-        ToolSpec(name=tool.name, description=tool.description, parameters=tool.schema())
-        for tool in surface.tools
-    ]
+    """The surface's tools as the model sees them.
+
+    A tool whose schema is its argument model's (every built-in one) gets the
+    same spec object in every session of the process: its JSON Schema is made
+    once, and the providers' tables (:class:`~zuno.agent.providers.schemas.ToolTable`)
+    adapt it once. A tool with a schema of its own (an MCP server's) is asked each time.
+    """
+    return [_spec(tool) for tool in surface.tools]
+
+
+def _spec(tool: Tool[Any]) -> ToolSpec:
+    if type(tool).schema is not Tool.schema:
+        return ToolSpec(name=tool.name, description=tool.description, parameters=tool.schema())
+    key = (tool.args_model, tool.name, tool.description)
+    spec = _SPECS.get(key)
+    if spec is None:
+        if len(_SPECS) >= 1024:  # argument models made on the fly: do not keep them all
+            _SPECS.clear()
+        spec = _SPECS[key] = ToolSpec(
+            name=tool.name, description=tool.description, parameters=tool.schema()
+        )
+    return spec
 
 
 def _dump(message: Message, meta: dict[str, Any]) -> dict[str, Any]:
