@@ -25,7 +25,9 @@ ends when every session is done. Printed per run:
 - calls per busy worker core: calls/s per CPU-second the workers used.
 
 The PostgreSQL run uses a schema made for it and dropped after. ``--profile
-FILE`` runs one worker under cProfile on SQLite instead and writes the stats.
+FILE`` runs one worker in this process on SQLite instead, after a warm-up, and
+writes its profile: cProfile's stats for ``FILE.prof``, else pyinstrument's text
+(``pip install pyinstrument``).
 """
 
 from __future__ import annotations
@@ -375,12 +377,23 @@ def profile_one(sessions: int, steps: int, out: Path) -> None:
         env = _env(root, str(root / "fleet.db"), url)
         os.environ.update(env)
         store = open_store(env["ZUNO_DB"])
-        for i in range(sessions):
-            submit(store, f"bench task {i}", workspace=ws, agent="build", model="openai:bench")
         with shared_lease(store) as held:
+            # Warm up first (imports, first connections): the profile is of the steady state.
+            for i in range(5):
+                submit(store, f"warm {i}", workspace=ws, agent="build", model="openai:bench")
+            FleetWorker(store, held, idle_exit=0.0, log=lambda _line: None).serve()
+            for i in range(sessions):
+                submit(store, f"bench task {i}", workspace=ws, agent="build", model="openai:bench")
             fleet = FleetWorker(store, held, idle_exit=0.0, log=lambda _line: None)
             start, cpu = time.perf_counter(), time.process_time()
-            cProfile.runctx("fleet.serve()", globals(), {"fleet": fleet}, str(out))
+            if out.suffix == ".prof":
+                cProfile.runctx("fleet.serve()", globals(), {"fleet": fleet}, str(out))
+            else:  # a sampling profile (pyinstrument, installed by hand), as text
+                from pyinstrument import Profiler
+
+                with Profiler(interval=0.0005, async_mode="disabled") as profiler:
+                    fleet.serve()
+                out.write_text(profiler.output_text(show_all=os.environ.get("BENCH_PROFILE_ALL") == "1"))
             wall, used = time.perf_counter() - start, time.process_time() - cpu
         store.close()
         calls = sessions * steps

@@ -574,7 +574,7 @@ class SQLiteStore:
                 with self._tx():
                     pass
 
-    def _flush_or_keep(self) -> None:
+    def flush_or_keep(self) -> None:
         """Commit the queue now if the store allows; otherwise keep it for the next transaction."""
         try:
             self.flush()
@@ -1026,12 +1026,17 @@ class SQLiteStore:
             self._insert_call(db, call)
             self._insert_event(db, event)
 
-    def call_finished(self, call: CallRecord, event: Event) -> None:
+    def call_finished(self, call: CallRecord, event: Event, *, commit: bool = True) -> None:
         """The result of an attempt, committed as soon as it is known.
 
         When the store cannot commit right now (its lock held elsewhere past the
         busy timeout), the result stays queued and is written with the next
         transaction: a call that ran is never recorded as not run.
+
+        ``commit=False`` leaves the result queued for the caller's next
+        :meth:`flush_or_keep` (or any transaction before it): the dispatcher
+        commits the results of a step's read-only calls, which nothing waits
+        on, together once they are all in, instead of one commit each.
         """
         with self._lock:
             slot = self._deferred_calls.pop((call.call_id, call.attempt), None)
@@ -1042,7 +1047,8 @@ class SQLiteStore:
                 self._defer(*self._event_entry(event))
             else:
                 self._defer_call(self._guarded_finish(call, event))
-            self._flush_or_keep()
+            if commit:
+                self.flush_or_keep()
 
     def _guarded_finish(
         self, call: CallRecord, event: Event
