@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +119,7 @@ async def _model_server(steps: int) -> None:
 
 
 @contextmanager
-def model_server(steps: int) -> Iterator[str]:
+def model_server(steps: int) -> Generator[str]:
     """The scripted model in a process of its own; yields its OpenAI base URL."""
     proc = subprocess.Popen(
         [sys.executable, __file__, "--serve-model", str(steps)], stdout=subprocess.PIPE, text=True
@@ -298,11 +298,13 @@ def run_once(
                 f"SELECT count(*) FROM calls WHERE session_id IN ({marks})", tuple(ids)
             )[0][0]
             first = store.query(
-                f"SELECT min(at) FROM events WHERE kind = 'fleet.claimed' AND session_id IN ({marks})",
+                "SELECT min(at) FROM events WHERE kind = 'fleet.claimed'"
+                f" AND session_id IN ({marks})",
                 tuple(ids),
             )[0][0]
             last = store.query(
-                f"SELECT max(at) FROM events WHERE kind = 'fleet.finished' AND session_id IN ({marks})",
+                "SELECT max(at) FROM events WHERE kind = 'fleet.finished'"
+                f" AND session_id IN ({marks})",
                 tuple(ids),
             )[0][0]
         finally:
@@ -326,7 +328,7 @@ def run_once(
 
 
 @contextmanager
-def scratch_schema(dsn: str) -> Iterator[str]:
+def scratch_schema(dsn: str) -> Generator[str]:
     """A schema of its own for the run (dropped after); yields the workers' DSN."""
     import psycopg
     from psycopg import sql
@@ -393,7 +395,9 @@ def profile_one(sessions: int, steps: int, out: Path) -> None:
 
                 with Profiler(interval=0.0005, async_mode="disabled") as profiler:
                     fleet.serve()
-                out.write_text(profiler.output_text(show_all=os.environ.get("BENCH_PROFILE_ALL") == "1"))
+                out.write_text(
+                    profiler.output_text(show_all=os.environ.get("BENCH_PROFILE_ALL") == "1")
+                )
             wall, used = time.perf_counter() - start, time.process_time() - cpu
         store.close()
         calls = sessions * steps
@@ -407,7 +411,7 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--serve-model":
         asyncio.run(_model_server(int(sys.argv[2])))
         return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--db", help="a postgresql:// URL (default: the tests' server, if any)")
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
@@ -427,14 +431,14 @@ def main() -> None:
     pg = None if args.no_pg else (args.db or _default_pg())
     with model_server(args.steps) as url:
         if not args.no_sqlite:
-            results = []
+            results: list[RunResult] = []
             for n in counts:
                 with tempfile.TemporaryDirectory() as tmp:
                     db = str(Path(tmp) / "fleet.db")
                     results.append(run_once(db, url, n, args.sessions, Path(tmp), None))
             table("SQLite (one file, WAL)", results)
         if pg:
-            results = []
+            results: list[RunResult] = []
             for n in counts:
                 with scratch_schema(pg) as dsn, tempfile.TemporaryDirectory() as tmp:
                     results.append(run_once(dsn, url, n, args.sessions, Path(tmp), pg))

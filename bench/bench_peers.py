@@ -175,7 +175,7 @@ async def profile(n: int, out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--calls", default="1000,5000", help="calls in one step (1000,5000)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds (7)")
     parser.add_argument("--profile", type=Path, help="write cProfile stats of Zuno's side")
