@@ -121,6 +121,7 @@ class Dispatcher:
             settled = [r for r in results if r is not None]
             closing: list[Event] = []
             for r in settled:
+                r.step = step
                 if _inspected(r):
                     # The inspection rule's evidence (a query, see zuno.recovery), written
                     # with the step's close: no commit of its own.

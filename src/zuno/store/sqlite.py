@@ -1218,6 +1218,18 @@ class SQLiteStore:
         Raises:
             SessionBusy: This process held the session and lost it (nothing is written).
         """
+        return self.append_messages(session_id, [(role, body)])[0]
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[int]:
+        """The session's next messages, in order, in one transaction; returns their numbers.
+
+        The results of one model step are written together: one commit, not one each.
+
+        Raises:
+            SessionBusy: This process held the session and lost it (nothing is written).
+        """
         owner = self._owner(session_id)
         with self._tx() as db:
             if owner is not None:
@@ -1226,12 +1238,13 @@ class SQLiteStore:
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
                 (session_id,),
             ).fetchone()
-            seq = int(row[0])
-            db.execute(
-                "INSERT INTO messages (session_id, seq, role, body, at) VALUES (?, ?, ?, ?, ?)",
-                (session_id, seq, role, json.dumps(body), self.clock()),
-            )
-        return seq
+            first, now = int(row[0]), self.clock()
+            for offset, (role, body) in enumerate(messages):
+                db.execute(
+                    "INSERT INTO messages (session_id, seq, role, body, at) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, first + offset, role, json.dumps(body), now),
+                )
+        return list(range(first, first + len(messages)))
 
     def messages(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
         self.flush()
