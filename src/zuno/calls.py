@@ -61,6 +61,8 @@ class CallResult:
     artifact: str | None = None
     images: tuple[ImageAttachment, ...] = ()
     """Images handed to the model beside ``output`` (their bytes are artifacts)."""
+    step: int = 0
+    """The dispatch step the call ran in (its rows' ``step``); 0 until the dispatcher sets it."""
 
     def as_dict(self) -> dict[str, Any]:
         """The shape printed by ``zuno call --json``."""

@@ -18,6 +18,7 @@ import functools
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -69,6 +70,8 @@ class _Batch:
 
     failed: bool = False
     """A Never call of this step ended in error or uncertain."""
+    queued: bool = False
+    """A read-only call's result waits in the store's queue: the step's close commits it."""
 
 
 class Dispatcher:
@@ -102,6 +105,7 @@ class Dispatcher:
         rt.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
         admitted: list[Admitted] = []
+        batch = _Batch()
         try:
             for index, request in enumerate(requests):
                 call_id = new_id("call")
@@ -111,13 +115,14 @@ class Dispatcher:
                     results[index] = self._preflight.block(
                         session, step, index, call_id, request, blocked
                     )
-            await self._execute_all(session, step, admitted, results)
+            await self._execute_all(session, step, admitted, results, batch)
         finally:
             # Plain synchronous code: a cancellation cannot interrupt it.
             self._never_started(session, step, admitted, results)
             settled = [r for r in results if r is not None]
             closing: list[Event] = []
             for r in settled:
+                r.step = step
                 if _inspected(r):
                     # The inspection rule's evidence (a query, see zuno.recovery), written
                     # with the step's close: no commit of its own.
@@ -139,6 +144,10 @@ class Dispatcher:
                 )
             closing.append(Event("dispatch.finished", session.session_id, data={"step": step}))
             rt.store.append_events(closing, deliver=rt.events.deliver)
+            if batch.queued:
+                # The read-only results, with the step's close, in one commit: before
+                # any result is handed on.
+                rt.store.flush_or_keep()
         return [r for r in results if r is not None]
 
     async def _execute_all(
@@ -147,28 +156,36 @@ class Dispatcher:
         step: int,
         admitted: list[Admitted],
         results: list[CallResult | None],
+        batch: _Batch,
     ) -> None:
-        limiter = anyio.CapacityLimiter(self._rt.config.concurrency.tool_calls)
-        batch = _Batch()
+        bound = self._rt.config.concurrency.tool_calls
 
-        async def run(call: Admitted, bounded: bool) -> None:
-            if bounded:
-                async with limiter:
-                    results[call.index] = await self._execute(session, step, call, batch)
-            else:
-                results[call.index] = await self._execute(session, step, call, batch)
+        async def run(call: Admitted) -> None:
+            results[call.index] = await self._execute(session, step, call, batch)
+
+        async def drain(queue: deque[Admitted]) -> None:
+            # One of at most `bound` runners of a group's ParallelSafe calls, taking them
+            # in model order: the bound holds without a task per call waiting its turn.
+            while queue:
+                await run(queue.popleft())
 
         for group in plan_groups(admitted):
             # The barrier spans this session's steps running at once (MCP requests).
             async with session.barrier.hold(group.exclusive):
                 if group.exclusive or len(group.calls) == 1:
-                    call = group.calls[0]
-                    results[call.index] = await self._execute(session, step, call, batch)
+                    await run(group.calls[0])
                     continue
+                queue = deque(
+                    c for c in group.calls if c.declaration.concurrency is Concurrency.PARALLEL_SAFE
+                )
+                runners = min(bound, len(queue))
                 async with anyio.create_task_group() as tg:
                     for call in group.calls:
-                        bounded = call.declaration.concurrency is Concurrency.PARALLEL_SAFE
-                        tg.start_soon(run, call, bounded)
+                        if call.declaration.concurrency is not Concurrency.PARALLEL_SAFE:
+                            tg.start_soon(run, call)  # not counted against the bound
+                        elif runners:
+                            runners -= 1
+                            tg.start_soon(drain, queue)
 
     def _never_started(
         self,
@@ -264,7 +281,7 @@ class Dispatcher:
         replay = rt.config.replay
         attempt = 1
         while True:
-            result, transient = await self._attempt(session, step, call, attempt)
+            result, transient = await self._attempt(session, step, call, attempt, batch)
             retry = transient and call.declaration.replay is Replay.SAFE
             if not retry or attempt >= replay.attempts:
                 break
@@ -288,7 +305,7 @@ class Dispatcher:
         return result
 
     async def _attempt(
-        self, session: SessionState, step: int, call: Admitted, attempt: int
+        self, session: SessionState, step: int, call: Admitted, attempt: int, batch: _Batch
     ) -> tuple[CallResult, bool]:
         """One attempt; also says whether its failure was transient."""
         rt = self._rt
@@ -425,7 +442,11 @@ class Dispatcher:
         finished_event = Event(
             "call.finished", session.session_id, call.call_id, finished_data, at=finished
         )
-        rt.store.call_finished(record, finished_event)
+        # A read-only call's result waits for the step's close (one commit for them
+        # all); any other is committed now, before anything else happens.
+        read_only = call.declaration.effect is Effect.READ_ONLY
+        rt.store.call_finished(record, finished_event, commit=not read_only)
+        batch.queued = batch.queued or read_only
         rt.events.deliver(finished_event)
         call_span(record, running)
         return CallResult(

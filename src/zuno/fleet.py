@@ -51,6 +51,7 @@ import anyio
 from zuno.agent.loop import AgentLoop, TurnStatus, load_history
 from zuno.agent.messages import AssistantMessage
 from zuno.agent.providers import MissingCredentials, ProviderError, make_provider
+from zuno.agent.providers.clients import ClientPool
 from zuno.config import ConfigError
 from zuno.events import Event
 from zuno.fleet_queue import Claim, claim_next, reclaim_own, submit
@@ -243,6 +244,11 @@ class FleetWorker:
         return self.ran
 
     async def _serve(self) -> None:
+        # One SDK client per model address for all the sessions this worker runs.
+        async with ClientPool():
+            await self._serve_pooled()
+
+    async def _serve_pooled(self) -> None:
         failure: Exception | None = None
         with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as tg:

@@ -19,10 +19,11 @@ not authorization (``permission.rules``).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from zuno.tool import Tool
 from zuno.tool_names import (
@@ -66,6 +67,16 @@ class NeedsSetup(Protocol):
     def unavailable_reason(self, config: Config) -> str | None:
         """Why the tool cannot work under ``config`` (what to set), or None when it can."""
         ...
+
+
+@functools.cache
+def _needs_setup(kind: type) -> bool:
+    """Whether tools of class ``kind`` are :class:`NeedsSetup` (asked once per class).
+
+    A protocol's ``isinstance`` inspects the object's attributes on every call:
+    a few milliseconds for each surface (each session a fleet worker runs).
+    """
+    return issubclass(kind, NeedsSetup)
 
 
 class Place(StrEnum):
@@ -282,7 +293,8 @@ class Registry:
                 continue
             # Only a tool that may need setting up is loaded here to be asked.
             asked = tool.describe() if isinstance(tool, LazyTool) and tool.needs_setup else tool
-            reason = asked.unavailable_reason(config) if isinstance(asked, NeedsSetup) else None
+            setup = cast(NeedsSetup, asked) if _needs_setup(type(asked)) else None
+            reason = setup.unavailable_reason(config) if setup is not None else None
             if reason is not None:
                 withheld.append((name, reason))
                 continue

@@ -119,6 +119,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    client_port: int = 0
+    """The client's port: requests over one kept-alive connection share it."""
 
 
 def free_port() -> int:
@@ -392,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
         body: dict[str, Any] = json.loads(raw or b"{}")
         headers = {k.lower(): v for k, v in self.headers.items()}
         authorized, item, served = self.fake._take(  # pyright: ignore[reportPrivateUsage]
-            RecordedRequest(api, self.path, headers, body)
+            RecordedRequest(api, self.path, headers, body, int(self.client_address[1]))
         )
         if not authorized:
             self._json(401, _error_body(api, "invalid api key (FakeModelServer)"))

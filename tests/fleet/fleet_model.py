@@ -57,6 +57,8 @@ class FleetModelServer:
 
     delay: float = 0.4
     requests: list[dict[str, Any]] = field(default_factory=lambda: [], init=False)
+    client_ports: list[int] = field(default_factory=lambda: [], init=False)
+    """The client's port of each request: one port is one connection, kept alive."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -144,6 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server_state
         with state._lock:  # pyright: ignore[reportPrivateUsage]
             state.requests.append(body)
+            state.client_ports.append(int(self.client_address[1]))
         messages: list[dict[str, Any]] = list(body.get("messages") or [])
         if "fleet broken" in json.dumps(messages):
             self._send_error(400, "fleet model: this task is broken on purpose")

@@ -50,19 +50,18 @@ from zuno.agent.messages import (
     Message,
     ModelReply,
     ToolResultMessage,
-    ToolSpec,
     UserMessage,
     stored_messages,
 )
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
+from zuno.agent.tool_specs import tool_specs
 from zuno.budget import price_for, session_budget, step_cost
 from zuno.config import AgentSettings, Config, user_config_path
 from zuno.dispatch import CallRequest, CallResult
 from zuno.events import Event
 from zuno.images import ImageAttachment, attachment_for, image_max_bytes
 from zuno.memory import accepted_memories_text
-from zuno.registry import Surface
 from zuno.store import Store
 from zuno.telemetry import model_span, turn_span
 from zuno.tools.undo import undo_note
@@ -157,14 +156,6 @@ def provider_for(runtime: Runtime, model: str) -> Provider:
     if factory is not None:
         return factory(model)
     return make_provider(model, runtime.config.providers)
-
-
-def tool_specs(surface: Surface) -> list[ToolSpec]:
-    """The surface's tools as the model sees them."""
-    return [
-        ToolSpec(name=tool.name, description=tool.description, parameters=tool.schema())
-        for tool in surface.tools
-    ]
 
 
 def _dump(message: Message, meta: dict[str, Any]) -> dict[str, Any]:
@@ -290,6 +281,11 @@ class AgentLoop:
     def _emit(self, kind: str, **data: Any) -> None:
         self.runtime.events.emit(Event(kind, self.session.session_id, data=data))
 
+    def _queue(self, kind: str, **data: Any) -> None:
+        """An event that rides with the store's next write (no commit of its own)."""
+        event = Event(kind, self.session.session_id, data=data)
+        self.runtime.store.append_events([event], deliver=self.runtime.events.deliver)
+
     def history(self) -> list[Message]:
         """The conversation the model is sent: from the last compaction summary on, with
         any dangling calls settled from SQL."""
@@ -393,7 +389,8 @@ class AgentLoop:
                 return self._finish(TurnStatus.BUDGET, last_text, steps - 1, stop)
             if near_window(self._context_tokens, self._window):
                 history = await self._compact_for_context(history)
-            self._emit("agent.step", step=number, depth=self.session.depth)
+            # Committed with the step's reply (or whatever the store writes first).
+            self._queue("agent.step", step=number, depth=self.session.depth)
             with model_span(self.session.session_id, self.provider.label, number) as span:
                 try:
                     reply = await self.provider.complete(
@@ -416,9 +413,10 @@ class AgentLoop:
                 )
             if reply.text:
                 last_text = reply.text
-            # Intent before effect: the reply with its calls is stored before any runs.
+            # Intent before effect: the reply with its calls is stored before any runs;
+            # its accounting event is committed in the same transaction.
+            self._queue_reply(number, reply, cost)
             self._append(history, reply.as_message(), step=number)
-            self._emit_reply(number, reply, cost)
             if not reply.tool_calls:
                 return self._finish(TurnStatus.ANSWERED, reply.text, steps)
             results = await self.runtime.dispatch(
@@ -521,10 +519,10 @@ class AgentLoop:
             budget.add(reply.usage, cost, self.provider.label)
         return cost
 
-    def _emit_reply(self, number: int, reply: ModelReply, cost: float | None) -> None:
+    def _queue_reply(self, number: int, reply: ModelReply, cost: float | None) -> None:
         # The token counts, the model and the cost are what session totals and
         # budgets are summed from (zuno.budget): one event per reply, durable.
-        self._emit(
+        self._queue(
             "agent.reply",
             step=number,
             depth=self.session.depth,
@@ -541,8 +539,11 @@ class AgentLoop:
     def _append_results(
         self, history: list[Message], reply: ModelReply, results: Sequence[CallResult]
     ) -> None:
-        step = self._dispatch_step(results)
+        """The step's results, in call order, stored in one transaction."""
+        step = results[0].step if results else 0
         by_index = {r.index: r for r in results}
+        undo = self.session.surface.get("undo") is not None
+        added: list[tuple[Message, dict[str, Any]]] = []
         for index, call in enumerate(reply.tool_calls):
             result = by_index.get(index)
             images: tuple[ImageAttachment, ...] = ()
@@ -551,28 +552,15 @@ class AgentLoop:
             else:
                 content, is_error, images = result.output, result.is_error, result.images
                 meta = {"call_id": result.call_id, "outcome": result.outcome.value}
-                undo = self.session.surface.get("undo") is not None
                 content += undo_note(self.runtime.store, result, call.id, undo)
-            self._append(
-                history,
-                ToolResultMessage(
-                    call_id=call.id,
-                    name=call.name,
-                    content=content,
-                    is_error=is_error,
-                    images=images,
-                ),
-                dispatch_step=step,
-                **meta,
+            message = ToolResultMessage(
+                call_id=call.id, name=call.name, content=content, is_error=is_error, images=images
             )
-
-    def _dispatch_step(self, results: Sequence[CallResult]) -> int:
-        if not results:
-            return 0
-        rows = self.runtime.store.query(
-            "SELECT step FROM calls WHERE call_id = ? LIMIT 1", (results[0].call_id,)
+            added.append((message, {"dispatch_step": step, **meta}))
+        self.runtime.store.append_messages(
+            self.session.session_id, [(m.role, _dump(m, meta)) for m, meta in added]
         )
-        return int(rows[0][0]) if rows else 0
+        history.extend(m for m, _meta in added)
 
     def _finish(self, status: TurnStatus, text: str, steps: int, message: str = "") -> TurnOutcome:
         self._emit(

@@ -1150,28 +1150,34 @@ class PostgresStore(SQLiteStore):
 
         return finish
 
-    def append_message(self, session_id: str, role: str, body: dict[str, Any]) -> int:
-        """The session's next message; its number is allocated under the session's row lock.
+    def append_messages(
+        self, session_id: str, messages: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[int]:
+        """The session's next messages, numbered under the session's row lock; one transaction.
 
         Raises:
             SessionBusy: This process held the session and lost it (nothing is written).
         """
         owner = self._owner(session_id)
 
-        def write(db: sqlite3.Connection) -> Any:
+        def write(db: sqlite3.Connection) -> list[Any]:
             # READ COMMITTED: once the lock is held, the next statement sees every
             # message committed by the worker that held it before.
             db.execute("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,))
-            return db.execute(
-                "INSERT INTO messages (session_id, seq, role, body, at)"
-                " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM messages WHERE session_id = ?"
-                " RETURNING seq",
-                (session_id, role, json.dumps(body), self.clock(), session_id),
-            )
+            now = self.clock()
+            return [
+                db.execute(
+                    "INSERT INTO messages (session_id, seq, role, body, at)"
+                    " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM messages"
+                    " WHERE session_id = ? RETURNING seq",
+                    (session_id, role, json.dumps(body), now, session_id),
+                )
+                for role, body in messages
+            ]
 
         if owner is None:
             with self._tx() as db:
-                rows = write(db)
+                written = write(db)
         else:
-            rows = self._fenced(session_id, owner, write)
-        return int(rows.fetchone()[0])
+            written = self._fenced(session_id, owner, write)
+        return [int(rows.fetchone()[0]) for rows in written]

@@ -574,7 +574,7 @@ class SQLiteStore:
                 with self._tx():
                     pass
 
-    def _flush_or_keep(self) -> None:
+    def flush_or_keep(self) -> None:
         """Commit the queue now if the store allows; otherwise keep it for the next transaction."""
         try:
             self.flush()
@@ -1026,12 +1026,17 @@ class SQLiteStore:
             self._insert_call(db, call)
             self._insert_event(db, event)
 
-    def call_finished(self, call: CallRecord, event: Event) -> None:
+    def call_finished(self, call: CallRecord, event: Event, *, commit: bool = True) -> None:
         """The result of an attempt, committed as soon as it is known.
 
         When the store cannot commit right now (its lock held elsewhere past the
         busy timeout), the result stays queued and is written with the next
         transaction: a call that ran is never recorded as not run.
+
+        ``commit=False`` leaves the result queued for the caller's next
+        :meth:`flush_or_keep` (or any transaction before it): the dispatcher
+        commits the results of a step's read-only calls, which nothing waits
+        on, together once they are all in, instead of one commit each.
         """
         with self._lock:
             slot = self._deferred_calls.pop((call.call_id, call.attempt), None)
@@ -1042,7 +1047,8 @@ class SQLiteStore:
                 self._defer(*self._event_entry(event))
             else:
                 self._defer_call(self._guarded_finish(call, event))
-            self._flush_or_keep()
+            if commit:
+                self.flush_or_keep()
 
     def _guarded_finish(
         self, call: CallRecord, event: Event
@@ -1212,6 +1218,18 @@ class SQLiteStore:
         Raises:
             SessionBusy: This process held the session and lost it (nothing is written).
         """
+        return self.append_messages(session_id, [(role, body)])[0]
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[int]:
+        """The session's next messages, in order, in one transaction; returns their numbers.
+
+        The results of one model step are written together: one commit, not one each.
+
+        Raises:
+            SessionBusy: This process held the session and lost it (nothing is written).
+        """
         owner = self._owner(session_id)
         with self._tx() as db:
             if owner is not None:
@@ -1220,12 +1238,13 @@ class SQLiteStore:
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
                 (session_id,),
             ).fetchone()
-            seq = int(row[0])
-            db.execute(
-                "INSERT INTO messages (session_id, seq, role, body, at) VALUES (?, ?, ?, ?, ?)",
-                (session_id, seq, role, json.dumps(body), self.clock()),
-            )
-        return seq
+            first, now = int(row[0]), self.clock()
+            for offset, (role, body) in enumerate(messages):
+                db.execute(
+                    "INSERT INTO messages (session_id, seq, role, body, at) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, first + offset, role, json.dumps(body), now),
+                )
+        return list(range(first, first + len(messages)))
 
     def messages(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
         self.flush()

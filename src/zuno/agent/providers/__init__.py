@@ -48,12 +48,14 @@ if TYPE_CHECKING:
 
     from zuno.agent.messages import Message, ModelReply, ToolSpec
     from zuno.agent.providers.anthropic_messages import AnthropicMessagesProvider
+    from zuno.agent.providers.clients import ClientPool
     from zuno.agent.providers.openai_chat import OpenAIChatProvider
     from zuno.agent.providers.retry import RetryPolicy
     from zuno.agent.providers.schemas import anthropic_tool, openai_tool
 
 __all__ = [
     "AnthropicMessagesProvider",
+    "ClientPool",
     "MissingCredentials",
     "OpenAIChatProvider",
     "Provider",
@@ -78,6 +80,7 @@ __all__ = [
 # reading zuno.json (ProviderSettings) needs none of them.
 _LAZY = {
     "AnthropicMessagesProvider": "zuno.agent.providers.anthropic_messages",
+    "ClientPool": "zuno.agent.providers.clients",
     "OpenAIChatProvider": "zuno.agent.providers.openai_chat",
     "Endpoint": "zuno.agent.providers.retry",
     "RetryPolicy": "zuno.agent.providers.retry",
@@ -234,7 +237,9 @@ def make_provider(
             ``attempts`` from the settings with the standard backoff.
 
     Returns:
-        A ready provider. Nothing is sent until its first ``complete``.
+        A ready provider. Nothing is sent until its first ``complete``. Inside an
+        open :class:`~zuno.agent.providers.clients.ClientPool` its SDK client is
+        the pool's (one per API, address, key and timeout), else its own.
 
     Raises:
         ProviderConfigError: The string or the settings cannot be used.
@@ -243,8 +248,10 @@ def make_provider(
     env = os.environ if environ is None else environ
     name, model_name = _parse(model)
     settings, builtin = _settings_for(name, model_name, providers_config or {})
+    from zuno.agent.providers.clients import ClientKey, current_pool
     from zuno.agent.providers.retry import Endpoint, RetryPolicy
 
+    pool = current_pool()
     policy = retry or RetryPolicy(attempts=settings.attempts)
     label = f"{name}:{model_name}"
     bearer = False
@@ -290,13 +297,18 @@ def make_provider(
             key_setting,
             not_found_hint=" An OpenAI-compatible base URL usually ends in /v1.",
         )
-        openai_client = openai.AsyncOpenAI(
-            api_key=key,
-            base_url=url,
-            max_retries=0,
-            timeout=settings.timeout,
-            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
-        )
+
+        def make_openai() -> openai.AsyncOpenAI:
+            return openai.AsyncOpenAI(
+                api_key=key,
+                base_url=url,
+                max_retries=0,
+                timeout=settings.timeout,
+                http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
+            )
+
+        client_key = ClientKey("openai", url, key, bearer, settings.timeout)
+        openai_client = make_openai() if pool is None else pool.client(client_key, make_openai)
         return OpenAIChatProvider(
             openai_client,
             model_name,
@@ -305,6 +317,7 @@ def make_provider(
             strict_tools=settings.strict_tools,
             max_tokens=settings.max_tokens,
             images=settings.images,
+            owns_client=pool is None,
         )
     import anthropic
 
@@ -312,14 +325,19 @@ def make_provider(
 
     url = base_url or _ANTHROPIC_DEFAULT_URL
     endpoint = Endpoint(label, url, f"{url_setting} (now {url})", key_setting)
-    anthropic_client = anthropic.AsyncAnthropic(
-        api_key=None if bearer else key,
-        auth_token=key if bearer else None,
-        base_url=url,
-        max_retries=0,
-        timeout=settings.timeout,
-        http_client=anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
-    )
+
+    def make_anthropic() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=None if bearer else key,
+            auth_token=key if bearer else None,
+            base_url=url,
+            max_retries=0,
+            timeout=settings.timeout,
+            http_client=anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
+        )
+
+    client_key = ClientKey("anthropic", url, key, bearer, settings.timeout)
+    anthropic_client = make_anthropic() if pool is None else pool.client(client_key, make_anthropic)
     return AnthropicMessagesProvider(
         anthropic_client,
         model_name,
@@ -327,4 +345,5 @@ def make_provider(
         retry=policy,
         max_tokens=settings.max_tokens,
         images=settings.images,
+        owns_client=pool is None,
     )

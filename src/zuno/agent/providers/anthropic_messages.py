@@ -40,6 +40,9 @@ __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_message
 DEFAULT_MAX_TOKENS = 8192
 """The Messages API requires an output limit; this one suits a coding step."""
 
+# One table for the whole process: providers of every session share it.
+_TABLE = ToolTable(anthropic_tool)
+
 _SDK_ERRORS = SdkErrors(
     # The SDK does not wrap a connection lost mid-stream; its transport's error escapes.
     connection=(anthropic.APIConnectionError, httpx2.TransportError),
@@ -292,6 +295,8 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         retry: The retry policy for transport failures, 429 and 5xx.
         max_tokens: The output token limit the API requires.
         images: Whether the model accepts images (a sentence replaces each when not).
+        owns_client: Whether :meth:`aclose` closes ``client`` (False: a
+            :class:`~zuno.agent.providers.clients.ClientPool`'s, shared).
     """
 
     sdk_errors = _SDK_ERRORS
@@ -305,12 +310,14 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         retry: RetryPolicy | None = None,
         max_tokens: int | None = None,
         images: bool = True,
+        owns_client: bool = True,
     ) -> None:
         super().__init__(model, endpoint, retry)
         self._client = client
+        self._owns_client = owns_client
         self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         self._images = images
-        self._tools = ToolTable(anthropic_tool)
+        self._tools = _TABLE
 
     def _request(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -340,5 +347,6 @@ class AnthropicMessagesProvider(StreamingProvider[RawMessageStreamEvent]):
         return whole_reply(body, on_text)
 
     async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
+        """Close the HTTP connections (a pool's client stays open for the pool's next user)."""
+        if self._owns_client:
+            await self._client.close()

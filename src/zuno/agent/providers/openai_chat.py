@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import openai
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from zuno.agent.messages import (
     AssistantMessage,
@@ -39,6 +39,12 @@ __all__ = ["OpenAIChatProvider", "openai_messages", "whole_reply"]
 _SDK_ERRORS = SdkErrors(
     connection=(openai.APIConnectionError,), status=openai.APIStatusError, api=openai.APIError
 )
+
+# One table per form for the whole process: providers of every session share them.
+_TABLES = {
+    True: ToolTable(lambda spec: openai_tool(spec, True)),
+    False: ToolTable(lambda spec: openai_tool(spec, False)),
+}
 
 _FINISH = {
     "stop": StopReason.END_TURN,
@@ -296,6 +302,8 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         strict_tools: Ask for strict mode on tools whose schema allows it.
         max_tokens: An output token limit, or None for the server's default.
         images: Whether the model accepts images (a sentence replaces each when not).
+        owns_client: Whether :meth:`aclose` closes ``client`` (False: a
+            :class:`~zuno.agent.providers.clients.ClientPool`'s, shared).
     """
 
     sdk_errors = _SDK_ERRORS
@@ -310,13 +318,15 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         strict_tools: bool = True,
         max_tokens: int | None = None,
         images: bool = True,
+        owns_client: bool = True,
     ) -> None:
         super().__init__(model, endpoint, retry)
         self._client = client
+        self._owns_client = owns_client
         self._strict_tools = strict_tools
         self._max_tokens = max_tokens
         self._images = images
-        self._tools = ToolTable(lambda spec: openai_tool(spec, strict_tools))
+        self._tools = _TABLES[strict_tools]
 
     def _request(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -334,10 +344,17 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         return request
 
     async def _open(self, request: dict[str, Any]) -> openai.AsyncStream[ChatCompletionChunk]:
-        # Parameters are built as plain dicts; the SDK's TypedDict overloads
-        # cannot be selected from a dict, hence the cast.
-        create = cast(Any, self._client.chat.completions.create)
-        return await create(**request)
+        # The request is plain JSON already: posted as the body, it skips the
+        # SDK's recursive pass over every message against its TypedDicts (which
+        # grew with the conversation, and was most of a fleet worker's time).
+        return await self._client.post(
+            "/chat/completions",
+            body=request,
+            cast_to=ChatCompletion,
+            options={"security": {"bearer_auth": True}},
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
 
     def _assembly(self, on_text: Callable[[str], None]) -> _Assembly:
         return _Assembly(on_text=on_text)
@@ -346,5 +363,6 @@ class OpenAIChatProvider(StreamingProvider[ChatCompletionChunk]):
         return whole_reply(body, on_text)
 
     async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
+        """Close the HTTP connections (a pool's client stays open for the pool's next user)."""
+        if self._owns_client:
+            await self._client.close()

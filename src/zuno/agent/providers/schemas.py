@@ -283,23 +283,30 @@ def _object_root(schema: Schema) -> Schema:
 
 
 class ToolTable:
-    """A provider's ``tools`` entries, built once and reused while the tools stay the same.
+    """``tools`` entries of one API's shape, each built once per tool spec and reused.
 
-    The agent loop sends the same tools with every model request; adapting
-    their schemas (inlining ``$ref``, the strict form) each time was a good part
-    of a fleet worker's time. The entries are rebuilt only when the tools differ
-    from the last request's (the same specs are recognised by identity first).
+    The agent loop sends the same tools with every model request, and a fleet
+    worker's sessions share their tool specs (:func:`zuno.agent.loop.tool_specs`
+    keeps one per tool); adapting a schema (inlining ``$ref``, the strict form)
+    for every request was a good part of a worker's time. Entries are kept per
+    spec object, so one table serves every provider of its kind in the process;
+    at most ``keep`` specs are remembered (the table starts afresh past that).
     """
 
-    def __init__(self, build: Callable[[ToolSpec], dict[str, Any]]) -> None:
+    def __init__(self, build: Callable[[ToolSpec], dict[str, Any]], keep: int = 512) -> None:
         self._build = build
-        self._tools: tuple[ToolSpec, ...] | None = None
-        self._entries: list[dict[str, Any]] = []
+        self._keep = keep
+        # Keyed by identity; the spec is kept beside its entry so that its id stays its own.
+        self._entries: dict[int, tuple[ToolSpec, dict[str, Any]]] = {}
 
     def entries(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         """The entries for ``tools``, in order (a new list; the entries themselves are shared)."""
-        key = tuple(tools)
-        if key != self._tools:
-            self._entries = [self._build(spec) for spec in key]
-            self._tools = key
-        return list(self._entries)
+        out: list[dict[str, Any]] = []
+        for spec in tools:
+            known = self._entries.get(id(spec))
+            if known is None:
+                if len(self._entries) >= self._keep:
+                    self._entries.clear()
+                known = self._entries[id(spec)] = (spec, self._build(spec))
+            out.append(known[1])
+        return out
