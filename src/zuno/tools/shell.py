@@ -33,7 +33,7 @@ from pydantic import Field, field_validator
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.output import BoundedOutput, BoundedText, OutputLimits
-from zuno.process import ProcessResult, run_process
+from zuno.process import OutputSink, ProcessResult, run_process
 from zuno.sandbox import (
     Sandbox,
     SandboxError,
@@ -44,7 +44,15 @@ from zuno.sandbox import (
     prepared_launch,
     select_sandbox,
 )
-from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.tool import (
+    ArgumentsRejected,
+    OutputTap,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from zuno.sandbox.egress.proxy import CallProxy
@@ -201,6 +209,18 @@ def _selected(settings: SandboxSettings) -> Sandbox:
         raise ToolError(str(exc)) from exc
 
 
+def _tapped(bounded: BoundedOutput, name: str, tap: OutputTap | None) -> OutputSink:
+    """What a stream's reader hands each chunk to: the bounded output, then the tap."""
+    if tap is None:
+        return bounded.feed
+
+    def feed(data: bytes) -> None:
+        bounded.feed(data)
+        tap(name, data)
+
+    return feed
+
+
 async def run_sandboxed(
     argv: Sequence[str],
     ctx: ToolContext,
@@ -228,6 +248,10 @@ async def run_sandboxed(
     cap = _artifact_cap(ctx)
     stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
     stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"), cap)
+    on_stdout, on_stderr = (
+        _tapped(stdout, "stdout", ctx.output_tap),
+        _tapped(stderr, "stderr", ctx.output_tap),
+    )
     egress: CallProxy | None = None
     try:
         async with AsyncExitStack() as stack:
@@ -249,8 +273,8 @@ async def run_sandboxed(
                     cwd=launch.cwd,
                     env=launch.env,
                     time_limit=seconds,
-                    on_stdout=stdout.feed,
-                    on_stderr=stderr.feed,
+                    on_stdout=on_stdout,
+                    on_stderr=on_stderr,
                     pass_fds=launch.pass_fds,
                 )
             except OSError as exc:
