@@ -6,6 +6,8 @@ the machine's noise falls on all of them alike:
 
 - ``| cat > /dev/null``: the yardstick (ratio 1.00);
 - ``> /dev/null``: no reader at all;
+- ``| cat > FILE``: a reader that keeps all of the output on disk (Zuno keeps
+  64 MiB of it, the default ``tool_output.artifact_max_bytes``, but writes it all);
 - ``API``: :meth:`zuno.runtime.Runtime.dispatch` of one ``shell`` call in a child
   Python process, timed around the dispatch alone (the call is recorded in a
   SQLite store, the workspace checkpointed, the sandbox started, the output
@@ -178,6 +180,7 @@ def main() -> None:
         rows = [
             _Row("| cat > /dev/null", _process(["sh", "-c", f"{command} | cat > /dev/null"])),
             _Row("> /dev/null", _process(["sh", "-c", f"{command} > /dev/null"])),
+            _Row("| cat > FILE", _process(["sh", "-c", f"{command} | cat > {scratch / 'out'}"])),
             _Row("API, store on disk", api_disk.run),
             _Row("API, store on tmpfs", api_shm.run),
             _Row("CLI, own process", _process(call, env, workspace)),
