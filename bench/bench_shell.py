@@ -65,6 +65,8 @@ async def main() -> None:
     rt = Runtime(workspace, db_path=db, approver=ApproveAll())
     async with rt:
         for _ in range(repeat):
+            if not sys.stdin.readline():  # the parent's turn to time this row, or its end
+                break
             state = rt.open_session(agent="build")
             cpu_before, started = cpu(), time.perf_counter()
             (result,) = await rt.dispatch(state, [CallRequest("shell", {"command": command})])
@@ -115,12 +117,18 @@ class _Api:
         argv = [sys.executable, "-c", _CHILD, str(workspace), str(folder / "store.db")]
         # One call more than counted: the first one, not counted, warms the caches.
         self._child = subprocess.Popen(
-            [*argv, command, str(repeat + 1)], stdout=subprocess.PIPE, text=True
+            [*argv, command, str(repeat + 1)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.run()
 
     def run(self) -> tuple[float, float]:
-        assert self._child.stdout is not None
+        """Let the child dispatch one call; its wall and CPU seconds."""
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self._child.stdin.write("go\n")
+        self._child.stdin.flush()
         line = self._child.stdout.readline()
         if not line:
             raise SystemExit("the API child ended early (see its error above)")
@@ -128,6 +136,9 @@ class _Api:
         return float(found["wall"]), float(found["cpu"])
 
     def close(self) -> None:
+        """Let the child end."""
+        if self._child.stdin is not None:
+            self._child.stdin.close()
         self._child.wait(timeout=600)
 
 

@@ -98,21 +98,29 @@ def _count_lines(data: bytes | str, ends_with_newline: bool) -> int:
 
 
 _SPARSE_NEWLINES = 32
+_LONG_LINE = 40
+"""Lines at least this long on average are counted by removing the newlines."""
 
 
 def _count_newlines(data: bytes) -> int:
     """The number of newlines in data, fast whether lines are short or very long.
 
-    ``bytes.count`` goes a byte at a time (about 0.6 s a GiB here) while
+    ``bytes.count`` goes a byte at a time (about 1 s a GiB here) while
     ``bytes.find`` of one byte is memchr, some forty times faster: output with
     long lines (or none) is counted by finding each newline, and a chunk that
-    turns out to hold many falls back to one ``count`` over the rest.
+    turns out to hold many falls back to counting the rest. Where its first
+    lines were 40 bytes or longer, the rest is counted by what removing the
+    newlines takes away (``bytes.replace`` copies the runs between them with
+    memchr and memcpy: 2x faster than ``count`` on 80-byte lines, 8x on
+    1000-byte ones); shorter lines keep ``count``, which removing would slow.
     """
     found = 0
     pos = data.find(b"\n")
     while pos != -1:
         found += 1
         if found == _SPARSE_NEWLINES:
+            if pos >= _LONG_LINE * _SPARSE_NEWLINES:
+                return len(data) - len(data.replace(b"\n", b""))
             return found + data.count(b"\n", pos + 1)
         pos = data.find(b"\n", pos + 1)
     return found
