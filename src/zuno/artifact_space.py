@@ -52,6 +52,8 @@ class Removal:
     path: Path
     size: int
     why: str = ""
+    sessions: tuple[str, ...] = ()
+    """The sessions that must still be idle when it is removed."""
 
 
 def folder_size(path: Path) -> int:
@@ -136,10 +138,20 @@ class PrunePlan:
         """Bytes freed."""
         return sum(r.size for r in self.removals)
 
-    def apply(self) -> list[Removal]:
-        """Remove everything planned; returns what could not be removed."""
+    def apply(self, store: Store) -> list[Removal]:
+        """Remove everything planned; returns what could not be removed.
+
+        Each session is looked at again just before its files go: one that a
+        process took up since the plan was made is left alone (and listed in
+        :attr:`kept_busy`).
+        """
         failed: list[Removal] = []
-        for removal in self.removals:
+        for removal in list(self.removals):
+            taken = [sid for sid in removal.sessions if _busy_now(store, sid)]
+            if taken:
+                self.removals.remove(removal)
+                self.kept_busy += [sid for sid in taken if sid not in self.kept_busy]
+                continue
             try:
                 if removal.path.is_dir() and not removal.path.is_symlink():
                     shutil.rmtree(removal.path)
@@ -163,9 +175,20 @@ class _Session:
     size: int
 
 
-def _sessions(store: Store, root: Path) -> list[_Session]:
+def _busy(store: Store, state: object, owner: object) -> bool:
+    """Whether a session is queued, or running in a process that is alive."""
     from zuno.workers import runner_settleable
 
+    holder = None if owner is None else str(owner)
+    return state == "queued" or (state == "running" and not runner_settleable(store, holder))
+
+
+def _busy_now(store: Store, session_id: str) -> bool:
+    rows = store.query("SELECT state, owner FROM sessions WHERE session_id = ?", (session_id,))
+    return bool(rows) and _busy(store, rows[0][0], rows[0][1])
+
+
+def _sessions(store: Store, root: Path) -> list[_Session]:
     jobs: dict[str, list[Path]] = {}
     if store.has_table("jobs"):  # made with the first background job
         for session_id, output_path in store.query("SELECT session_id, output_path FROM jobs"):
@@ -176,8 +199,7 @@ def _sessions(store: Store, root: Path) -> list[_Session]:
     )
     for session_id, workspace, created, updated, owner, state in rows:
         sid = str(session_id)
-        holder = None if owner is None else str(owner)
-        busy = state == "queued" or (state == "running" and not runner_settleable(store, holder))
+        busy = _busy(store, state, owner)
         files = [p for p in [root / sid, *jobs.get(sid, [])] if p.exists()]
         active = max(float(created or 0), float(updated or 0))
         size = 0
@@ -237,7 +259,9 @@ def plan_prune(
         if session.session_id in going:
             why = f"session {session.session_id}"
             plan.removals += [
-                Removal(p, folder_size(p) if p.is_dir() else _file_size(p), why)
+                Removal(
+                    p, folder_size(p) if p.is_dir() else _file_size(p), why, (session.session_id,)
+                )
                 for p in session.files
             ]
     # A workspace's checkpoints serve undo in all its sessions: they go with the last one.
@@ -250,6 +274,11 @@ def plan_prune(
         git_dir = checkpoints_of_store(store, Path(workspace)).git_dir
         if git_dir.exists():
             plan.removals.append(
-                Removal(git_dir, folder_size(git_dir), f"checkpoints of {workspace}")
+                Removal(
+                    git_dir,
+                    folder_size(git_dir),
+                    f"checkpoints of {workspace}",
+                    tuple(s.session_id for s in members),
+                )
             )
     return plan

@@ -160,3 +160,27 @@ def test_sizes_read_as_people_write_them() -> None:
 def test_a_bad_size_is_one_clear_line(cli: _Cli) -> None:
     proc = cli.run("gc", "--max-size", "lots", code=2)
     assert "--max-size" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_session_taken_up_after_the_plan_is_left_alone(cli: _Cli) -> None:
+    from zuno.artifact_space import plan_prune
+    from zuno.store import open_store
+    from zuno.workers import this_worker
+
+    idle = cli.shell(_BIG, "--new-session")
+    folder = cli.artifacts / idle["session_id"]
+    store = open_store(cli.db)
+    try:
+        plan = plan_prune(store, now=time.time(), older_than_days=None, max_bytes=0)
+        assert folder in [r.path for r in plan.removals]
+        # A process (this one) takes the session up between the plan and the removal.
+        with sqlite3.connect(cli.db) as db:
+            db.execute(
+                "UPDATE sessions SET state = 'running', owner = ? WHERE session_id = ?",
+                (this_worker().id, idle["session_id"]),
+            )
+        assert plan.apply(store) == []
+    finally:
+        store.close()
+    assert folder.is_dir() and plan.kept_busy == [idle["session_id"]]
+    assert folder not in [r.path for r in plan.removals]

@@ -80,9 +80,9 @@ def gc(
     try:
         with user_errors():
             plan = plan_prune(store, now=time.time(), older_than_days=days, max_bytes=limit)
+            failed = [] if dry_run else plan.apply(store)
     finally:
         store.close()
-    failed = [] if dry_run else plan.apply()
     if json_:
         report: dict[str, Any] = {
             "dry_run": dry_run,
