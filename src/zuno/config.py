@@ -103,6 +103,9 @@ class ToolOutputSettings(_Section):
     artifact_max_bytes: int | None = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
     """Largest full-output artifact kept per stream; past it the middle is dropped
     (with a marker) and the first and last halves kept. null keeps everything."""
+    session_artifacts_max_bytes: int | None = Field(default=1024 * 1024 * 1024, ge=1024 * 1024)
+    """Most the artifacts of one session may hold together (default 1 GiB); past it the
+    oldest go first, and the result of the call that passed it names them. null: no cap."""
     image_max_bytes: int = Field(default=3_932_160, ge=0, le=20 * 1024 * 1024)
     """Largest image ``read`` sends to the model (default 3.75 MiB, whose base64 fits
     Anthropic's 5 MiB); bigger ones are described in words. 0 sends none."""

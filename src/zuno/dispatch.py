@@ -345,6 +345,7 @@ class Dispatcher:
             services=rt,
             extra={"session": session, "snapshot": snapshot},
             protected=rt.control_paths.named,
+            output_tap=rt.output_tap,
         )
         transient = False
         block_kind: BlockKind | None = None

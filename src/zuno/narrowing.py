@@ -159,6 +159,7 @@ UNTRUSTED_POLICY: Final[Table] = {
         "max_bytes": _LIMITS,
         "max_lines": _LIMITS,
         "artifact_max_bytes": _LIMITS,
+        "session_artifacts_max_bytes": _LIMITS,
         "image_max_bytes": _LIMITS,
     },
     "permission": {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,21 +98,29 @@ def _count_lines(data: bytes | str, ends_with_newline: bool) -> int:
 
 
 _SPARSE_NEWLINES = 32
+_LONG_LINE = 40
+"""Lines at least this long on average are counted by removing the newlines."""
 
 
 def _count_newlines(data: bytes) -> int:
     """The number of newlines in data, fast whether lines are short or very long.
 
-    ``bytes.count`` goes a byte at a time (about 0.6 s a GiB here) while
+    ``bytes.count`` goes a byte at a time (about 1 s a GiB here) while
     ``bytes.find`` of one byte is memchr, some forty times faster: output with
     long lines (or none) is counted by finding each newline, and a chunk that
-    turns out to hold many falls back to one ``count`` over the rest.
+    turns out to hold many falls back to counting the rest. Where its first
+    lines were 40 bytes or longer, the rest is counted by what removing the
+    newlines takes away (``bytes.replace`` copies the runs between them with
+    memchr and memcpy: 2x faster than ``count`` on 80-byte lines, 8x on
+    1000-byte ones); shorter lines keep ``count``, which removing would slow.
     """
     found = 0
     pos = data.find(b"\n")
     while pos != -1:
         found += 1
         if found == _SPARSE_NEWLINES:
+            if pos >= _LONG_LINE * _SPARSE_NEWLINES:
+                return len(data) - len(data.replace(b"\n", b""))
             return found + data.count(b"\n", pos + 1)
         pos = data.find(b"\n", pos + 1)
     return found
@@ -193,7 +202,13 @@ class CappedFile:
             position += n
 
     def close(self, label: str = "output") -> None:
-        """Close the file; a capped one is rewritten as first part, marker, last part."""
+        """Close the file; a capped one is rewritten as first part, marker, last part.
+
+        The rewrite happens in place: the first part stays where it is, and of the
+        ring's two pieces the smaller one is set aside while the larger one moves,
+        so at most one and a half times the last part is copied (a new file would
+        copy the whole cap).
+        """
         self._file.close()
         cap = self.cap
         if cap is None or self.total_bytes <= cap:
@@ -205,14 +220,66 @@ class CappedFile:
             f"\n[... {format_size(dropped)} ({dropped} bytes) dropped from the middle of this "
             f"{label} by the artifact cap; the first {format_size(head)} and the last "
             f"{format_size(tail)} are kept ...]\n"
-        )
-        part = self.path.with_name(self.path.name + ".part")
-        with open(self.path, "rb") as src, open(part, "wb") as dst:
-            _copy_range(src.fileno(), dst, 0, head)
-            dst.write(marker.encode())
-            _copy_range(src.fileno(), dst, head + oldest, tail - oldest)
-            _copy_range(src.fileno(), dst, head, oldest)
-        os.replace(part, self.path)
+        ).encode()
+        with open(self.path, "r+b") as file:
+            _unroll_ring(file.fileno(), head, tail, oldest, marker, self.path.parent)
+
+
+def _unroll_ring(fd: int, head: int, tail: int, oldest: int, marker: bytes, spare: Path) -> None:
+    """Turn ``first part | ring`` into ``first part | marker | last part in order``.
+
+    The ring at ``head`` holds the newest bytes first (``oldest`` of them, the
+    stream's very end) and then the older ones (the rest of ``tail``). The piece
+    set aside goes to a temporary file in ``spare`` (the same file system).
+    """
+    newer, older = oldest, tail - oldest
+    after_marker = head + len(marker)
+    with tempfile.TemporaryFile(dir=spare) as aside:
+        if older <= newer:
+            _copy(fd, head + newer, aside.fileno(), 0, older)
+            _move(fd, head, after_marker + older, newer)
+            os.pwrite(fd, marker, head)
+            _copy(aside.fileno(), 0, fd, after_marker, older)
+        else:
+            _copy(fd, head, aside.fileno(), 0, newer)
+            _move(fd, head + newer, after_marker, older)
+            os.pwrite(fd, marker, head)
+            _copy(aside.fileno(), 0, fd, after_marker + older, newer)
+
+
+_COPY_CHUNK = 1 << 20
+
+
+def _copy(src: int, src_at: int, dst: int, dst_at: int, count: int) -> None:
+    """Copy count bytes between two files, in the kernel when it can."""
+    while count > 0:
+        try:
+            n = os.copy_file_range(src, dst, count, src_at, dst_at)
+        except OSError:  # another file system, or no copy_file_range: through memory
+            n = os.pwrite(dst, os.pread(src, min(count, _COPY_CHUNK), src_at), dst_at)
+        if n <= 0:
+            return
+        src_at, dst_at, count = src_at + n, dst_at + n, count - n
+
+
+def _move(fd: int, src_at: int, dst_at: int, count: int) -> None:
+    """Move count bytes within one file, the ranges possibly overlapping."""
+    if count <= 0 or src_at == dst_at:
+        return
+    if dst_at < src_at:  # front to back: a write never reaches bytes not yet read
+        done = 0
+        while done < count:
+            chunk = os.pread(fd, min(_COPY_CHUNK, count - done), src_at + done)
+            if not chunk:
+                return
+            os.pwrite(fd, chunk, dst_at + done)
+            done += len(chunk)
+        return
+    left = count  # back to front
+    while left > 0:
+        size = min(_COPY_CHUNK, left)
+        left -= size
+        os.pwrite(fd, os.pread(fd, size, src_at + left), dst_at + left)
 
 
 class BoundedOutput:
@@ -395,17 +462,6 @@ class BoundedOutput:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._artifact_path)
             self._artifact_path = None
-
-
-def _copy_range(src: int, dst: IO[bytes], offset: int, count: int) -> None:
-    """Copy count bytes of file descriptor src from offset to dst, 1 MiB at a time."""
-    while count > 0:
-        chunk = os.pread(src, min(count, 1 << 20), offset)
-        if not chunk:
-            return
-        dst.write(chunk)
-        offset += len(chunk)
-        count -= len(chunk)
 
 
 def _nth_newline(data: bytes, n: int) -> int | None:

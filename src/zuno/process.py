@@ -8,14 +8,21 @@ holds the output pipes open (the rest of its output is dropped, and the result
 says so).
 
 Each pipe is read by a worker thread, the way ``cat`` reads: a non-blocking
-read of up to 256 KiB as soon as anything is there, the chunk handed to a
-callback in that thread (so a callback must not touch the event loop), and a
-wait on poll(2) when the pipe is empty. This was measured against reading on the
-event loop: the loop's wake-ups cost several times more per read, and the
-pause after a short read that made up for them starved a fast writer, whose
-1 MiB pipe buffer fills in about a millisecond. The thread checks every 50 ms
-whether it was told to stop, so a pipe held open by an escaped process can be
-given up; the pipe is closed only after its thread has let go of it.
+read of up to 1 MiB (the pipe's whole buffer) as soon as anything is there, the
+chunk handed to a callback in that thread (so a callback must not touch the
+event loop, and whatever it does to the chunk, writing it to an artifact and
+keeping the part the model sees, happens in this one loop), and a wait on
+poll(2) when the pipe is empty. This was measured against reading on the event
+loop: the loop's wake-ups cost several times more per read, and the pause after
+a short read that made up for them starved a fast writer, whose 1 MiB pipe
+buffer fills in about a millisecond. In the thread, a read that found the pipe
+far from full is followed by a pause of half a millisecond, so a command
+printing in small writes is read in a few large chunks rather than tens of
+thousands of small ones (the writer cannot fill 1 MiB in that time); a
+command printing a line now and then is read at once all the same, half a
+millisecond late at most. The thread checks every 50 ms whether it was told
+to stop, so a pipe held open by an escaped process can be given up; the pipe
+is closed only after its thread has let go of it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,13 +56,21 @@ __all__ = [
 OutputSink = Callable[[bytes], None]
 """Receives each chunk of a stream, in order, as it is read."""
 
-CHUNK_SIZE = 256 * 1024
-"""Bytes asked of a pipe per read: large, so a flood of output costs few wake-ups."""
-
 _PIPE_SIZE = 1024 * 1024
 """Kernel buffer asked for each pipe, so a fast writer rarely waits for us."""
 
+CHUNK_SIZE = _PIPE_SIZE
+"""Bytes asked of a pipe per read: all it can hold, so a flood of output costs few wake-ups."""
+
+_SHORT_READ = CHUNK_SIZE // 8
+"""A read below this found the pipe nearly empty: the writer is slower than the reader."""
+
+_GATHER_S = 0.0005
+"""The pause after a short read, letting a fast writer put more in the pipe (a writer
+at 1 GB/s puts in half of the buffer): one read then takes what would have been dozens."""
+
 _F_SETPIPE_SZ = 1031
+_F_GETPIPE_SZ = 1032
 
 _STOP_POLL_MS = 50
 """How often a reading thread waiting on an empty pipe checks whether to stop."""
@@ -208,6 +224,8 @@ def _read_until_eof(fd: int, sink: OutputSink, reader: _Reader) -> None:
     try:
         waiter = select.poll()
         waiter.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        # Pausing is only safe when the pipe can hold what the writer puts in meanwhile.
+        gather = _pipe_size(fd) >= _PIPE_SIZE
         while not reader.stop.is_set():
             try:
                 data = os.read(fd, CHUNK_SIZE)
@@ -217,8 +235,17 @@ def _read_until_eof(fd: int, sink: OutputSink, reader: _Reader) -> None:
             if not data:
                 return
             sink(data)
+            if gather and len(data) < _SHORT_READ:
+                time.sleep(_GATHER_S)
     finally:
         reader.finished.set()
+
+
+def _pipe_size(fd: int) -> int:
+    try:
+        return fcntl.fcntl(fd, _F_GETPIPE_SZ)
+    except OSError:
+        return 0
 
 
 async def _pump(fd: int, sink: OutputSink, done: anyio.Event) -> None:

@@ -37,7 +37,7 @@ from zuno.recovery import settle_interrupted
 from zuno.registry import Registry, Surface
 from zuno.scheduling import SessionBarrier
 from zuno.store import SessionBusy, SessionRecord, Store, StoreError, open_store
-from zuno.tool import Tool
+from zuno.tool import OutputTap, Tool
 from zuno.trust import TrustError, TrustState, pinned_files
 from zuno.workers import WorkerLease, shared_lease, this_worker
 
@@ -157,6 +157,9 @@ class Runtime:
             self.store.artifacts_root / "jobs",
             self.config.tool_output.artifact_max_bytes,
         )
+        self.output_tap: OutputTap | None = None
+        """Sees the output of the foreground commands this runtime runs as it is read
+        (``zuno call --stream``); None: no one but the call's result and artifacts."""
         self.questioner: Questioner | None = None
         """Who answers the question tool (a terminal, a program); None: no one."""
         self.provider_factory: ProviderFactory | None = None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArgumentsRejected",
+    "OutputTap",
     "PathOutsideWorkspace",
     "Tool",
     "ToolArgs",
@@ -152,6 +154,10 @@ class ToolResult:
     images: tuple[ImageAttachment, ...] = ()
 
 
+OutputTap = Callable[[str, bytes], None]
+"""Sees a running command's output: the stream's name and each chunk as it is read."""
+
+
 @dataclass(slots=True)
 class ToolContext:
     """What a running call may use. Built by the dispatcher for each execution."""
@@ -173,6 +179,10 @@ class ToolContext:
     protected: tuple[Path, ...] = ()
     """Zuno's own folders (config, data, run folder: see :mod:`zuno.control_paths`),
     which commands this call starts must not change wherever they lie."""
+    output_tap: OutputTap | None = None
+    """Who else sees a foreground command's output as it is read (``zuno call --stream``):
+    called with the stream's name (``stdout``, ``stderr``) and each chunk, in the reading
+    thread. The result and its artifacts are unchanged by it."""
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute (relative ones are taken from the workspace)."""

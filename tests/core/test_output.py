@@ -103,3 +103,18 @@ def test_newlines_are_counted_exactly_sparse_or_dense(pieces: list[bytes]) -> No
 
     data = b"".join(pieces)
     assert _count_newlines(data) == data.count(b"\n")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    line=st.integers(min_value=1, max_value=3000),
+    lines=st.integers(min_value=0, max_value=400),
+    chunk=st.integers(min_value=1, max_value=1 << 17),
+)
+def test_lines_are_counted_exactly_whatever_their_length(line: int, lines: int, chunk: int) -> None:
+    """Short lines are counted one way and long ones another: both agree with count()."""
+    data = (b"x" * (line - 1) + b"\n") * lines + b"end"
+    out = BoundedOutput(OutputLimits(1024, 10))
+    for start in range(0, len(data), chunk):
+        out.feed(data[start : start + chunk])
+    assert out.finish().total_lines == data.count(b"\n") + 1

@@ -261,6 +261,28 @@ def test_a_capped_artifact_is_exact_whatever_the_chunking(tmp_path: Path, cap: i
             assert f"({total - cap} bytes) dropped".encode() in saved
 
 
+@pytest.mark.parametrize("cap", [1000, 4097, 3 << 20])
+def test_a_capped_artifact_is_exact_wherever_the_ring_ends(tmp_path: Path, cap: int) -> None:
+    """Every place the ring's end can fall: its newer piece shorter or longer than its
+    older one, and than the marker, which the rewrite in place moves around."""
+    head, tail = cap - cap // 2, cap // 2
+    path = tmp_path / "out.txt"
+    rng = random.Random(cap)
+    ends = {0, 1, 5, 300, tail // 2 - 1, tail // 2, tail // 2 + 1, tail - 300, tail - 1}
+    for end in sorted(ends):
+        total = head + 3 * tail + end
+        stream = rng.randbytes(total)
+        bounded = BoundedOutput(OutputLimits(max_bytes=1, max_lines=1), path, cap)
+        for start in range(0, total, 65536):
+            bounded.feed(stream[start : start + 65536])
+        bounded.finish()
+        saved = path.read_bytes()
+        marker = saved[head : len(saved) - tail]
+        assert saved[:head] == stream[:head], end
+        assert saved[len(saved) - tail :] == stream[total - tail :], end
+        assert marker.startswith(b"\n[... ") and marker.endswith(b" are kept ...]\n"), end
+
+
 def test_an_artifact_cap_under_two_bytes_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 2"):
         BoundedOutput(OutputLimits(), tmp_path / "out.txt", 1)

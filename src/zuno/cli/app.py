@@ -132,6 +132,15 @@ WaitOpt = Annotated[
     ),
 ]
 
+StreamOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stream",
+        help="Copy a running command's output to stderr as it comes (the result printed "
+        "at the end stays the bounded one).",
+    ),
+]
+
 DIRECT_CALLS = "direct calls (zuno call, zuno batch)"
 """The title marking the session that a workspace's direct calls join."""
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
@@ -397,13 +406,18 @@ def call(
     workspace: Workspace = Path("."),
     db: Db = None,
     wait: WaitOpt = 0.0,
+    stream: StreamOpt = False,
 ) -> None:
-    """Run one call through the whole pipeline (exit status 1 unless its outcome is ok)."""
+    """Run one call through the whole pipeline (exit status 1 unless its outcome is ok).
+
+    A command's output shows as it runs: its last lines at the bottom of a terminal,
+    or all of it on stderr with --stream.
+    """
     from zuno.dispatch import CallRequest
 
     request = CallRequest(tool, _parse_args_json(args_json))
     where = _Where(session, new_session, agent, wait, mode)
-    _step(workspace, db, yes, where, json_, [request], one=True)
+    _step(workspace, db, yes, where, json_, [request], one=True, stream=stream)
 
 
 @app.command()
@@ -428,8 +442,12 @@ def batch(
     workspace: Workspace = Path("."),
     db: Db = None,
     wait: WaitOpt = 0.0,
+    stream: StreamOpt = False,
 ) -> None:
-    """Dispatch one model step made of several calls (exit status 1 unless all are ok)."""
+    """Dispatch one model step made of several calls (exit status 1 unless all are ok).
+
+    Commands' output shows as they run, as for ``zuno call`` (--stream: all of it on stderr).
+    """
     from zuno.dispatch import CallRequest
 
     data = b""
@@ -459,7 +477,7 @@ def batch(
         for item in items  # type: ignore[union-attr]
     ]
     where = _Where(session, new_session, agent, wait, mode)
-    _step(workspace, db, yes, where, json_, requests, one=False)
+    _step(workspace, db, yes, where, json_, requests, one=False, stream=stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,8 +581,10 @@ def _step(
     requests: list[CallRequest],
     *,
     one: bool,
+    stream: bool = False,
 ) -> None:
     """Dispatch one step for ``call`` (one=True: its result alone) or ``batch``, print, exit."""
+    from zuno.cli.call_output import follow_calls
     from zuno.cli.plain import is_plain, write_result
 
     with runtime(workspace, db, yes) as rt:
@@ -573,7 +593,11 @@ def _step(
         if not json_:
             _live_events(rt)
         unasked = _denied_unasked(rt)
-        results = _dispatch_now(rt, state, requests)
+        following = follow_calls(rt, requests, stream=stream)
+        try:
+            results = _dispatch_now(rt, state, requests)
+        finally:
+            following()
         if json_:
             _print_json(results[0].as_dict() if one else [r.as_dict() for r in results])
         else:

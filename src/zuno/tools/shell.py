@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -30,10 +31,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 import anyio
 from pydantic import Field, field_validator
 
+from zuno.artifact_space import removal_notice, trim_session
 from zuno.config import Config
 from zuno.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.output import BoundedOutput, BoundedText, OutputLimits
-from zuno.process import ProcessResult, run_process
+from zuno.process import OutputSink, ProcessResult, run_process
 from zuno.sandbox import (
     Sandbox,
     SandboxError,
@@ -44,7 +46,15 @@ from zuno.sandbox import (
     prepared_launch,
     select_sandbox,
 )
-from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.tool import (
+    ArgumentsRejected,
+    OutputTap,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from zuno.sandbox.egress.proxy import CallProxy
@@ -94,6 +104,22 @@ def _artifact_cap(ctx: ToolContext) -> int | None:
     section: Any = getattr(ctx.config, "tool_output", None)
     cap: Any = getattr(section, "artifact_max_bytes", None)
     return cap if isinstance(cap, int) else None
+
+
+def _session_cap(ctx: ToolContext) -> int | None:
+    """The most one session's artifacts may hold together, or None."""
+    section: Any = getattr(ctx.config, "tool_output", None)
+    cap: Any = getattr(section, "session_artifacts_max_bytes", None)
+    return cap if isinstance(cap, int) else None
+
+
+def _make_room(ctx: ToolContext, kept: list[Path], started: float) -> str | None:
+    """Hold the session's artifacts to their cap, oldest first; the notice saying what went."""
+    cap = _session_cap(ctx)
+    if cap is None or not kept:
+        return None
+    removed = trim_session(kept[0].parent, cap, kept, newer_than=started)
+    return removal_notice(removed, cap) if removed else None
 
 
 def _shell_argv(command: str) -> list[str]:
@@ -202,6 +228,18 @@ def _selected(settings: SandboxSettings) -> Sandbox:
         raise ToolError(str(exc)) from exc
 
 
+def _tapped(bounded: BoundedOutput, name: str, tap: OutputTap | None) -> OutputSink:
+    """What a stream's reader hands each chunk to: the bounded output, then the tap."""
+    if tap is None:
+        return bounded.feed
+
+    def feed(data: bytes) -> None:
+        bounded.feed(data)
+        tap(name, data)
+
+    return feed
+
+
 async def run_sandboxed(
     argv: Sequence[str],
     ctx: ToolContext,
@@ -219,6 +257,7 @@ async def run_sandboxed(
         ToolError: The sandbox or the program could not start.
     """
     seconds = _resolve_timeout(time_limit, settings)
+    started = time.time()
     cwd = _resolve_workdir(ctx, workdir)
     env = command_environment(settings.env_remove, keep=settings.env_keep)
     if check_program:
@@ -229,6 +268,10 @@ async def run_sandboxed(
     cap = _artifact_cap(ctx)
     stdout = BoundedOutput(out_limits, ctx.artifact_path("stdout"), cap)
     stderr = BoundedOutput(err_limits, ctx.artifact_path("stderr"), cap)
+    on_stdout, on_stderr = (
+        _tapped(stdout, "stdout", ctx.output_tap),
+        _tapped(stderr, "stderr", ctx.output_tap),
+    )
     egress: CallProxy | None = None
     try:
         async with AsyncExitStack() as stack:
@@ -250,8 +293,8 @@ async def run_sandboxed(
                     cwd=launch.cwd,
                     env=launch.env,
                     time_limit=seconds,
-                    on_stdout=stdout.feed,
-                    on_stderr=stderr.feed,
+                    on_stdout=on_stdout,
+                    on_stderr=on_stderr,
                     pass_fds=launch.pass_fds,
                 )
             except OSError as exc:
@@ -286,6 +329,9 @@ async def run_sandboxed(
         "duration_s": round(result.elapsed, 3),
     }
     rendered = _render(out, err, status, result.output_abandoned)
+    room = _make_room(ctx, [a for a in (out.artifact, err.artifact) if a is not None], started)
+    if room is not None:
+        rendered += "\n" + room
     if egress is not None:
         data["egress"] = [r.to_json() for r in egress.records]
         from zuno.sandbox.egress.ledger import refusal_lines
