@@ -104,6 +104,21 @@ def test_malformed_arguments_are_blocked_not_crashed(zuno: Zuno) -> None:
     assert body["block_kind"] == "unavailable"
 
 
+def test_batch_takes_mcp_style_arguments_and_refuses_unknown_keys(
+    zuno: Zuno, tmp_path: Path
+) -> None:
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{"tool": "read", "arguments": {"path": "notes.txt"}}]))
+    (result,) = zuno.json("batch", str(batch))
+    assert result["outcome"] == "ok" and "beta" in result["result"]
+
+    batch.write_text(json.dumps([{"tool": "read", "argz": {"path": "notes.txt"}}]))
+    proc = zuno.run("batch", str(batch))
+    assert proc.returncode != 0
+    assert "entry 1 has unknown key(s) 'argz'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_batch_then_show_and_sessions(zuno: Zuno, tmp_path: Path) -> None:
     batch = tmp_path / "batch.json"
     batch.write_text(

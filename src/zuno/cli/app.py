@@ -375,6 +375,24 @@ def _parse_args_json(text: str | None) -> dict[str, Any] | str:
     return _read_stdin().decode("utf-8", "surrogateescape")
 
 
+_BATCH_KEYS = frozenset({"tool", "args", "arguments", "id"})
+
+
+def _batch_item(file: Path, n: int, item: dict[str, Any]) -> CallRequest:
+    """One batch entry as a call: ``args`` (or ``arguments``, as MCP names it), never guessed."""
+    unknown = sorted(set(item) - _BATCH_KEYS)
+    if unknown:
+        fail(
+            f"{file}: entry {n} has unknown key(s) {', '.join(map(repr, unknown))}; "
+            'each entry is {"tool": NAME, "args": {...}, "id": OPTIONAL}'
+        )
+    if "args" in item and "arguments" in item:
+        fail(f'{file}: entry {n} has both "args" and "arguments"; keep one')
+    from zuno.dispatch import CallRequest
+
+    return CallRequest(item["tool"], item.get("args", item.get("arguments")), item.get("id"))
+
+
 def _read_stdin() -> bytes:
     """All of standard input; one clear line (exit 2) when there is none to read."""
     if sys.stdin is None:  # pyright: ignore[reportUnnecessaryComparison]  # closed: `<&-`
@@ -448,8 +466,6 @@ def batch(
 
     Commands' output shows as they run, as for ``zuno call`` (--stream: all of it on stderr).
     """
-    from zuno.dispatch import CallRequest
-
     data = b""
     try:
         data = _read_stdin() if str(file) == "-" else file.read_bytes()
@@ -472,10 +488,7 @@ def batch(
             f"{file} must hold a JSON list of objects like "
             '{"tool": "read", "args": {"path": "x"}}'
         )
-    requests = [
-        CallRequest(item["tool"], item.get("args"), item.get("id"))  # type: ignore[index,union-attr]
-        for item in items  # type: ignore[union-attr]
-    ]
+    requests = [_batch_item(file, n, item) for n, item in enumerate(items, 1)]  # type: ignore[arg-type]
     where = _Where(session, new_session, agent, wait, mode)
     _step(workspace, db, yes, where, json_, requests, one=False, stream=stream)
 
