@@ -37,7 +37,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,8 +46,10 @@ if TYPE_CHECKING:
     from subprocess import Popen
 
 __all__ = [
+    "GRACE",
     "Watchdog",
     "choose_clock",
+    "command_deadline",
     "fence_clock",
     "fence_margin",
     "fire",
@@ -97,6 +100,16 @@ class _State:
         self.owner_pid = os.getpid()
         self.chosen = False
         self.clock_id = time.CLOCK_BOOTTIME
+        self.pipes: set[int] = set()
+        """The write ends of the running commands' fence pipes (see :func:`command_deadline`)."""
+
+    def tell_commands(self) -> None:
+        """Write the current fence deadline to every command's guard (never blocking)."""
+        line = f"until {self.deadline if self.deadline is not None else 1e12}\n".encode()
+        for fd in self.pipes:
+            # Its guard is gone, or so far behind that its pipe is full: nothing to do.
+            with suppress(OSError):
+                os.write(fd, line)
 
     def send(self, line: str) -> None:
         """Tell the guard (started when there is a deadline and a command to guard)."""
@@ -166,6 +179,7 @@ def _renewed(holder: int, deadline: float | None) -> None:
             _state.deadlines[holder] = deadline
         deadline = min(_state.deadlines.values(), default=None)
         _state.deadline = deadline
+        _state.tell_commands()
         if _state.guard is not None or (deadline is not None and _state.groups):
             _state.send(f"until {deadline if deadline is not None else 1e12}")
 
@@ -183,6 +197,40 @@ def fire(reason: str) -> int:
     if groups:
         _log.warning("zuno: killed %d command(s): %s", len(groups), reason)
     return len(groups)
+
+
+GRACE = 2.0
+"""Seconds a command's guard waits past its timeout: the worker ends it first, and says so."""
+
+
+@contextmanager
+def command_deadline(time_limit: float | None) -> Generator[tuple[list[str], int]]:
+    """A command's hard deadline, for the guard that runs with it (``sandbox/_guard.py``).
+
+    Yields the guard's options and the descriptor the command's process must
+    inherit (the read end of its fence pipe). The deadline is the earlier of
+    the command's own (``time_limit`` plus :data:`GRACE`, from now) and this
+    process's fence deadline, which the pipe carries, now and after every
+    renewal of the lease; the guard enforces it alone, on the fence's clock
+    (:func:`fence_clock`), so it holds when this process is paused or gone.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    options = ["--clock", str(_state.clock_id), "--fence", str(read_end)]
+    if time_limit is not None:
+        options += ["--until", repr(fence_clock() + time_limit + GRACE)]
+    with _state.lock:
+        _state.pipes.add(write_end)
+        if _state.deadline is not None:
+            with suppress(OSError):
+                os.write(write_end, f"until {_state.deadline}\n".encode())
+    try:
+        yield options, read_end
+    finally:
+        with _state.lock:
+            _state.pipes.discard(write_end)
+        os.close(write_end)
+        os.close(read_end)
 
 
 class Watchdog:

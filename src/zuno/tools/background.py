@@ -79,7 +79,9 @@ async def start_command_job(
         time_limit = job_timeout_default(ctx)
 
     async def body(io: JobIO) -> JobEnd:
-        with prepared_launch(sandbox, list(argv), policy, cwd=workdir, env=env) as launch:
+        with prepared_launch(
+            sandbox, list(argv), policy, cwd=workdir, env=env, deadline=True, time_limit=time_limit
+        ) as launch:
             result = await run_process(
                 launch.argv,
                 cwd=launch.cwd,
@@ -87,6 +89,7 @@ async def start_command_job(
                 time_limit=time_limit,
                 on_stdout=io.write,
                 on_stderr=io.write,
+                pass_fds=launch.pass_fds,
             )
         if result.timed_out:
             return JobEnd(result.exit_code, JobState.TIMED_OUT, f"killed after {time_limit}s")
