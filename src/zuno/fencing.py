@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GRACE",
     "Watchdog",
+    "across_hosts",
     "choose_clock",
     "command_deadline",
     "fence_clock",
@@ -74,6 +75,16 @@ def choose_clock(single_host: bool) -> None:
         if not _state.chosen:
             _state.chosen = True
             _state.clock_id = time.CLOCK_MONOTONIC if single_host else time.CLOCK_BOOTTIME
+
+
+def across_hosts() -> bool:
+    """Whether this process's leases are in a store shared by machines (PostgreSQL).
+
+    Only then can a worker on another machine take a session over while this
+    one is paused, and a command's sandbox needs a deadline guard of its own.
+    """
+    with _state.lock:
+        return _state.chosen and _state.clock_id == time.CLOCK_BOOTTIME
 
 
 def fence_clock() -> float:

@@ -1,6 +1,7 @@
 """A command's hard deadline holds when nothing outside the command runs any more.
 
-A worker runs a ``shell`` call; the test then freezes (SIGSTOP) the worker *and*
+A worker of a PostgreSQL store (one that machines share: there another worker
+may take a session over) runs a ``shell`` call; the test then freezes (SIGSTOP) the worker *and*
 its fence guard, the two enforcers outside the command. The command must still
 die at its deadline, which the guard that runs with it (inside the sandbox
 under bubblewrap and Landlock, beside it without one) keeps alone:
@@ -33,10 +34,11 @@ import anyio
 from zuno.config import Config
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime
+from zuno.store import open_store
 
-workspace, db, kind, timeout = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+workspace, dsn, kind, timeout = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 config = Config.model_validate({"sandbox": {"kind": kind}})
-rt = Runtime(workspace, config=config, db_path=db, approver=ApproveAll())
+rt = Runtime(workspace, config=config, store=open_store(dsn), approver=ApproveAll())
 session = rt.open_session()
 command = "echo $$ > command.pid; sleep 8; echo ran > mark"
 
@@ -98,12 +100,12 @@ def _wait_for(what: str, check: object, seconds: float = 60.0) -> None:
     ("lease", "timeout"), [("3", 60), ("60", 1)], ids=["fence-deadline", "own-timeout"]
 )
 def test_a_frozen_worker_and_fence_guard_cannot_keep_a_command_past_its_deadline(
-    tmp_path: Path, kind: str, lease: str, timeout: int
+    tmp_path: Path, pg_dsn: str, kind: str, lease: str, timeout: int
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, str(workspace), str(tmp_path / "z.db"), kind, str(timeout)],
+        [sys.executable, "-c", _WORKER, str(workspace), pg_dsn, kind, str(timeout)],
         env={**os.environ, "ZUNO_LEASE_SECONDS": lease},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

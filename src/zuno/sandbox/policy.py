@@ -195,15 +195,20 @@ def prepared_launch(
 
     With ``deadline``, the command runs under a guard that kills its tree at
     its hard deadline by itself (:func:`zuno.fencing.command_deadline`: its
-    ``time_limit``, and this worker's fence deadline): inside the sandbox under
-    bubblewrap and Landlock, beside the command without one.
+    ``time_limit``, and this worker's fence deadline): beside the command
+    without a sandbox; inside bubblewrap and Landlock when this worker's store
+    is shared by machines (:func:`zuno.fencing.across_hosts`; on one machine the
+    fence guard and the sandbox's own init suffice).
     """
+    from zuno import fencing
+
     with ExitStack() as stack:
         fence_fd: tuple[int, ...] = ()
-        if deadline:
-            from zuno.fencing import command_deadline
-
-            options, read_end = stack.enter_context(command_deadline(time_limit))
+        if deadline and (sandbox.name == "none" or fencing.across_hosts()):
+            # A guard's interpreter costs a command under a sandbox some tens of ms:
+            # only where another machine may take the session over. Without a
+            # sandbox the command has a guard anyway.
+            options, read_end = stack.enter_context(fencing.command_deadline(time_limit))
             fence_fd = (read_end,)
             if sandbox.name == "none":
                 policy = replace(policy, guard_options=tuple(options))
