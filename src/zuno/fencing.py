@@ -28,6 +28,13 @@ when the worker dies. The one case neither covers is a whole machine frozen
 thaws the guard's deadline has passed (its clock, ``CLOCK_BOOTTIME``, counts
 the frozen time; see :func:`choose_clock`), so it kills at once; what a command does in the instant
 between its own thaw and the guard's is the remaining exposure.
+
+With a store machines share, each command also gets a hard deadline of its
+own at its start (:func:`command_deadline`): its timeout, and the fence
+deadline through a pipe written at every renewal. The guard that runs with
+the command (``sandbox/_guard.py``, inside its sandbox) keeps it alone, so
+the command dies on time even when the worker and its fence guard are both
+frozen.
 """
 
 from __future__ import annotations

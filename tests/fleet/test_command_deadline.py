@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from zuno.sandbox import probe_bubblewrap, probe_landlock
+from zuno.sandbox.policy import GUARD
 
 _WORKER = """
 import json, sys
@@ -134,3 +135,36 @@ def test_a_frozen_worker_and_fence_guard_cannot_keep_a_command_past_its_deadline
             os.kill(pid, signal.SIGCONT)
         worker.kill()
         worker.wait(timeout=30)
+
+
+def _guard(*options: str, command: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", str(GUARD), "0", *options, "--", "sh", "-c", command],
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=pass_fds,
+    )
+
+
+def test_a_guard_with_no_near_deadline_lets_its_command_end_as_it_ends() -> None:
+    """A lease that ended tells the guard "no deadline" (a far one): the command runs on."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"until 1e12\n")
+        guard = _guard(
+            "--until", "1e12", "--fence", str(read_end), command="exit 3", pass_fds=(read_end,)
+        )
+        assert guard.wait(timeout=60) == 3
+        assert guard.stderr is not None and guard.stderr.read() == ""
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_guard_whose_worker_is_gone_kills_its_command() -> None:
+    """The fence pipe ends (the worker died): the command is killed at once."""
+    read_end, write_end = os.pipe()
+    guard = _guard("--fence", str(read_end), command="sleep 60", pass_fds=(read_end,))
+    os.close(read_end)
+    os.close(write_end)
+    assert guard.wait(timeout=60) == -signal.SIGKILL  # sleep itself would end with 0

@@ -201,6 +201,8 @@ def _wait_for(child: int, deadline: _Deadline, wake: int) -> int:
                 return status
             # else: an orphan of the command, re-parented here
         left = None if killed else deadline.left()
+        if left is not None:
+            left = min(left, 3600.0)  # "no deadline" is a far one; select takes no more
         watched = [wake] if deadline.fence_fd is None else [wake, deadline.fence_fd]
         ready, _, _ = select.select(watched, [], [], left)
         if wake in ready:
