@@ -162,15 +162,16 @@ _INSPECTION_SQL = (
     f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}'"
     # A failed inspection counts only when it observed an absence (the dispatcher
     # writes call.inspected for nothing else); its row then says error.
-    "   AND r.outcome IN ('ok', 'error') AND r.start_seq > f.finish_seq"
+    "   AND r.outcome IN ('ok', 'error') AND (r.start_seq > f.finish_seq"
+    # A row written before calls had places (an older Zuno): its times, as then.
+    "   OR ((r.start_seq IS NULL OR f.finish_seq IS NULL) AND r.started_at > f.finished_at))"
     # Newest first: the latest inspection is the one that follows the failure, if any.
     "   ORDER BY e.seq DESC LIMIT 1)"
     " FROM calls f"
     " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
     f" AND f.effect IN {_MAY_CHANGE_STATE}"
-    # A row of an older Zuno has no place: it counts as the newest failure, and only an
-    # inspection that has a place can follow it (the conservative reading).
-    " ORDER BY COALESCE(f.finish_seq, 9223372036854775807) DESC LIMIT 1"
+    # Rows without a place came before the first with one (written before the upgrade).
+    " ORDER BY COALESCE(f.finish_seq, 0) DESC, f.finished_at DESC LIMIT 1"
 )
 """The newest failure that may have changed state, and whether an inspection followed it.
 

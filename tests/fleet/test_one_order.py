@@ -149,3 +149,34 @@ def test_an_inspection_by_a_host_ahead_before_the_failure_does_not_count(
     refused = _zuno_call(workspace, db, site, 0.0, "write", _WRITE, *session)
     assert refused["block_kind"] == "denied", refused  # before: the early look counted
     assert not (workspace / "x.txt").exists()
+
+
+async def test_failures_stored_before_calls_had_places_still_follow_the_rule(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A store upgraded in place: its older failure has no place, the newer ones do.
+
+    The older failure is lifted by a later inspection (by its times, as before), and
+    it never hides a newer failure that nothing inspected.
+    """
+    rt = _runtime(workspace, tmp_path / "z.db")
+    try:
+        s = rt.open_session()
+        older = await rt.call(s, "shell", _UNCERTAIN)
+        with rt.store.transaction() as db:  # as a Zuno before the places wrote it
+            db.execute(
+                "UPDATE calls SET start_seq = NULL, finish_seq = NULL WHERE call_id = ?",
+                (older.call_id,),
+            )
+        refused = await rt.call(s, "write", {"path": "x.txt", "content": "x"})
+        assert refused.block_kind is BlockKind.DENIED, refused.output
+        assert (await rt.call(s, "read", {"path": "effects.txt"})).outcome is Outcome.OK
+        allowed = await rt.call(s, "write", {"path": "x.txt", "content": "x"})
+        assert allowed.outcome is Outcome.OK, allowed.output  # before: blocked for good
+        newer = await rt.call(s, "shell", _UNCERTAIN)
+        assert newer.outcome is Outcome.UNCERTAIN
+        refused = await rt.call(s, "write", {"path": "y.txt", "content": "y"})
+        assert refused.block_kind is BlockKind.DENIED, refused.output  # before: allowed
+        assert newer.call_id in refused.output
+    finally:
+        rt.close()
