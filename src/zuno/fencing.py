@@ -195,7 +195,11 @@ def _renewed(holder: int, deadline: float | None) -> None:
             _state.deadlines.pop(holder, None)
         else:
             _state.deadlines[holder] = deadline
-        deadline = min(_state.deadlines.values(), default=None)
+        # A deadline already past is a lease that fenced and was never renewed (its
+        # store unreachable for good): its kill happened; it must not kill again every
+        # command this process starts later, nor at every renewal of another lease.
+        now = time.clock_gettime(_state.clock_id)
+        deadline = min((d for d in _state.deadlines.values() if d > now), default=None)
         _state.deadline = deadline
         _state.tell_commands()
         if _state.guard is not None or (deadline is not None and _state.groups):
@@ -239,7 +243,7 @@ def command_deadline(time_limit: float | None) -> Generator[tuple[list[str], int
         options += ["--until", repr(fence_clock() + time_limit + GRACE)]
     with _state.lock:
         _state.pipes.add(write_end)
-        if _state.deadline is not None:
+        if _state.deadline is not None and _state.deadline > fence_clock():
             with suppress(OSError):
                 os.write(write_end, f"until {_state.deadline}\n".encode())
     try:
