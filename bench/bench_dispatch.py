@@ -141,9 +141,10 @@ def throughput(db: str, root: Path, processes: int, seconds: float) -> tuple[flo
 _BULK_CALLS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 INSERT INTO calls (call_id, attempt, session_id, step, idx, tool, arguments, args_hash,
-    effect, replay, concurrency, status, outcome, is_error, started_at, finished_at)
+    effect, replay, concurrency, status, outcome, is_error, started_at, finished_at,
+    start_seq, finish_seq)
 SELECT ? || '_' || i, 1, ?, i, 0, 'echo', '{}', 'h', 'read_only', 'safe', 'parallel_safe',
-    'finished', 'ok', 0, ? + i, ? + i + 0.001 FROM n
+    'finished', 'ok', 0, ? + i, ? + i + 0.001, 2 * i, 2 * i + 1 FROM n
 """
 _BULK_EVENTS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)

@@ -18,17 +18,18 @@ It reads lines on stdin, each one word and a number:
 
 End of input (the worker exited or was killed) kills every group too, then
 the guard ends. A kill stops each group's tree first (SIGSTOP, so no member
-forks away), then SIGKILLs it.
+forks away), then SIGKILLs it (``_kill_tree.py``, shared with the command
+guard of ``sandbox/_guard.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 __all__ = ["main"]
 
@@ -40,49 +41,21 @@ def _now() -> float:
     return time.clock_gettime(_clock[0])
 
 
-def _tree(root: int) -> set[int]:
-    """``root``'s group and every process below it, from /proc."""
-    children: dict[int, list[int]] = {}
-    group: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        if int(fields[2]) == root or int(fields[3]) == root:
-            group.add(int(entry))
-    found = set(group)
-    pending = [root, *group]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if child not in found:
-                found.add(child)
-                pending.append(child)
-    return found
+def _load_kill_tree() -> Callable[..., None]:
+    """The shared stop-then-kill routine (``_kill_tree.py`` beside this file; no Zuno import)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kill_tree.py")
+    spec = importlib.util.spec_from_file_location("_zuno_kill_tree", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kill_tree
 
 
-def _kill(groups: set[int]) -> None:
+def _kill(groups: set[int], kill_tree: Callable[..., None]) -> None:
     for root in groups:
-        with contextlib.suppress(OSError):
-            os.killpg(root, signal.SIGSTOP)
-        stopped: set[int] = set()
-        for _ in range(20):
-            fresh = _tree(root) - stopped
-            if not fresh:
-                break
-            for pid in fresh:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGSTOP)
-            stopped |= fresh
-        with contextlib.suppress(OSError):
-            os.killpg(root, signal.SIGKILL)
-        for pid in stopped | _tree(root):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        kill_tree(root, group=True)
 
 
 def main() -> int:
@@ -94,6 +67,7 @@ def main() -> int:
         _clock[0] = int(sys.argv[1])
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGTSTP):
         signal.signal(signum, signal.SIG_IGN)
+    kill_tree = _load_kill_tree()
     groups: set[int] = set()
     deadline: float | None = None
     buffer = b""
@@ -102,13 +76,15 @@ def main() -> int:
         wait = None if deadline is None else min(3600.0, max(0.0, deadline - _now()))
         ready, _, _ = select.select([fd], [], [], wait)
         if not ready:
-            _kill(groups)  # the deadline passed and was not pushed forward
+            if deadline is not None and _now() < deadline:
+                continue  # a long wait's cap (an hour), not the deadline
+            _kill(groups, kill_tree)  # the deadline passed and was not pushed forward
             groups.clear()
             deadline = None
             continue
         chunk = os.read(fd, 4096)
         if not chunk:
-            _kill(groups)
+            _kill(groups, kill_tree)
             return 0
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
@@ -125,7 +101,7 @@ def main() -> int:
             elif word == "forget":
                 groups.discard(int(number))
             elif word == "kill":
-                _kill(groups)
+                _kill(groups, kill_tree)
                 groups.clear()
 
 

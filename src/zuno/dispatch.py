@@ -220,6 +220,7 @@ class Dispatcher:
             now = time.time()
             text = "Cancelled before it started: nothing was run."
             record = self._record(session, step, call, 1, now)
+            record.finish_seq = self._rt.store.next_order(session.session_id)
             record.status = "finished"
             record.outcome = Outcome.ERROR.value
             record.result = text
@@ -260,6 +261,8 @@ class Dispatcher:
             concurrency=d.concurrency.value,
             status="started",
             started_at=now,
+            # Its place in the session's order: the inspection rule compares places, not times.
+            start_seq=self._rt.store.next_order(session.session_id),
             model_call_id=call.request.model_call_id,
             runner=self._rt.identity,
             mode=call.mode,
@@ -423,6 +426,7 @@ class Dispatcher:
         record.result = bounded.text
         record.is_error = result.is_error or outcome is not Outcome.OK
         record.finished_at = finished
+        record.finish_seq = rt.store.next_order(session.session_id)
         record.artifact = artifact
         if outcome in (Outcome.ERROR, Outcome.UNCERTAIN):
             record.reason = _one_line(result.reason or result.output)
@@ -575,6 +579,7 @@ class Dispatcher:
         record.artifact = str(bounded.artifact or (left.artifact if left else None) or "") or None
         record.is_error = True
         record.finished_at = time.time()
+        record.finish_seq = rt.store.next_order(record.session_id)
         record.reason = "cancelled while it was running (the dispatch was cancelled)"
         event = Event(
             "call.finished",

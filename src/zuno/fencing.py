@@ -33,6 +33,13 @@ when the worker dies. The one case neither covers is a whole machine frozen
 thaws the guard's deadline has passed (its clock, ``CLOCK_BOOTTIME``, counts
 the frozen time; see :func:`choose_clock`), so it kills at once; what a command does in the instant
 between its own thaw and the guard's is the remaining exposure.
+
+With a store machines share, each command also gets a hard deadline of its
+own at its start (:func:`command_deadline`): its timeout, and its lease's fence
+deadline through a pipe written at every renewal. The guard that runs with
+the command (``sandbox/_guard.py``, inside its sandbox) keeps it alone, so
+the command dies on time even when the worker and its fence guard are both
+frozen.
 """
 
 from __future__ import annotations
@@ -52,8 +59,11 @@ if TYPE_CHECKING:
     from subprocess import Popen
 
 __all__ = [
+    "GRACE",
     "Watchdog",
+    "across_hosts",
     "choose_clock",
+    "command_deadline",
     "fence_clock",
     "fence_margin",
     "fire",
@@ -79,6 +89,16 @@ def choose_clock(single_host: bool) -> None:
         if not _state.chosen:
             _state.chosen = True
             _state.clock_id = time.CLOCK_MONOTONIC if single_host else time.CLOCK_BOOTTIME
+
+
+def across_hosts() -> bool:
+    """Whether this process's leases are in a store shared by machines (PostgreSQL).
+
+    Only then can a worker on another machine take a session over while this
+    one is paused, and a command's sandbox needs a deadline guard of its own.
+    """
+    with _state.lock:
+        return _state.chosen and _state.clock_id == time.CLOCK_BOOTTIME
 
 
 def fence_clock() -> float:
@@ -111,17 +131,30 @@ class _Fence:
         self.deadline: float | None = None
         self.guard: Popen[bytes] | None = None
         self.guard_pid = 0
+        self.pipes: set[int] = set()
+        """The write ends of its commands' fence pipes (see :func:`command_deadline`)."""
+
+    def live_deadline(self) -> float | None:
+        """The deadline, unless it already passed (a lease fenced for good kills no more)."""
+        if self.deadline is None or self.deadline <= fence_clock():
+            return None
+        return self.deadline
+
+    def tell_commands(self) -> None:
+        """Write the deadline to every command guard of this lease (never blocking)."""
+        _tell(self.pipes, self.live_deadline())
 
     def send(self, line: str) -> None:
         """Tell the guard (started when there is a deadline and a command to guard)."""
         guard = self.guard
         if guard is None or guard.poll() is not None or self.guard_pid != os.getpid():
-            if self.deadline is None or not self.groups:
+            deadline = self.live_deadline()  # a deadline long past was enforced already
+            if deadline is None or not self.groups:
                 return
             guard = self._start_guard()
             if guard is None:
                 return
-            line = "".join(f"add {g}\n" for g in self.groups) + f"until {self.deadline}\n"
+            line = "".join(f"add {g}\n" for g in self.groups) + f"until {deadline}\n"
         assert guard.stdin is not None
         try:
             guard.stdin.write(line.encode() if line.endswith("\n") else (line + "\n").encode())
@@ -167,6 +200,8 @@ _unheld: set[int] = set()
 """Groups started while no lease was alive: the next lease adopts them."""
 _owners: dict[int, list[int]] = {}
 """Each group's holders, so it is forgotten where it was registered."""
+_unheld_pipes: set[int] = set()
+"""Fence pipes of commands started outside any lease's hold: told the earliest live deadline."""
 _holder: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "zuno_fence_holder", default=None
 )
@@ -192,16 +227,18 @@ def register_group(pgid: int) -> None:
     """A command or interactive process now runs as process group ``pgid``: fence it."""
     holder = _holder.get()
     with _lock:
-        owners = [holder] if holder in _fences else list(_fences)
+        held = holder in _fences
+        owners = [holder] if held else list(_fences)
         if not owners:
             _unheld.add(pgid)
         _owners[pgid] = owners
-        lapsed = False
         for owner in owners:
             fence = _fences[owner]
             fence.groups.add(pgid)
             fence.send(f"add {pgid}")
-            lapsed = lapsed or (fence.deadline is not None and fence.deadline <= fence_clock())
+        # A command of a lease past its fence deadline must not run; one started outside
+        # any lease is not killed for another lease that fenced for good long ago.
+        lapsed = held and _fences[owners[0]].live_deadline() is None
     if lapsed:  # a lease past its fence deadline starts nothing that runs
         from zuno.process import kill_process_tree
 
@@ -229,6 +266,7 @@ def _renewed(holder: int, deadline: float | None) -> None:
             if fence is not None:
                 del _fences[holder]
                 fence.close()
+                _tell(fence.pipes, None)  # ended on purpose: its commands' guards keep their own
                 for pgid in fence.groups:
                     if holder in (owners := _owners.get(pgid, [])):
                         owners.remove(holder)
@@ -240,8 +278,22 @@ def _renewed(holder: int, deadline: float | None) -> None:
                 _owners.setdefault(pgid, []).append(holder)
             _unheld.clear()
         fence.deadline = deadline
+        fence.tell_commands()
+        _tell(_unheld_pipes, _earliest_live())
         if fence.guard is not None or fence.groups:
             fence.send(f"until {deadline}")
+
+
+def _earliest_live() -> float | None:
+    return min((d for f in _fences.values() if (d := f.live_deadline()) is not None), default=None)
+
+
+def _tell(pipes: set[int], deadline: float | None) -> None:
+    line = f"until {deadline if deadline is not None else 1e12}\n".encode()
+    for fd in pipes:
+        # Its guard is gone, or so far behind that its pipe is full: nothing to do.
+        with contextlib.suppress(OSError):
+            os.write(fd, line)
 
 
 def _fire_holder(holder: int | None, reason: str) -> int:
@@ -269,6 +321,44 @@ def _fire_holder(holder: int | None, reason: str) -> int:
 def fire(reason: str) -> int:
     """Kill every command this process started, now; returns how many groups were killed."""
     return _fire_holder(None, reason)
+
+
+GRACE = 2.0
+"""Seconds a command's guard waits past its timeout: the worker ends it first, and says so."""
+
+
+@contextlib.contextmanager
+def command_deadline(time_limit: float | None) -> Generator[tuple[list[str], int]]:
+    """A command's hard deadline, for the guard that runs with it (``sandbox/_guard.py``).
+
+    Yields the guard's options and the descriptor the command's process must
+    inherit (the read end of its fence pipe). The deadline is the earlier of
+    the command's own (``time_limit`` plus :data:`GRACE`, from now) and the
+    fence deadline of the lease it runs under (see :func:`holding`), which the
+    pipe carries now and after every renewal; the guard enforces it alone, on
+    the fence's clock (:func:`fence_clock`), so it holds when this process is
+    paused or gone.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    options = ["--clock", str(_state.clock_id), "--fence", str(read_end)]
+    if time_limit is not None:
+        options += ["--until", repr(fence_clock() + time_limit + GRACE)]
+    holder = _holder.get()
+    with _lock:
+        fence = _fences.get(holder) if holder is not None else None
+        pipes = fence.pipes if fence is not None else _unheld_pipes
+        pipes.add(write_end)
+        now = fence.live_deadline() if fence is not None else _earliest_live()
+        if now is not None:
+            _tell({write_end}, now)
+    try:
+        yield options, read_end
+    finally:
+        with _lock:
+            pipes.discard(write_end)
+        os.close(write_end)
+        os.close(read_end)
 
 
 class Watchdog:

@@ -83,6 +83,15 @@ def ensure_schema(store: Store) -> None:
         store._recovery_schema = True  # type: ignore[attr-defined]
 
 
+# A settled call ends after every place its session's order has handed out so far
+# (see SQLiteStore.next_order): its worker is gone, so whatever inspects after
+# this comes later.
+_AFTER_EVERY_PLACE = (
+    "(SELECT COALESCE(MAX(p), 0) + 1 FROM (SELECT MAX(start_seq) AS p FROM calls"
+    " WHERE session_id = ? UNION ALL SELECT MAX(finish_seq) FROM calls WHERE session_id = ?) o)"
+)
+
+
 def settle_interrupted(store: Store, session_id: str, *, gone: str | None = None) -> list[str]:
     """Give an outcome to the calls a gone worker left ``started``; returns their ids.
 
@@ -108,13 +117,15 @@ def settle_interrupted(store: Store, session_id: str, *, gone: str | None = None
             harmless = replay == "safe" and effect == "read_only"
             changed = db.execute(
                 "UPDATE calls SET status = 'finished', outcome = ?, result = ?, is_error = 1,"
-                " finished_at = zuno_now(), reason = ?"
+                f" finished_at = zuno_now(), reason = ?, finish_seq = {_AFTER_EVERY_PLACE}"
                 " WHERE call_id = ? AND attempt = ? AND status = 'started' RETURNING call_id",
                 (
                     "error" if harmless else "uncertain",
                     INTERRUPTED_READ_ONLY if harmless else INTERRUPTED,
                     f"the runtime stopped while this call was running (worker "
                     f"{runner or 'unknown'}), before its result was stored",
+                    session_id,
+                    session_id,
                     call_id,
                     attempt,
                 ),
@@ -146,20 +157,28 @@ INSPECTED = "call.inspected"
 
 
 _INSPECTION_SQL = (
-    "SELECT f.call_id, f.tool, f.outcome, f.finished_at,"
+    "SELECT f.call_id, f.tool, f.outcome, f.finish_seq,"
     " (SELECT 1 FROM events e JOIN calls r ON r.call_id = e.call_id"
-    f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}' AND e.at > f.finished_at"
-    # In index order: a generic plan (a prepared statement on PostgreSQL) would
-    # otherwise scan the session's events for a first match that may not exist.
+    f"   WHERE e.session_id = f.session_id AND e.kind = '{INSPECTED}'"
     # A failed inspection counts only when it observed an absence (the dispatcher
     # writes call.inspected for nothing else); its row then says error.
-    "   AND r.outcome IN ('ok', 'error') AND r.started_at > f.finished_at ORDER BY e.at LIMIT 1)"
+    "   AND r.outcome IN ('ok', 'error') AND (r.start_seq > f.finish_seq"
+    # A row written before calls had places (an older Zuno): its times, as then.
+    "   OR ((r.start_seq IS NULL OR f.finish_seq IS NULL) AND r.started_at > f.finished_at))"
+    # Newest first: the latest inspection is the one that follows the failure, if any.
+    "   ORDER BY e.seq DESC LIMIT 1)"
     " FROM calls f"
     " WHERE f.session_id = ? AND f.replay = 'never' AND f.outcome IN ('error', 'uncertain')"
     f" AND f.effect IN {_MAY_CHANGE_STATE}"
-    " ORDER BY f.finished_at DESC LIMIT 1"
+    # Rows without a place came before the first with one (written before the upgrade).
+    " ORDER BY COALESCE(f.finish_seq, 0) DESC, f.finished_at DESC LIMIT 1"
 )
-"""The newest failure that may have changed state, and whether an inspection followed it."""
+"""The newest failure that may have changed state, and whether an inspection followed it.
+
+"Newest" and "followed" are places in the session's order (``finish_seq``,
+``start_seq``; see :meth:`~zuno.store.sqlite.SQLiteStore.next_order`), never
+times: hosts' clocks differ and jump, the order does not.
+"""
 
 
 def prefetch_inspection(store: Store, session_id: str) -> None:
@@ -175,13 +194,12 @@ def prefetch_inspection(store: Store, session_id: str) -> None:
 def inspection_block(store: Store, session_id: str) -> str | None:
     """Why a side-effecting or delegating call must wait for an inspection, or None.
 
-    A failure counts as inspected once an inspection *started* after it ended:
-    one that overlapped it may have seen the state from before. Only the
-    latest failure matters (an inspection after it is after every earlier
-    one), so this is one statement of two index probes, whatever the length of
-    the session: the newest failure (``calls_failed_never``), then an
-    inspection recorded after it ended (``events_inspected``; an inspection's
-    event is recorded after the call started, on the same clock).
+    A failure counts as inspected once an inspection *started* after it ended
+    in the session's order: one that overlapped it may have seen the state
+    from before. Only the latest failure matters (an inspection after it is
+    after every earlier one), so this is one statement: the newest failure
+    (``calls_failed_never_seq``), then the session's inspections
+    (``events_inspected_seq``, newest first), each checked by its row's key.
     """
     rows = store.query(_INSPECTION_SQL, (session_id,))
     if not rows:
@@ -269,7 +287,7 @@ def _reason(outcome: str, reason: str | None, result: str | None) -> str:
 def pending_notice(store: Store, session_id: str) -> RecoveryNotice | None:
     """The notice of the next recovery turn, or None when nothing needs recovering."""
     ensure_schema(store)
-    # Through the failures' index (calls_failed_never), sorted here: ordered by
+    # Through the failures' index (calls_failed_never_seq), sorted here: ordered by
     # (step, idx) in SQL, the planner would walk every call of the session instead.
     found = store.query(
         "SELECT c.call_id, c.tool, c.arguments, c.attempt, c.started_at, c.outcome, c.reason,"

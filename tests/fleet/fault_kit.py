@@ -287,9 +287,10 @@ class CarefulModel(FleetModelServer):
     """The fleet's scripted model, careful: it redoes a call whose effect it cannot find.
 
     Task ``NN``'s script: a ``shell`` call that sleeps ``delay`` seconds and then
-    appends a line to ``marks/NN.txt``; then the answer. After a recovery notice
-    it reads the ``marks`` folder: when ``NN.txt`` is not there, it runs the call
-    again (a new call id), else it answers.
+    appends a line to ``marks/NN.txt``; then it reads the ``marks`` folder and
+    answers once ``NN.txt`` is there (a result may say the call never ran). After
+    a recovery notice it reads the folder too. When ``NN.txt`` is not there, it
+    runs the call again (a new call id).
 
     With ``fail_first``, the script starts with a ``shell`` call cut off by its
     timeout (a side-effecting Never call whose outcome is uncertain), then reads
@@ -330,11 +331,14 @@ class CarefulModel(FleetModelServer):
         last_id = ids[-1] if ids else ""
         if last_id.startswith("f_"):
             return "Looking.", [_call(f"look_{task:02d}", "read", {})]
-        if last_id.startswith(("insp_", "look_")):
+        if last_id.startswith(("sh_", "redo")):
+            # Whatever the result says (it may say the call never ran): look before answering.
+            return "Checking it landed.", [_call(f"chk_{task:02d}_{len(ids)}", "read", {})]
+        if last_id.startswith(("insp_", "look_", "chk_")):
             listing = _text(tools[-1])
             if f"{task:02d}.txt" in listing:
                 return f"task {task:02d} done", []
-            n = sum(1 for i in ids if i.startswith(("sh_", "redo_")))
+            n = sum(1 for i in ids if i.startswith(("sh_", "redo")))
             name = "sh" if last_id.startswith("look_") else f"redo{n}"
             return "Writing it (not found).", [_call(f"{name}_{task:02d}", "shell", write)]
         return f"task {task:02d} done", []

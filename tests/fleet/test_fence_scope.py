@@ -109,6 +109,41 @@ kept.stop()
 )
 
 
+_STALE_LEASE = """
+import os, sys
+from pathlib import Path
+import anyio
+from zuno import fencing
+from zuno.process import run_process
+from zuno.sandbox import NoSandbox, SandboxPolicy, prepared_launch
+from zuno.store import open_store
+from zuno.workers import WorkerLease
+
+held = WorkerLease(open_store(Path(sys.argv[1])), lease_seconds=60)
+# Another lease of this process fenced long ago and was never renewed (its store
+# unreachable for good): its deadline is past.
+fencing._renewed(12345, fencing.fence_clock() - 5)
+
+
+async def command() -> str:
+    out: list[bytes] = []
+    policy = SandboxPolicy(mode="workspace-write", workspace=Path.cwd())
+    argv = ["sh", "-c", "sleep 1; echo finished"]
+    with prepared_launch(
+        NoSandbox(), argv, policy, cwd=Path.cwd(), env=dict(os.environ), deadline=True,
+        time_limit=60,
+    ) as launch:
+        await run_process(
+            launch.argv, cwd=launch.cwd, env=launch.env, time_limit=60,
+            on_stdout=out.append, on_stderr=lambda chunk: None, pass_fds=launch.pass_fds,
+        )
+    return b"".join(out).decode()
+
+
+print(anyio.run(command), flush=True)
+"""
+
+
 def _run(script: str, *args: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-c", script, *map(str, args)],
@@ -135,3 +170,9 @@ def test_a_lapsed_lease_kills_its_own_commands_and_not_another_leases(tmp_path: 
     lapsed, other = _run(_ONE_LAPSES, tmp_path / "a.db", tmp_path / "b.db").splitlines()
     assert "finished" not in lapsed, "the lapsed lease's command ran on"
     assert "finished" in other, f"another lease's command was killed: {other}"
+
+
+def test_a_lease_fenced_for_good_does_not_kill_the_commands_started_later(tmp_path: Path) -> None:
+    """Its deadline passed long ago: a command guarded under the lease still held runs on."""
+    out = _run(_STALE_LEASE, tmp_path / "z.db")
+    assert out.startswith("finished"), out

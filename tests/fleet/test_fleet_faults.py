@@ -340,10 +340,33 @@ def test_a_lock_held_by_a_cut_peer_is_released_and_waits_are_bounded(faults: Fau
         took = time.monotonic() - cut
         print(f"takeover {took:.1f} s after the cut (lease {LEASE} s)")
         assert claim.session_id == session_id
+        # Within lease + 10 s (the server's idle_in_transaction_session_timeout ends the
+        # peer's transaction at 10 s), with 3 s for a loaded machine's polling.
+        assert took <= float(LEASE) + 10 + 3, f"takeover {took:.1f} s after the cut"
         assert not _peer_holds_lock(faults.dsn)
     finally:
         peer.kill()
         peer.wait(timeout=30)
+
+
+def test_a_slow_link_neither_fences_nor_stalls_a_worker(faults: Faults) -> None:
+    """Every byte to and from the database 50 ms late: the lease holds, the session ends once."""
+    faults.model.delay = 0.1
+    slow = faults.host("slow")
+    faults.relays[-1].delay = 0.05
+    slow.start()
+    session_id = faults.submit(1)
+    faults.wait("the session to end", lambda: faults.state(session_id) in ("done", "failed"))
+    assert faults.state(session_id) == "done"
+    assert faults.lines(1) == 1
+    assert _conversation_problems(faults, session_id) == []
+    claims = faults.rows(
+        "SELECT COUNT(*) FROM events WHERE session_id = ? AND kind = 'fleet.claimed'",
+        (session_id,),
+    )
+    assert claims[0][0] == 1, "the slow worker lost its session (a fence or a takeover)"
+    assert "stopped its commands" not in slow.text(), slow.text()
+    assert "Traceback" not in slow.text()
 
 
 def test_connections_ask_for_keepalives_and_server_timeouts(pg_dsn: str) -> None:

@@ -174,7 +174,7 @@ def test_recovery_queries_use_the_partial_indexes(store: PostgresStore) -> None:
             " AND schemaname = current_schema()"
         )
     }
-    assert {"calls_unsettled", "calls_failed_never"} <= names
+    assert {"calls_unsettled", "calls_failed_never_seq"} <= names
     ((definition,),) = store.query(
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'calls_unsettled'"
         " AND schemaname = current_schema()"

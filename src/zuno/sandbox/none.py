@@ -15,11 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from zuno.sandbox.policy import Launch, SandboxPolicy
+from zuno.sandbox.policy import GUARD, Launch, SandboxPolicy
 
 __all__ = ["NoSandbox"]
-
-GUARD = Path(__file__).with_name("_guard.py")
 
 
 class NoSandbox:
@@ -40,5 +38,6 @@ class NoSandbox:
         private_tmp: Path,
     ) -> Launch:
         """argv under the guard, with ``TMPDIR`` pointing at the private folder."""
-        guarded = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), "--", *argv]
+        guard = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), *policy.guard_options]
+        guarded = [*guard, "--", *argv]
         return Launch.with_tmpdir(guarded, env, cwd=cwd, private_tmp=private_tmp)

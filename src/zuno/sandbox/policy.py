@@ -9,6 +9,7 @@ the Landlock helper, or the argv itself) and the environment it gets.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -20,6 +21,7 @@ from zuno.sandbox.control_files import held_control_files, sealed_folders
 from zuno.sandbox.settings import SandboxMode
 
 __all__ = [
+    "GUARD",
     "Launch",
     "Sandbox",
     "SandboxError",
@@ -29,6 +31,9 @@ __all__ = [
 ]
 
 BackendName = Literal["bubblewrap", "landlock", "none"]
+
+GUARD = Path(__file__).with_name("_guard.py")
+"""The guard every command runs under (see ``_guard.py``)."""
 
 
 def tops_under_tmp(paths: Sequence[Path]) -> list[str]:
@@ -71,6 +76,9 @@ class SandboxPolicy:
         egress_fd: In ``proxy`` network mode (``network`` is then false), the
             descriptor of the call's end of its proxy socket pair (see
             :mod:`zuno.sandbox.egress`); the command starts behind the bridge.
+        guard_options: The hard deadline of the command's guard
+            (``sandbox/_guard.py``; filled in by :func:`prepared_launch`): the
+            ``none`` sandbox hands them to the guard it runs every command under.
     """
 
     mode: SandboxMode
@@ -81,6 +89,7 @@ class SandboxPolicy:
     protected: tuple[Path, ...] = ()
     pinned: tuple[Path, ...] = ()
     egress_fd: int | None = None
+    guard_options: tuple[str, ...] = ()
 
     def writable(self, private_tmp: Path) -> list[Path]:
         """The folders a command may write, parents before children.
@@ -174,6 +183,8 @@ def prepared_launch(
     *,
     cwd: Path,
     env: Mapping[str, str],
+    deadline: bool = False,
+    time_limit: float | None = None,
 ) -> Generator[Launch]:
     """A launch with a fresh private temporary folder, removed on exit.
 
@@ -181,8 +192,28 @@ def prepared_launch(
     files (see :mod:`zuno.sandbox.control_files`) are held read-only for as long
     as the context is open. Keep it open for as long as the command (and
     anything it left running) may run: for a background job, the job's lifetime.
+
+    With ``deadline``, the command runs under a guard that kills its tree at
+    its hard deadline by itself (:func:`zuno.fencing.command_deadline`: its
+    ``time_limit``, and this worker's fence deadline): beside the command
+    without a sandbox; inside bubblewrap and Landlock when this worker's store
+    is shared by machines (:func:`zuno.fencing.across_hosts`; on one machine the
+    fence guard and the sandbox's own init suffice).
     """
+    from zuno import fencing
+
     with ExitStack() as stack:
+        fence_fd: tuple[int, ...] = ()
+        if deadline and (sandbox.name == "none" or fencing.across_hosts()):
+            # A guard's interpreter costs a command under a sandbox some tens of ms:
+            # only where another machine may take the session over. Without a
+            # sandbox the command has a guard anyway.
+            options, read_end = stack.enter_context(fencing.command_deadline(time_limit))
+            fence_fd = (read_end,)
+            if sandbox.name == "none":
+                policy = replace(policy, guard_options=tuple(options))
+            else:
+                argv = [sys.executable, "-I", "-S", str(GUARD), "0", *options, "--", *argv]
         if sandbox.name != "none" and policy.mode == "workspace-write":
             held = stack.enter_context(held_control_files(policy.workspace, policy.writable_roots))
             policy = replace(policy, read_only=(*policy.read_only, *held))
@@ -204,4 +235,5 @@ def prepared_launch(
                     "set sandbox.kind to one of them, or sandbox.network to true or false"
                 )
             launch.pass_fds = (policy.egress_fd,)
+        launch.pass_fds = (*launch.pass_fds, *fence_fd)
         yield launch

@@ -1130,7 +1130,8 @@ class PostgresStore(SQLiteStore):
         )
         sql = (
             "WITH updated AS (UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
-            " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
+            " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?,"
+            " finish_seq = ?"
             f" WHERE call_id = ? AND attempt = ? AND status = 'started'{fence} RETURNING 1),"
             f" inserted AS (INSERT INTO calls ({columns}) SELECT {values} WHERE TRUE{fence}"
             " ON CONFLICT DO NOTHING RETURNING 1),"

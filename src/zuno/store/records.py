@@ -87,6 +87,10 @@ class CallRecord:
     (:mod:`zuno.checkpoints`), or None when none was taken."""
     mode: str | None = None
     """The session's permission mode when the call was admitted (``strict``, ``plan``, ...)."""
+    start_seq: int | None = None
+    """Where the attempt started in its session's order (:func:`zuno.calls.call_order`)."""
+    finish_seq: int | None = None
+    """Where it finished in the same order; rules that ask "after" compare these, not times."""
 
     def as_dict(self) -> dict[str, Any]:
         return {

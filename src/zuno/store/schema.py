@@ -52,6 +52,8 @@ CALL_FIELDS = (
     "reason",
     "snapshot",
     "mode",
+    "start_seq",
+    "finish_seq",
 )
 """The columns of ``calls``, in the order records are read."""
 
@@ -73,6 +75,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("calls", "reason", "TEXT"),
     ("calls", "snapshot", "TEXT"),
     ("calls", "mode", "TEXT"),
+    ("calls", "start_seq", "BIGINT"),
+    ("calls", "finish_seq", "BIGINT"),
     ("sessions", "owner", "TEXT"),
     ("sessions", "state", "TEXT"),
     ("sessions", "prompt", "TEXT"),
@@ -150,6 +154,8 @@ SCHEMA = [
         reason TEXT,
         snapshot TEXT,
         mode TEXT,
+        start_seq BIGINT,
+        finish_seq BIGINT,
         PRIMARY KEY (call_id, attempt)
     )""",
     """CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, step, idx, attempt)""",
@@ -198,12 +204,15 @@ INDEXES = [
     # the calls still started (a handful at any time),
     """CREATE INDEX IF NOT EXISTS calls_unsettled ON calls (session_id, step, idx, attempt)
         WHERE status = 'started'""",
-    # the failed or uncertain Never calls that may have changed state, newest last,
-    """CREATE INDEX IF NOT EXISTS calls_failed_never ON calls (session_id, finished_at)
+    # the failed or uncertain Never calls that may have changed state, newest last (in
+    # the session's order, see zuno.calls.call_order: never by the clock of a host),
+    """DROP INDEX IF EXISTS calls_failed_never""",
+    """CREATE INDEX IF NOT EXISTS calls_failed_never_seq ON calls (session_id, finish_seq)
         WHERE replay = 'never' AND outcome IN ('error', 'uncertain')
         AND effect IN ('side_effecting', 'delegating')""",
-    # and the inspections, by when they were recorded.
-    """CREATE INDEX IF NOT EXISTS events_inspected ON events (session_id, at)
+    # and the inspections, newest first (the one that follows the failure, if any).
+    """DROP INDEX IF EXISTS events_inspected""",
+    """CREATE INDEX IF NOT EXISTS events_inspected_seq ON events (session_id, seq)
         WHERE kind = 'call.inspected'""",
     # The fleet's queue: sessions waiting or running, oldest first.
     """CREATE INDEX IF NOT EXISTS sessions_active ON sessions (created_at)

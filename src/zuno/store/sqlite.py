@@ -130,6 +130,8 @@ def _call(row: sqlite3.Row | tuple[Any, ...]) -> CallRecord:
         reason=r[21],
         snapshot=r[22],
         mode=r[23],
+        start_seq=r[24],
+        finish_seq=r[25],
     )
 
 
@@ -213,6 +215,8 @@ class SQLiteStore:
         """Sessions this process held until its lease lapsed, by id: why nothing is written."""
         self.fence_check: Callable[[], None] | None = None
         """Set by this process's lease: fences it now if its deadline passed (zuno.fencing)."""
+        self._orders: dict[str, int] = {}
+        """The last place handed out in each session's order (:meth:`next_order`)."""
         self.clock_offset = 0.0
         """The database's clock minus this machine's (seconds), measured on the connection
         and at every lease heartbeat: times this store writes are on the database's clock."""
@@ -617,7 +621,33 @@ class SQLiteStore:
             return self._EVENT_SQL, self._event_params(event)
         return self._OWNED_EVENT_SQL, (*self._event_params(event), event.session_id, owner)
 
-    # Ownership and the clock ------------------------------------------------------
+    # Ownership, order and the clock ------------------------------------------------
+
+    def next_order(self, session_id: str) -> int:
+        """The next place in ``session_id``'s order: where a call starts or finishes.
+
+        The order is a per-session sequence, not a time: rules that ask whether
+        one call came after another (the inspection rule) compare these numbers,
+        so no host's clock can misplace a call. Only the session's holder runs
+        its calls; it continues after the highest place stored when it first asks
+        (and again after each :meth:`acquire_session`), so the places of a later
+        holder always come after those of an earlier one.
+        """
+        with self._lock:
+            last = self._orders.get(session_id)
+        if last is None:
+            # Read as stored, without committing the deferred rows first (the write
+            # lock may be held elsewhere: calls still run meanwhile).
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT MAX(start_seq), MAX(finish_seq) FROM calls WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+            last = max((int(v) for v in (row or ()) if v is not None), default=0)
+        with self._lock:
+            place = max(last, self._orders.get(session_id, 0)) + 1
+            self._orders[session_id] = place
+        return place
 
     def clock(self) -> float:
         """Now on the database's clock (this machine's clock corrected by the measured offset)."""
@@ -798,6 +828,7 @@ class SQLiteStore:
         with self._lock:
             self._lost.pop(session_id, None)
             self._owned[session_id] = worker_id
+            self._orders.pop(session_id, None)  # another holder may have gone on meanwhile
         record = self.get_session(session_id)
         assert record is not None
         return record
@@ -939,7 +970,7 @@ class SQLiteStore:
 
     _CALL_SQL = (
         f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     def _on_clock(self, at: float | None) -> float | None:
@@ -972,6 +1003,8 @@ class SQLiteStore:
             call.reason,
             call.snapshot,
             call.mode,
+            call.start_seq,
+            call.finish_seq,
         )
 
     def _finish_params(self, call: CallRecord) -> tuple[Any, ...]:
@@ -984,6 +1017,7 @@ class SQLiteStore:
             self._on_clock(call.finished_at),
             call.artifact,
             call.reason,
+            call.finish_seq,
             call.call_id,
             call.attempt,
         )
@@ -1074,7 +1108,8 @@ class SQLiteStore:
             if finished is not None:
                 row = db.execute(
                     "UPDATE calls SET status = 'finished', outcome = ?, block_kind = ?,"
-                    " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?"
+                    " result = ?, is_error = ?, finished_at = ?, artifact = ?, reason = ?,"
+                    " finish_seq = ?"
                     f" WHERE call_id = ? AND attempt = ? AND status = 'started'{fence}"
                     " RETURNING call_id",
                     params,

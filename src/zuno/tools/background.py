@@ -97,7 +97,15 @@ async def start_command_job(
                     proxy.on_refused = lambda r: io.write(f"[{r.reason}]\n".encode())
                     launch_policy = replace(policy, egress_fd=proxy.child_fd)
                 launch = stack.enter_context(
-                    prepared_launch(sandbox, list(argv), launch_policy, cwd=workdir, env=env)
+                    prepared_launch(
+                        sandbox,
+                        list(argv),
+                        launch_policy,
+                        cwd=workdir,
+                        env=env,
+                        deadline=True,
+                        time_limit=time_limit,
+                    )
                 )
                 result = await run_process(
                     launch.argv,

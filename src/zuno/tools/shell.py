@@ -283,7 +283,9 @@ async def run_sandboxed(
                 policy = replace(policy, egress_fd=egress.child_fd)
             try:
                 launch = stack.enter_context(
-                    prepared_launch(sandbox, argv, policy, cwd=cwd, env=env)
+                    prepared_launch(
+                        sandbox, argv, policy, cwd=cwd, env=env, deadline=True, time_limit=seconds
+                    )
                 )
             except SandboxError as exc:
                 raise ToolError(str(exc)) from exc
