@@ -42,6 +42,7 @@ from zuno.runtime import Runtime, SessionState
 __all__ = ["main"]
 
 _PER_FOLDER = 100
+_BUILT = ".built"  # beside a tree that --trees may reuse
 
 
 def _build(root: Path, files: int) -> int:
@@ -104,13 +105,20 @@ async def _write(rt: Runtime, session: SessionState, n: int, files: int) -> None
     assert result.outcome.value == "ok", result
 
 
-async def _measure(files: int, repeats: int, tmp: Path) -> dict[str, float]:
-    ws = tmp / "ws"
-    ws.mkdir()
-    started = time.perf_counter()
-    size = _build(ws, files)
-    built = time.perf_counter() - started
-    print(f"  {files:,} files ({size / 1e6:.1f} MB) built in {built:.1f} s", flush=True)
+async def _measure(files: int, repeats: int, tmp: Path, trees: Path | None) -> dict[str, float]:
+    ws = (trees / f"ws-{files}") if trees is not None else tmp / "ws"
+    marker = ws.with_name(ws.name + _BUILT)
+    if trees is not None and marker.exists():
+        print(f"  {files:,} files: reusing {ws}", flush=True)
+    else:
+        shutil.rmtree(ws, ignore_errors=True)
+        ws.mkdir(parents=True)
+        started = time.perf_counter()
+        size = _build(ws, files)
+        built = time.perf_counter() - started
+        if trees is not None:
+            marker.write_text("")
+        print(f"  {files:,} files ({size / 1e6:.1f} MB) built in {built:.1f} s", flush=True)
     found: dict[str, float] = {}
 
     # Warm up (the tools' modules imported) on another workspace, checkpoints off.
@@ -176,13 +184,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--dir", default=None, help="where to build the trees (default: the system's temp folder)"
     )
+    parser.add_argument(
+        "--trees",
+        default=None,
+        help="keep the trees in this folder and reuse them in later runs (a 200,000-file "
+        "tree takes minutes to build); the stores are new each run",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rows: dict[int, dict[str, float]] = {}
     for files in sizes:
         tmp = Path(tempfile.mkdtemp(prefix="zuno-bench-checkpoints-", dir=args.dir))
         try:
-            rows[files] = anyio.run(_measure, files, args.repeats, tmp)
+            trees = Path(args.trees).resolve() if args.trees else None
+            rows[files] = anyio.run(_measure, files, args.repeats, tmp, trees)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     load = os.getloadavg()[0]

@@ -77,19 +77,30 @@ class ObjectStore:
         """Objects under ``git_dir/objects``."""
         self._objects = git_dir / "objects"
         self._trees: dict[str, dict[bytes, tuple[str, str]]] = {}
+        self._folders: set[str] = set()  # fan-out folders known to exist
+        self._listed = False
 
     def write(self, kind: str, data: bytes) -> str:
         """Store one object (when not there yet); its id."""
         header = f"{kind} {len(data)}\0".encode()
-        oid = hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
+        digest = hashlib.sha1(header, usedforsecurity=False)
+        digest.update(data)  # not header + data: a copy of a large file's bytes
+        oid = digest.hexdigest()
         path = self._objects / oid[:2] / oid[2:]
         if os.path.exists(path):
             return oid
-        folder = path.parent
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-        temp = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o400)
+        temp = path.parent / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            fd = os.open(temp, flags, 0o400) if self._has_folder(oid[:2]) else -1
+        except FileNotFoundError:
+            fd = -1  # the folder was removed since (git prune removes empty ones)
+        if fd < 0:
+            self._folders.discard(oid[:2])
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path.parent, 0o700)
+            self._folders.add(oid[:2])
+            fd = os.open(temp, flags, 0o400)
         with os.fdopen(fd, "wb") as out:
             compressor = zlib.compressobj(1)
             out.write(compressor.compress(header))
@@ -97,6 +108,18 @@ class ObjectStore:
             out.write(compressor.flush())
         os.replace(temp, path)
         return oid
+
+    def _has_folder(self, name: str) -> bool:
+        """Whether the fan-out folder ``name`` is known to exist (read once per store).
+
+        A mkdir that fails because the folder exists still takes the parent's
+        lock: about a millisecond a call on a busy disk, for every object.
+        """
+        if not self._listed:
+            self._listed = True
+            with contextlib.suppress(OSError):
+                self._folders.update(os.listdir(self._objects))
+        return name in self._folders
 
     def read(self, oid: str) -> tuple[str, bytes]:
         """The kind and content of a loose object.
