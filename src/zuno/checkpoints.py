@@ -51,7 +51,8 @@ import time
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from zuno.checkpoint_fast import changed_entries, large_files
+from zuno.checkpoint_early import EarlyCall, EarlySnapshot, plain_paths
+from zuno.checkpoint_fast import changed_entries, entries_to_set, large_files, read_entries
 from zuno.checkpoint_git import (
     HEAD_REF,
     create_store,
@@ -81,6 +82,7 @@ __all__ = [
     "Change",
     "CheckpointError",
     "Checkpoints",
+    "EarlySnapshot",
     "Entry",
     "Restored",
     "Snapshot",
@@ -99,6 +101,8 @@ _PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
 _DENIED = "zuno-denied"  # the deny patterns the store was last told of
 _QUICK_PATHS = 64  # take_quick: at most this many changed paths
 _QUICK_BYTES = 1 << 20  # and this many bytes to read
+_EARLY_CALLS = 16  # file calls recorded while the first look runs; later ones wait
+_EARLY_BYTES = 64 << 20  # and the bytes of their paths, read again before each
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
 
@@ -187,6 +191,11 @@ class Checkpoints:
         self._carry: list[str] = []  # drained by take_quick, left for take
         self._preparing: threading.Thread | None = None
         self._thread_lock = threading.RLock()
+        # The first call recorded while the background look runs (checkpoint_early).
+        self._early_lock = threading.Lock()
+        self._early: list[EarlyCall] = []
+        self._look_over = False
+        self._early_done: list[EarlySnapshot] = []
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -195,15 +204,26 @@ class Checkpoints:
 
         The watch starts and the index is brought up to the workspace, so the
         first side-effecting call pays only for what changed since. A call
-        arriving earlier waits for it (the lock); a failure is left to that call.
+        arriving earlier waits for it (the lock), unless it is a file tool's
+        (:meth:`take_early`); a failure is left to that call.
         """
         if self._preparing is not None:
             return
 
         def look() -> None:
-            with contextlib.suppress(CheckpointError, OSError), self._locked():
-                if self._index_seen is None:
-                    self._write_tree(start_watch=True)
+            failure = "the first look did not finish"
+            try:
+                with self._locked():
+                    # After a snapshot taken meanwhile, this is the watched path: cheap.
+                    tree, unreadable = self._write_tree(start_watch=True)
+                    early = self._end_look()
+                    self._commit_early(early, tree, unreadable)
+                    return
+            except (CheckpointError, OSError) as exc:
+                failure = str(exc)
+            for early in self._end_look():
+                _log.warning("zuno: no checkpoint before %s: %s", early.call_id, failure)
+                self._early_settled(early.settled(None, reason=failure))
 
         self._preparing = threading.Thread(target=look, name="zuno-checkpoints", daemon=True)
         self._preparing.start()
@@ -274,6 +294,102 @@ class Checkpoints:
         self._head_seen = self._head()
         self._tree = tree
         return Snapshot(self._commit(tree, message))
+
+    def looking(self) -> bool:
+        """Whether the background first look (:meth:`prepare`) is still running."""
+        preparing = self._preparing
+        return preparing is not None and preparing.is_alive() and not self._look_over
+
+    def take_early(
+        self, *, call_id: str, attempt: int, tool: str, session_id: str, paths: Sequence[str]
+    ) -> bool:
+        """Record a file tool's checkpoint without waiting for the background look.
+
+        While :meth:`prepare`'s look runs, the pre-images of ``paths`` (the only
+        paths the call changes) are copied into the store now; the commit is
+        written when the look ends (:meth:`early_snapshots`). See
+        :mod:`zuno.checkpoint_early`.
+
+        Returns:
+            True when recorded (the call may run at once); False when the call
+            must take its checkpoint with :meth:`take` (no look running, one call
+            already recorded this way, a path not plainly inside the workspace).
+        """
+        if not self.looking() or not self._ready or len(self._early) >= _EARLY_CALLS:
+            return False
+        rel = plain_paths(self.workspace, paths)
+        if rel is None:
+            return False
+        # Each early checkpoint holds every path the early calls so far changed, as
+        # it is now: the look may have read any of them before or after a change.
+        with self._early_lock:
+            changed = {p: None for e in self._early for p in e.entries}
+        changed.update(dict.fromkeys(rel))
+        if _bytes_of(self.workspace, list(changed)) > _EARLY_BYTES:
+            return False
+        try:
+            entries = read_entries(
+                self.workspace, self._objects, list(changed), denied=self._denied, large=self._large
+            )
+        except (EditConflict, OSError) as exc:
+            _log.info("the early checkpoint waits for the look: %s", exc)
+            return False
+        message = _message(call_id, tool, session_id)
+        early = EarlyCall(call_id, attempt, tool, session_id, message, entries)
+        with self._early_lock:
+            if self._look_over:
+                return False  # the look has just ended: take() is quick now
+            self._early.append(early)
+        return True
+
+    def early_snapshots(self) -> list[EarlySnapshot]:
+        """The checkpoints of early calls written since last asked (see :meth:`take_early`)."""
+        with self._early_lock:
+            done, self._early_done = self._early_done, []
+        return done
+
+    def _end_look(self) -> list[EarlyCall]:
+        """Mark the background look over; the early calls waiting for their commits."""
+        with self._early_lock:
+            self._look_over = True
+            early, self._early = self._early, []
+        return early
+
+    def _early_settled(self, snapshot: EarlySnapshot) -> None:
+        with self._early_lock:
+            self._early_done.append(snapshot)
+
+    def _commit_early(self, calls: list[EarlyCall], tree: str, unreadable: tuple[str, ...]) -> None:
+        """Each early call's checkpoint, in order: the look's tree with the paths the early
+        calls change set to what they were before that call."""
+        if not calls:
+            return
+        last = tree
+        for k, early in enumerate(calls):
+            # A path a later early call read first was, before this call, as it read it.
+            before = {p: e for later in reversed(calls[k + 1 :]) for p, e in later.entries.items()}
+            before.update(early.entries)
+            try:
+                found = entries_to_set(
+                    self.workspace, self._objects, tree, before, ignored=self._ignored
+                )
+                last = self._objects.edit(tree, found) if found else tree
+                commit = self._commit(last, early.message)
+            except (EditConflict, CheckpointError, OSError) as exc:
+                _log.warning("zuno: no checkpoint before %s: %s", early.call_id, exc)
+                self._early_settled(early.settled(None, reason=str(exc)))
+                continue
+            self._early_settled(early.settled(commit, unreadable=unreadable))
+        paths = sorted({p for early in calls for p in early.entries})
+        # The next snapshot reads these paths again, whether or not the watch (started
+        # by the look, perhaps after a call's write) reported them; it starts from the
+        # last early tree, whose entries for them the index lacks: the next full look
+        # folds them in.
+        self._carry = sorted({*self._carry, *paths})
+        if last != tree:
+            self._tree = last if self._tree is not None else None
+        with open(self.git_dir / _PENDING, "ab", opener=_private_opener) as out:
+            out.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
 
     def _commit(self, tree: str, message: str) -> str:
         """Write the commit and move the chain's head to it (under the lock)."""
