@@ -10,9 +10,11 @@ see the same machine load. It prints, per size:
 
 - the median call with checkpoints off and on, and the increment (on - off);
 - the first side-effecting call of a fresh runtime and store: without the
-  background look (the full look inside the call), and after the look that an
+  background look (the full look inside the call); right after the look that an
   agent session starts in the background (``Dispatcher.prepare_checkpoints``)
-  has finished; and how long that background look took;
+  began, while it runs (a file tool's call records its pre-images and does not
+  wait; "[look over]" when the look had already ended); and after that look has
+  finished; and how long that background look took;
 - the size of the shadow store, beside the size of the workspace's files.
 
 CPU milliseconds (this process and git's) are shown beside the wall times: on a
@@ -141,6 +143,18 @@ async def _measure(files: int, repeats: int, tmp: Path, trees: Path | None) -> d
     )
     rt.close()
 
+    # The first call while that look still runs (a file tool's call does not wait).
+    rt = _runtime(ws, tmp / "data-during")
+    session = rt.open_session()
+    await _read(rt, session, 3, files)
+    rt.dispatcher.prepare_checkpoints(session.surface.tools)
+    found["first_during_look"], found["first_during_look_cpu"] = await _timed(
+        lambda: _write(rt, session, 3, files)
+    )
+    checkpoints = rt.dispatcher.checkpoints
+    found["look_still_running"] = float(checkpoints.looking())
+    rt.close()  # waits for the look, then gives the call its checkpoint
+
     # The first call after the look an agent session starts in the background.
     rt = _runtime(ws, tmp / "data-bg")
     session = rt.open_session()
@@ -216,6 +230,11 @@ def main(argv: list[str] | None = None) -> None:
     row(
         "first call, full look inside it",
         lambda r: f"{r['first_inline']:.0f} ({r['first_inline_cpu']:.0f})",
+    )
+    row(
+        "first call during the background look",
+        lambda r: f"{r['first_during_look']:.1f} ({r['first_during_look_cpu']:.0f})"
+        + ("" if r["look_still_running"] else " [look over]"),
     )
     row("background look at session start", lambda r: f"{r['background_look']:.0f}")
     row(

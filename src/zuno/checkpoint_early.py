@@ -24,13 +24,14 @@ wait too: the real path is not known for certain before the call.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from zuno.checkpoint_fast import Found
 
-__all__ = ["EarlyCall", "EarlySnapshot", "plain_paths"]
+__all__ = ["EarlyCall", "EarlyCalls", "EarlySnapshot", "before_each", "plain_paths"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,75 @@ class EarlySnapshot:
     """Files the look could not read (left out of the snapshot)."""
     reason: str = ""
     """Why there is no commit."""
+
+
+class EarlyCalls:
+    """The calls recorded while the look runs, in order, and their checkpoints once written.
+
+    Shared by the look's thread and the calls' threads (one lock).
+    """
+
+    def __init__(self, limit: int) -> None:
+        """At most ``limit`` calls are recorded; later ones wait for the look."""
+        self._lock = threading.Lock()
+        self._limit = limit
+        self._calls: list[EarlyCall] = []
+        self._over = False
+        self._done: list[EarlySnapshot] = []
+
+    @property
+    def over(self) -> bool:
+        """Whether the look has ended (no call is recorded early any more)."""
+        return self._over
+
+    def room(self) -> bool:
+        """Whether one more call may be recorded."""
+        return not self._over and len(self._calls) < self._limit
+
+    def paths(self) -> list[str]:
+        """Every path the calls recorded so far change."""
+        with self._lock:
+            return list({p: None for call in self._calls for p in call.entries})
+
+    def add(self, call: EarlyCall) -> bool:
+        """Record ``call``; False when the look has just ended (then it need not wait)."""
+        with self._lock:
+            if self._over or len(self._calls) >= self._limit:
+                return False
+            self._calls.append(call)
+            return True
+
+    def end(self) -> list[EarlyCall]:
+        """The look has ended: the calls waiting for their checkpoints, in order."""
+        with self._lock:
+            self._over = True
+            calls, self._calls = self._calls, []
+        return calls
+
+    def settle(self, snapshot: EarlySnapshot) -> None:
+        """Keep a written (or failed) checkpoint for :meth:`drain`."""
+        with self._lock:
+            self._done.append(snapshot)
+
+    def drain(self) -> list[EarlySnapshot]:
+        """The checkpoints written since last asked."""
+        with self._lock:
+            done, self._done = self._done, []
+        return done
+
+
+def before_each(calls: Sequence[EarlyCall]) -> list[dict[str, Found]]:
+    """For each call, every path of every call as it was just before that call.
+
+    A path a later call read first was, before this call, as that call read it
+    (nothing else changed it meanwhile; the calls are exclusive).
+    """
+    found: list[dict[str, Found]] = []
+    for k, call in enumerate(calls):
+        before = {p: e for later in reversed(calls[k + 1 :]) for p, e in later.entries.items()}
+        before.update(call.entries)
+        found.append(before)
+    return found
 
 
 def plain_paths(workspace: Path, given: Sequence[str]) -> list[str] | None:

@@ -51,7 +51,7 @@ import time
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from zuno.checkpoint_early import EarlyCall, EarlySnapshot, plain_paths
+from zuno.checkpoint_early import EarlyCall, EarlyCalls, EarlySnapshot, before_each, plain_paths
 from zuno.checkpoint_fast import changed_entries, entries_to_set, large_files, read_entries
 from zuno.checkpoint_git import (
     HEAD_REF,
@@ -191,11 +191,8 @@ class Checkpoints:
         self._carry: list[str] = []  # drained by take_quick, left for take
         self._preparing: threading.Thread | None = None
         self._thread_lock = threading.RLock()
-        # The first call recorded while the background look runs (checkpoint_early).
-        self._early_lock = threading.Lock()
-        self._early: list[EarlyCall] = []
-        self._look_over = False
-        self._early_done: list[EarlySnapshot] = []
+        # File calls recorded while the background look runs (checkpoint_early).
+        self._early = EarlyCalls(_EARLY_CALLS)
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -216,14 +213,13 @@ class Checkpoints:
                 with self._locked():
                     # After a snapshot taken meanwhile, this is the watched path: cheap.
                     tree, unreadable = self._write_tree(start_watch=True)
-                    early = self._end_look()
-                    self._commit_early(early, tree, unreadable)
+                    self._commit_early(self._early.end(), tree, unreadable)
                     return
             except (CheckpointError, OSError) as exc:
                 failure = str(exc)
-            for early in self._end_look():
+            for early in self._early.end():
                 _log.warning("zuno: no checkpoint before %s: %s", early.call_id, failure)
-                self._early_settled(early.settled(None, reason=failure))
+                self._early.settle(early.settled(None, reason=failure))
 
         self._preparing = threading.Thread(target=look, name="zuno-checkpoints", daemon=True)
         self._preparing.start()
@@ -298,7 +294,7 @@ class Checkpoints:
     def looking(self) -> bool:
         """Whether the background first look (:meth:`prepare`) is still running."""
         preparing = self._preparing
-        return preparing is not None and preparing.is_alive() and not self._look_over
+        return preparing is not None and preparing.is_alive() and not self._early.over
 
     def take_early(
         self, *, call_id: str, attempt: int, tool: str, session_id: str, paths: Sequence[str]
@@ -315,49 +311,30 @@ class Checkpoints:
             must take its checkpoint with :meth:`take` (no look running, one call
             already recorded this way, a path not plainly inside the workspace).
         """
-        if not self.looking() or not self._ready or len(self._early) >= _EARLY_CALLS:
+        if not self.looking() or not self._ready or not self._early.room():
             return False
         rel = plain_paths(self.workspace, paths)
         if rel is None:
             return False
         # Each early checkpoint holds every path the early calls so far changed, as
         # it is now: the look may have read any of them before or after a change.
-        with self._early_lock:
-            changed = {p: None for e in self._early for p in e.entries}
-        changed.update(dict.fromkeys(rel))
-        if _bytes_of(self.workspace, list(changed)) > _EARLY_BYTES:
+        changed = list(dict.fromkeys([*self._early.paths(), *rel]))
+        if _bytes_of(self.workspace, changed) > _EARLY_BYTES:
             return False
         try:
             entries = read_entries(
-                self.workspace, self._objects, list(changed), denied=self._denied, large=self._large
+                self.workspace, self._objects, changed, denied=self._denied, large=self._large
             )
         except (EditConflict, OSError) as exc:
             _log.info("the early checkpoint waits for the look: %s", exc)
             return False
         message = _message(call_id, tool, session_id)
-        early = EarlyCall(call_id, attempt, tool, session_id, message, entries)
-        with self._early_lock:
-            if self._look_over:
-                return False  # the look has just ended: take() is quick now
-            self._early.append(early)
-        return True
+        # False: the look has just ended, and take() is quick now.
+        return self._early.add(EarlyCall(call_id, attempt, tool, session_id, message, entries))
 
     def early_snapshots(self) -> list[EarlySnapshot]:
         """The checkpoints of early calls written since last asked (see :meth:`take_early`)."""
-        with self._early_lock:
-            done, self._early_done = self._early_done, []
-        return done
-
-    def _end_look(self) -> list[EarlyCall]:
-        """Mark the background look over; the early calls waiting for their commits."""
-        with self._early_lock:
-            self._look_over = True
-            early, self._early = self._early, []
-        return early
-
-    def _early_settled(self, snapshot: EarlySnapshot) -> None:
-        with self._early_lock:
-            self._early_done.append(snapshot)
+        return self._early.drain()
 
     def _commit_early(self, calls: list[EarlyCall], tree: str, unreadable: tuple[str, ...]) -> None:
         """Each early call's checkpoint, in order: the look's tree with the paths the early
@@ -365,10 +342,7 @@ class Checkpoints:
         if not calls:
             return
         last = tree
-        for k, early in enumerate(calls):
-            # A path a later early call read first was, before this call, as it read it.
-            before = {p: e for later in reversed(calls[k + 1 :]) for p, e in later.entries.items()}
-            before.update(early.entries)
+        for early, before in zip(calls, before_each(calls), strict=True):
             try:
                 found = entries_to_set(
                     self.workspace, self._objects, tree, before, ignored=self._ignored
@@ -377,9 +351,9 @@ class Checkpoints:
                 commit = self._commit(last, early.message)
             except (EditConflict, CheckpointError, OSError) as exc:
                 _log.warning("zuno: no checkpoint before %s: %s", early.call_id, exc)
-                self._early_settled(early.settled(None, reason=str(exc)))
+                self._early.settle(early.settled(None, reason=str(exc)))
                 continue
-            self._early_settled(early.settled(commit, unreadable=unreadable))
+            self._early.settle(early.settled(commit, unreadable=unreadable))
         paths = sorted({p for early in calls for p in early.entries})
         # The next snapshot reads these paths again, whether or not the watch (started
         # by the look, perhaps after a call's write) reported them; it starts from the
