@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pg_schema import scratch_schema
 from zuno.checkpoints import Checkpoints
 from zuno.config import Config
 from zuno.permissions import ApproveAll
@@ -47,6 +48,18 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
     monkeypatch.setattr(Checkpoints, "_update_index", held)
     yield gate
     gate.opened.set()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """The store: a SQLite file, or a scratch PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield tmp_path / "z.db"
+        return
+    with scratch_schema(tmp_path, monkeypatch) as dsn:
+        yield Path(dsn)
 
 
 def make_runtime(workspace: Path, db: Path) -> Runtime:
@@ -112,10 +125,10 @@ async def test_a_write_runs_during_the_look_and_its_checkpoint_follows(
 
 
 async def test_the_checkpoint_is_recorded_when_the_runtime_closes_first(
-    workspace: Path, tmp_path: Path, gate: Gate
+    workspace: Path, db: Path, gate: Gate
 ) -> None:
     (workspace / "a.txt").write_text("before\n")
-    async with make_runtime(workspace, tmp_path / "z.db") as rt:
+    async with make_runtime(workspace, db) as rt:
         session = rt.open_session()
         await rt.call(session, "read", {"path": "a.txt"})
         await start_look(rt, session, gate)
@@ -123,7 +136,7 @@ async def test_the_checkpoint_is_recorded_when_the_runtime_closes_first(
         assert rt.dispatcher.checkpoints.looking()
         gate.opened.set()
     rt.close()  # waits for the look, then writes the row's checkpoint
-    again = make_runtime(workspace, tmp_path / "z.db")
+    again = make_runtime(workspace, db)
     try:
         (row,) = [r for r in again.store.calls(session.session_id) if r.call_id == wrote.call_id]
         assert row.snapshot is not None
