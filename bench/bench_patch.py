@@ -9,8 +9,9 @@ rename). It prints the median of the runs, plus the same patch when every line
 carries trailing whitespace the patch lacks (so every chunk needs the second
 matching level) and the whole tool call through ``ApplyPatchTool.run``.
 
-Then the same patch through the whole runtime (``Runtime.call``: permission,
-checkpoint, execute, persist) with checkpoints on and off in alternation, in
+Then the same patch through the whole runtime (``Runtime.call``: permission in
+accept-edits mode, checkpoint, execute, persist) with checkpoints on and off in
+alternation, in
 one session as an agent would send it: the file is changed outside (new
 bytes each time, as after an earlier edit) and read (untimed), so the
 checkpoint before the call has a new pre-image of 100,000 lines to record.
@@ -132,8 +133,11 @@ async def _runtime_calls(workspace: Path, original: bytes, patch: str, runs: int
     """Median ms of apply_patch through ``Runtime.call``: checkpoints off, then on."""
     target = workspace / "big.py"
     target.write_bytes(original)
+    # accept-edits: the edit is not put to an approver, whose request would carry a
+    # preview (the whole patch verified once more, tens of milliseconds here).
+    config = Config.model_validate({"permission": {"mode": "accept-edits"}})
     rt = Runtime(
-        workspace, config=Config(), db_path=workspace / ".data" / "zuno.db", approver=ApproveAll()
+        workspace, config=config, db_path=workspace / ".data" / "zuno.db", approver=ApproveAll()
     )
     session = rt.open_session()
     samples: dict[bool, list[float]] = {False: [], True: []}

@@ -103,6 +103,7 @@ _QUICK_PATHS = 64  # take_quick: at most this many changed paths
 _QUICK_BYTES = 1 << 20  # and this many bytes to read
 _EARLY_CALLS = 16  # file calls recorded while the first look runs; later ones wait
 _EARLY_BYTES = 64 << 20  # and the bytes of their paths, read again before each
+_EARLY_WAIT = 10.0  # seconds an early call waits for the look's store and watch
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
 
@@ -193,6 +194,7 @@ class Checkpoints:
         self._thread_lock = threading.RLock()
         # File calls recorded while the background look runs (checkpoint_early).
         self._early = EarlyCalls(_EARLY_CALLS)
+        self._reading = threading.Event()  # a full look has its store and watch ready
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -215,8 +217,12 @@ class Checkpoints:
                     tree, unreadable = self._write_tree(start_watch=True)
                     self._commit_early(self._early.end(), tree, unreadable)
                     return
-            except (CheckpointError, OSError) as exc:
-                failure = str(exc)
+            except Exception as exc:  # the calls recorded early must hear of it
+                failure = str(exc) or type(exc).__name__
+                if not isinstance(exc, (CheckpointError, OSError)):
+                    _log.exception("zuno: the first checkpoint look failed")
+            finally:
+                self._reading.set()  # no early call waits for a look that is over
             for early in self._early.end():
                 _log.warning("zuno: no checkpoint before %s: %s", early.call_id, failure)
                 self._early.settle(early.settled(None, reason=failure))
@@ -311,7 +317,10 @@ class Checkpoints:
             must take its checkpoint with :meth:`take` (no look running, one call
             already recorded this way, a path not plainly inside the workspace).
         """
-        if not self.looking() or not self._ready or not self._early.room():
+        # A call right after the session started: the store and the watch first.
+        if not self.looking() or not self._reading.wait(_EARLY_WAIT):
+            return False
+        if not self._ready or not self._early.room():
             return False
         rel = plain_paths(self.workspace, paths)
         if rel is None:
@@ -465,6 +474,7 @@ class Checkpoints:
             self._watch = FolderWatch.start(
                 self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
             )
+        self._reading.set()
         unreadable = self._update_index()
         tree = self._git("write-tree").strip()
         # A file left out stays out of the watched paths once reported: look at all

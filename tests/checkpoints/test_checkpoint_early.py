@@ -171,3 +171,27 @@ async def test_a_shell_call_during_the_look_waits_for_it(
         shown = rt.dispatcher.checkpoints._git("show", f"{row.snapshot}:a.txt")  # pyright: ignore[reportPrivateUsage]
         assert shown == "before\n"
     rt.close()
+
+
+async def test_a_write_right_at_session_start_waits_only_for_the_store(
+    workspace: Path, tmp_path: Path, gate: Gate
+) -> None:
+    """Before the look has made its store and watch, a file call waits for those only."""
+    (workspace / "a.txt").write_text("before\n")
+    async with make_runtime(workspace, tmp_path / "z.db") as rt:
+        session = rt.open_session()
+        await rt.call(session, "read", {"path": "a.txt"})
+        rt.dispatcher.prepare_checkpoints(session.surface.tools)  # not waited for
+        wrote = await rt.call(session, "write", {"path": "a.txt", "content": "after\n"})
+        assert wrote.outcome.value == "ok"
+        assert rt.dispatcher.checkpoints.looking()  # the look is still held at its gate
+        await end_look(rt, gate)
+    rt.close()
+    again = make_runtime(workspace, tmp_path / "z.db")
+    try:
+        (row,) = [r for r in again.store.calls(session.session_id) if r.call_id == wrote.call_id]
+        assert row.snapshot is not None
+        shown = again.dispatcher.checkpoints._git("show", f"{row.snapshot}:a.txt")  # pyright: ignore[reportPrivateUsage]
+        assert shown == "before\n"
+    finally:
+        again.close()
