@@ -103,7 +103,7 @@ _QUICK_PATHS = 64  # take_quick: at most this many changed paths
 _QUICK_BYTES = 1 << 20  # and this many bytes to read
 _EARLY_CALLS = 16  # file calls recorded while the first look runs; later ones wait
 _EARLY_BYTES = 64 << 20  # and the bytes of their paths, read again before each
-_EARLY_WAIT = 10.0  # seconds an early call waits for the look's store and watch
+_EARLY_WAIT = 10.0  # seconds an early call waits for the look's store
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
 
@@ -194,7 +194,7 @@ class Checkpoints:
         self._thread_lock = threading.RLock()
         # File calls recorded while the background look runs (checkpoint_early).
         self._early = EarlyCalls(_EARLY_CALLS)
-        self._reading = threading.Event()  # a full look has its store and watch ready
+        self._reading = threading.Event()  # a look has its store ready
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -317,7 +317,7 @@ class Checkpoints:
             must take its checkpoint with :meth:`take` (no look running, one call
             already recorded this way, a path not plainly inside the workspace).
         """
-        # A call right after the session started: the store and the watch first.
+        # A call right after the session started: the store first.
         if not self.looking() or not self._reading.wait(_EARLY_WAIT):
             return False
         if not self._ready or not self._early.room():
@@ -455,6 +455,9 @@ class Checkpoints:
         own stat changed; only those paths are hashed again.
         """
         self._ensure()
+        # The store is there: a file call may record its pre-images (take_early). The
+        # watch need not have started: its paths are read again at the next snapshot.
+        self._reading.set()
         paths = self._watched_paths()
         tree = self._tree
         if paths is not None and tree is not None:
@@ -474,7 +477,6 @@ class Checkpoints:
             self._watch = FolderWatch.start(
                 self.workspace, skip=[self.git_dir, self._lock_path, *self._exclude]
             )
-        self._reading.set()
         unreadable = self._update_index()
         tree = self._git("write-tree").strip()
         # A file left out stays out of the watched paths once reported: look at all

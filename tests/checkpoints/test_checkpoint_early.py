@@ -176,7 +176,7 @@ async def test_a_shell_call_during_the_look_waits_for_it(
 async def test_a_write_right_at_session_start_waits_only_for_the_store(
     workspace: Path, tmp_path: Path, gate: Gate
 ) -> None:
-    """Before the look has made its store and watch, a file call waits for those only."""
+    """Before the look has made its store, a file call waits for that only."""
     (workspace / "a.txt").write_text("before\n")
     async with make_runtime(workspace, tmp_path / "z.db") as rt:
         session = rt.open_session()
