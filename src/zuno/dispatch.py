@@ -510,6 +510,8 @@ class Dispatcher:
 
     def settle_checkpoints(self) -> None:
         """Give the calls recorded early (see :meth:`_checkpoint`) their checkpoints, if ready."""
+        from zuno.store.errors import StoreError
+
         checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
         if checkpoints is None:
             return
@@ -517,7 +519,11 @@ class Dispatcher:
             if early.commit is None:
                 self._no_checkpoint(early.session_id, early.call_id, early.tool, early.reason)
                 continue
-            self._rt.store.set_call_snapshot(early.call_id, early.attempt, early.commit)
+            try:
+                self._rt.store.set_call_snapshot(early.call_id, early.attempt, early.commit)
+            except StoreError as exc:  # not this call's failure: that one stays without undo
+                self._no_checkpoint(early.session_id, early.call_id, early.tool, str(exc))
+                continue
             if early.unreadable:
                 self._incomplete(early.session_id, early.call_id, early.tool, early.unreadable)
 
