@@ -193,6 +193,7 @@ class Checkpoints:
         self._preparing: threading.Thread | None = None
         self._thread_lock = threading.RLock()
         # File calls recorded while the background look runs (checkpoint_early).
+        self._own: tuple[str, ...] | None = None  # Zuno's files in the workspace
         self._early = EarlyCalls(_EARLY_CALLS)
         self._reading = threading.Event()  # a look has its store ready
 
@@ -434,6 +435,7 @@ class Checkpoints:
         paths = watch.drain()
         if paths is None:
             return None
+        paths = self._not_own(paths)
         if self._carry:
             paths = sorted({*self._carry, *paths})
             self._carry = []
@@ -792,14 +794,31 @@ class Checkpoints:
     def _exclude_lines(self) -> str:
         """Zuno's own files, when they lie inside the workspace, anchored at its root."""
         lines = ["# Zuno's own files inside the workspace: never snapshot or restore them"]
+        lines += ["/" + re.sub(r"([*?\[\\!#])", r"\\\1", rel) for rel in self._own_paths()]
+        return "\n".join(lines) + "\n"
+
+    def _own_paths(self) -> list[str]:
+        """Zuno's own files inside the workspace, relative to it (a store's journal files too)."""
+        found: list[str] = []
         for path in [self.git_dir, self._lock_path, *self._exclude]:
             real = Path(os.path.realpath(path))
             if real != self.workspace and self.workspace in real.parents:
                 rel = real.relative_to(self.workspace).as_posix()
-                lines.append("/" + re.sub(r"([*?\[\\!#])", r"\\\1", rel))
+                found.append(rel)
                 if path.suffix == ".db":
-                    lines += [f"/{rel}-wal", f"/{rel}-shm", f"/{rel}-journal"]
-        return "\n".join(lines) + "\n"
+                    found += [f"{rel}-wal", f"{rel}-shm", f"{rel}-journal"]
+        return found
+
+    def _not_own(self, paths: list[str]) -> list[str]:
+        """``paths`` without Zuno's own files: a store inside the workspace writes its
+        journal on every call, and reading it only to have the ignore rules drop it
+        would cost a copy of it and a git process per snapshot."""
+        if self._own is None:
+            self._own = tuple(self._own_paths())
+        own = self._own
+        if not own:
+            return paths
+        return [p for p in paths if not any(p == o or p.startswith(o + "/") for o in own)]
 
     def _head(self) -> str | None:
         ref = self.git_dir / HEAD_REF

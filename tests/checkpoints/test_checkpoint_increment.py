@@ -294,3 +294,18 @@ def test_a_snapshot_after_git_prune_removed_object_folders(
     assert git_calls == []  # still the watched path: no full look
     assert cp._git("show", f"{commit}:src/a.py") == "first change\n"  # pyright: ignore[reportPrivateUsage]
     assert tree_of(cp, commit) == full_tree(tmp_path, ws)
+
+
+def test_a_store_journal_inside_the_workspace_is_not_read(
+    ws: Path, stores: Path, git_calls: list[list[str]]
+) -> None:
+    """The store's own journal, written on every call, starts no git process and is not copied."""
+    cp = Checkpoints(stores, ws, exclude=[ws / "zuno.db"])
+    take(cp, 0)
+    git_calls.clear()
+    (ws / "zuno.db-wal").write_bytes(b"journal bytes that must not be copied")
+    sh(ws, "printf changed >> src/a.py")
+    commit = take(cp, 1)
+    assert git_calls == []  # no ignore check for the journal: it is known to be Zuno's
+    assert "zuno.db-wal" not in files_of(cp, commit)
+    assert not objects_hold(cp.git_dir, b"journal bytes that must not be copied")
