@@ -477,7 +477,17 @@ class Dispatcher:
                     **which,
                 )
                 if await anyio.to_thread.run_sync(early):
-                    return None  # its row is given the checkpoint when the look ends
+                    # Its row is given the checkpoint when the look ends; till then
+                    # this event says one is coming (undo notes, `zuno undo`).
+                    self._rt.events.emit(
+                        Event(
+                            "checkpoint.pending",
+                            session.session_id,
+                            call.call_id,
+                            {"tool": call.tool.name},
+                        )
+                    )
+                    return None
             if snapshot is None:
                 snapshot = await anyio.to_thread.run_sync(
                     functools.partial(checkpoints.take, **which)

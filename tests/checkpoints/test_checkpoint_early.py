@@ -22,6 +22,7 @@ from zuno.config import Config
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime, SessionState
 from zuno.store import CallRecord
+from zuno.tools.undo import undo_note
 
 pytestmark = pytest.mark.anyio
 
@@ -101,6 +102,8 @@ async def test_a_write_runs_during_the_look_and_its_checkpoint_follows(
         assert wrote.outcome.value == created.outcome.value == "ok"
         # Both finished while the look was held (it gives up after 30 s: then it is over).
         assert rt.dispatcher.checkpoints.looking()
+        # The model is told already that the call can be undone.
+        assert f"zuno undo {wrote.call_id}" in undo_note(rt.store, wrote, "w1", False)
         assert (workspace / "a.txt").read_text() == "after\n"
 
         await end_look(rt, gate)
