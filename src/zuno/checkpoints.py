@@ -48,7 +48,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from zuno.checkpoint_early import EarlyCall, EarlyCalls, EarlySnapshot, before_each, plain_paths
@@ -195,6 +195,9 @@ class Checkpoints:
         # File calls recorded while the background look runs (checkpoint_early).
         self._own: tuple[str, ...] | None = None  # Zuno's files in the workspace
         self._early = EarlyCalls(_EARLY_CALLS)
+        self.on_early: Callable[[EarlySnapshot], None] | None = None
+        """Called from the look's thread with each early checkpoint once written
+        (its call's row can name it at once); :meth:`early_snapshots` has them too."""
         self._reading = threading.Event()  # a look has its store ready
 
     # Taking snapshots -------------------------------------------------------------
@@ -363,7 +366,13 @@ class Checkpoints:
                 _log.warning("zuno: no checkpoint before %s: %s", early.call_id, exc)
                 self._early.settle(early.settled(None, reason=str(exc)))
                 continue
-            self._early.settle(early.settled(commit, unreadable=unreadable))
+            settled = early.settled(commit, unreadable=unreadable)
+            self._early.settle(settled)
+            if self.on_early is not None:
+                try:
+                    self.on_early(settled)
+                except Exception:  # the owner settles it again (early_snapshots)
+                    _log.exception("zuno: recording the checkpoint of %s", early.call_id)
         paths = sorted({p for early in calls for p in early.entries})
         # The next snapshot reads these paths again, whether or not the watch (started
         # by the look, perhaps after a call's write) reported them; it starts from the

@@ -544,7 +544,16 @@ class Dispatcher:
 
         # Paths a deny rule keeps from reading are never copied into the store.
         denied = denied_patterns(self._rt.config.permission.rules)
-        return checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
+        checkpoints = checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
+        store = self._rt.store
+        # A call recorded early names its checkpoint as soon as the look wrote it (the
+        # store is shared between threads); its events follow at settle_checkpoints.
+        checkpoints.on_early = lambda early: (
+            store.set_call_snapshot(early.call_id, early.attempt, early.commit)
+            if early.commit is not None
+            else None
+        )
+        return checkpoints
 
     def prepare_checkpoints(self, tools: Sequence[object]) -> None:
         """Take the workspace's first checkpoint look in the background (a session starts).

@@ -107,9 +107,9 @@ async def test_a_write_runs_during_the_look_and_its_checkpoint_follows(
         assert (workspace / "a.txt").read_text() == "after\n"
 
         await end_look(rt, gate)
-        # The next side-effecting call settles the first one's checkpoint.
-        await rt.call(session, "write", {"path": "keep.txt", "content": "changed\n"})
+        # The row names its checkpoint as soon as the look has written it.
         first = row_of(rt, session, wrote.call_id).snapshot
+        await rt.call(session, "write", {"path": "keep.txt", "content": "changed\n"})
         assert first is not None
         checkpoints = rt.dispatcher.checkpoints
         shown = checkpoints._git("show", f"{first}:a.txt")  # pyright: ignore[reportPrivateUsage]
