@@ -233,8 +233,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     row(
         "first call during the background look",
-        lambda r: f"{r['first_during_look']:.1f} ({r['first_during_look_cpu']:.0f})"
-        + ("" if r["look_still_running"] else " [look over]"),
+        lambda r: (
+            f"{r['first_during_look']:.1f} ({r['first_during_look_cpu']:.0f})"
+            + ("" if r["look_still_running"] else " [look over]")
+        ),
     )
     row("background look at session start", lambda r: f"{r['background_look']:.0f}")
     row(
