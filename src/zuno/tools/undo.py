@@ -208,8 +208,9 @@ def checkpoint_problem(store: Any, call: CheckpointedCall, workspace: Path) -> s
         )
         if pending and not rows:
             return (
-                f"the checkpoint before {call.call_id} ({call.tool}) is still being written: "
-                "the session's first look at the workspace has not ended; try again shortly"
+                f"the checkpoint before {call.call_id} ({call.tool}) waits for the session's "
+                "first look at the workspace to end; try again shortly (if that session's "
+                "process ended first, no checkpoint was written and it cannot be undone)"
             )
         why = f": {_reason(rows[0][0])}" if rows else " (checkpoints were off, or it ran before)"
         return f"no checkpoint was taken before {call.call_id} ({call.tool}){why}"
