@@ -22,7 +22,7 @@ from zuno.config import Config
 from zuno.permissions import ApproveAll
 from zuno.runtime import Runtime, SessionState
 from zuno.store import CallRecord
-from zuno.tools.undo import undo_note
+from zuno.tools.undo import checkpoint_problem, find_call, undo_note
 
 pytestmark = pytest.mark.anyio
 
@@ -102,8 +102,11 @@ async def test_a_write_runs_during_the_look_and_its_checkpoint_follows(
         assert wrote.outcome.value == created.outcome.value == "ok"
         # Both finished while the look was held (it gives up after 30 s: then it is over).
         assert rt.dispatcher.checkpoints.looking()
-        # The model is told already that the call can be undone.
+        # The model is told already that the call can be undone; an undo asked now
+        # (by another process) is told the checkpoint is coming.
         assert f"zuno undo {wrote.call_id}" in undo_note(rt.store, wrote, "w1", False)
+        pending = checkpoint_problem(rt.store, find_call(rt.store, wrote.call_id), workspace)
+        assert pending is not None and "waits for the session's first look" in pending
         assert (workspace / "a.txt").read_text() == "after\n"
 
         await end_look(rt, gate)
