@@ -10,9 +10,11 @@ see the same machine load. It prints, per size:
 
 - the median call with checkpoints off and on, and the increment (on - off);
 - the first side-effecting call of a fresh runtime and store: without the
-  background look (the full look inside the call), and after the look that an
+  background look (the full look inside the call); right after the look that an
   agent session starts in the background (``Dispatcher.prepare_checkpoints``)
-  has finished; and how long that background look took;
+  began, while it runs (a file tool's call records its pre-images and does not
+  wait; "[look over]" when the look had already ended); and after that look has
+  finished; and how long that background look took;
 - the size of the shadow store, beside the size of the workspace's files.
 
 CPU milliseconds (this process and git's) are shown beside the wall times: on a
@@ -42,6 +44,7 @@ from zuno.runtime import Runtime, SessionState
 __all__ = ["main"]
 
 _PER_FOLDER = 100
+_BUILT = ".built"  # beside a tree that --trees may reuse
 
 
 def _build(root: Path, files: int) -> int:
@@ -104,13 +107,20 @@ async def _write(rt: Runtime, session: SessionState, n: int, files: int) -> None
     assert result.outcome.value == "ok", result
 
 
-async def _measure(files: int, repeats: int, tmp: Path) -> dict[str, float]:
-    ws = tmp / "ws"
-    ws.mkdir()
-    started = time.perf_counter()
-    size = _build(ws, files)
-    built = time.perf_counter() - started
-    print(f"  {files:,} files ({size / 1e6:.1f} MB) built in {built:.1f} s", flush=True)
+async def _measure(files: int, repeats: int, tmp: Path, trees: Path | None) -> dict[str, float]:
+    ws = (trees / f"ws-{files}") if trees is not None else tmp / "ws"
+    marker = ws.with_name(ws.name + _BUILT)
+    if trees is not None and marker.exists():
+        print(f"  {files:,} files: reusing {ws}", flush=True)
+    else:
+        shutil.rmtree(ws, ignore_errors=True)
+        ws.mkdir(parents=True)
+        started = time.perf_counter()
+        size = _build(ws, files)
+        built = time.perf_counter() - started
+        if trees is not None:
+            marker.write_text("")
+        print(f"  {files:,} files ({size / 1e6:.1f} MB) built in {built:.1f} s", flush=True)
     found: dict[str, float] = {}
 
     # Warm up (the tools' modules imported) on another workspace, checkpoints off.
@@ -132,6 +142,18 @@ async def _measure(files: int, repeats: int, tmp: Path) -> dict[str, float]:
         lambda: _write(rt, session, 1, files)
     )
     rt.close()
+
+    # The first call while that look still runs (a file tool's call does not wait).
+    rt = _runtime(ws, tmp / "data-during")
+    session = rt.open_session()
+    await _read(rt, session, 3, files)
+    rt.dispatcher.prepare_checkpoints(session.surface.tools)
+    found["first_during_look"], found["first_during_look_cpu"] = await _timed(
+        lambda: _write(rt, session, 3, files)
+    )
+    checkpoints = rt.dispatcher.checkpoints
+    found["look_still_running"] = float(checkpoints.looking())
+    rt.close()  # waits for the look, then gives the call its checkpoint
 
     # The first call after the look an agent session starts in the background.
     rt = _runtime(ws, tmp / "data-bg")
@@ -176,13 +198,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--dir", default=None, help="where to build the trees (default: the system's temp folder)"
     )
+    parser.add_argument(
+        "--trees",
+        default=None,
+        help="keep the trees in this folder and reuse them in later runs (a 200,000-file "
+        "tree takes minutes to build); the stores are new each run",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rows: dict[int, dict[str, float]] = {}
     for files in sizes:
         tmp = Path(tempfile.mkdtemp(prefix="zuno-bench-checkpoints-", dir=args.dir))
         try:
-            rows[files] = anyio.run(_measure, files, args.repeats, tmp)
+            trees = Path(args.trees).resolve() if args.trees else None
+            rows[files] = anyio.run(_measure, files, args.repeats, tmp, trees)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     load = os.getloadavg()[0]
@@ -201,6 +230,13 @@ def main(argv: list[str] | None = None) -> None:
     row(
         "first call, full look inside it",
         lambda r: f"{r['first_inline']:.0f} ({r['first_inline_cpu']:.0f})",
+    )
+    row(
+        "first call during the background look",
+        lambda r: (
+            f"{r['first_during_look']:.1f} ({r['first_during_look_cpu']:.0f})"
+            + ("" if r["look_still_running"] else " [look over]")
+        ),
     )
     row("background look at session start", lambda r: f"{r['background_look']:.0f}")
     row(

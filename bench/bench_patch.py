@@ -8,10 +8,18 @@ chunk, build the new content and the diff) and writing (temporary file, fsync,
 rename). It prints the median of the runs, plus the same patch when every line
 carries trailing whitespace the patch lacks (so every chunk needs the second
 matching level) and the whole tool call through ``ApplyPatchTool.run``.
+
+Then the same patch through the whole runtime (``Runtime.call``: permission in
+accept-edits mode, checkpoint, execute, persist) with checkpoints on and off in
+alternation, in
+one session as an agent would send it: the file is changed outside (new
+bytes each time, as after an earlier edit) and read (untimed), so the
+checkpoint before the call has a new pre-image of 100,000 lines to record.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -22,8 +30,12 @@ from typing import Any
 
 import anyio
 
+from zuno.checkpoints import CHECKPOINTS_ENV
+from zuno.config import Config
 from zuno.output import ArtifactStore, OutputLimits
 from zuno.patch import commit_changes, parse_patch, plan_patch
+from zuno.permissions import ApproveAll
+from zuno.runtime import Runtime
 from zuno.tool import ToolContext
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 
@@ -89,7 +101,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def bench_phases(workspace: Path, original: bytes, patch: str, runs: int) -> dict[str, float]:
     target = workspace / "big.py"
-    resolve = _context(workspace).resolve_inside
+    resolve = _context(workspace).resolve_writable
     times: dict[str, list[float]] = {"parse": [], "verify": [], "write": [], "total": []}
     for _ in range(runs):
         target.write_bytes(original)
@@ -117,6 +129,48 @@ def bench_tool(workspace: Path, original: bytes, patch: str, runs: int) -> float
     return statistics.median(samples)
 
 
+async def _runtime_calls(
+    workspace: Path, original: bytes, patch: str, runs: int
+) -> list[tuple[float, float]]:
+    """Median wall and CPU ms (all threads) of apply_patch through ``Runtime.call``:
+    checkpoints off, then on."""
+    target = workspace / "big.py"
+    target.write_bytes(original)
+    # accept-edits: the edit is not put to an approver, whose request would carry a
+    # preview (the whole patch verified once more, tens of milliseconds here).
+    config = Config.model_validate({"permission": {"mode": "accept-edits"}})
+    rt = Runtime(
+        workspace, config=config, db_path=workspace / ".data" / "zuno.db", approver=ApproveAll()
+    )
+    session = rt.open_session()
+    samples: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    try:
+        for n in range(runs + 1):
+            for on in (True, False) if n % 2 == 0 else (False, True):
+                os.environ[CHECKPOINTS_ENV] = "on" if on else "off"
+                # New bytes each time (as after an earlier edit): the checkpoint
+                # must copy this pre-image, not find it already stored.
+                target.write_bytes(original + f"# round {n} {on}\n".encode())
+                read = await rt.call(session, "read", {"path": "big.py", "limit": 1})
+                assert read.outcome.value == "ok", read
+                start, cpu = time.perf_counter(), time.process_time()
+                result = await rt.call(session, "apply_patch", {"patch": patch})
+                took = (
+                    (time.perf_counter() - start) * 1000,
+                    (time.process_time() - cpu) * 1000,
+                )
+                assert result.outcome.value == "ok", result
+                if n > 0:  # the first round: the store's first look, imports
+                    samples[on].append(took)
+    finally:
+        rt.close()
+        os.environ.pop(CHECKPOINTS_ENV, None)
+    return [
+        (statistics.median(w for w, _ in samples[on]), statistics.median(c for _, c in samples[on]))
+        for on in (False, True)
+    ]
+
+
 def main() -> None:
     """Run the benchmark and print the table."""
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
@@ -130,6 +184,9 @@ def main() -> None:
             ("trailing-ws match", bench_phases(workspace, fuzzy, patch, runs)),
         ]
         tool_ms = bench_tool(workspace, exact, patch, runs)
+        (off_ms, off_cpu), (on_ms, on_cpu) = anyio.run(
+            _runtime_calls, workspace, exact, patch, runs
+        )
     print(f"apply_patch: {CHUNKS} chunks on a {LINES:,}-line file, median of {runs} runs (ms)")
     print(f"{'case':<20}{'parse':>9}{'verify':>9}{'write':>9}{'total':>9}")
     for name, t in rows:
@@ -137,6 +194,8 @@ def main() -> None:
             f"{name:<20}{t['parse']:>9.1f}{t['verify']:>9.1f}{t['write']:>9.1f}{t['total']:>9.1f}"
         )
     print(f"{'tool call (exact)':<20}{'':>27}{tool_ms:>9.1f}")
+    print(f"{'Runtime.call, checkpoints off (CPU)':<47}{off_ms:>9.1f} ({off_cpu:.1f})")
+    print(f"{'Runtime.call, checkpoints on (CPU)':<47}{on_ms:>9.1f} ({on_cpu:.1f})")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 from zuno.checkpoint_objects import EditConflict, ObjectStore, large_stand_in
 from zuno.checkpoint_privacy import DeniedPaths
 
-__all__ = ["changed_entries", "large_files"]
+__all__ = ["changed_entries", "entries_to_set", "large_files", "read_entries"]
 
 Found = tuple[str, str] | None
 """A path's new tree entry, (mode, blob id), or None: absent from the snapshot."""
@@ -58,15 +58,47 @@ def changed_entries(
     Raises:
         EditConflict: Only the full look can tell (see the module's text).
     """
-    found: dict[str, Found] = {}
-    new: list[str] = []
     for path in paths:
-        old = objects.lookup(tree, path)
-        if old is not None and old[0] == "160000":
-            raise EditConflict(f"{path} is a nested repository")
+        _not_nested(objects, tree, path)
+    now = read_entries(workspace, objects, paths, denied=denied, large=large)
+    return entries_to_set(workspace, objects, tree, now, ignored=ignored)
+
+
+def read_entries(
+    workspace: Path, objects: ObjectStore, paths: Sequence[str], *, denied: DeniedPaths, large: int
+) -> dict[str, Found]:
+    """What each of ``paths`` is now (its blob written), before comparing with any tree.
+
+    Raises:
+        EditConflict: A path is a folder or cannot be read.
+    """
+    now: dict[str, Found] = {}
+    for path in paths:
         entry = None
         if not denied.covers(path) and _beneath_folders(workspace, path):
             entry = _read(workspace / path, objects, large)
+        now[path] = entry
+    return now
+
+
+def entries_to_set(
+    workspace: Path,
+    objects: ObjectStore,
+    tree: str,
+    now: dict[str, Found],
+    *,
+    ignored: Callable[[list[str]], set[str]],
+) -> dict[str, Found]:
+    """The entries of :func:`read_entries` that differ from ``tree`` (new paths the
+    ignore rules leave out dropped).
+
+    Raises:
+        EditConflict: A path is a nested repository, or a new folder holds one.
+    """
+    found: dict[str, Found] = {}
+    new: list[str] = []
+    for path, entry in now.items():
+        old = _not_nested(objects, tree, path)
         if entry is not None and old is None:
             new.append(path)
         if entry != old:
@@ -76,6 +108,14 @@ def changed_entries(
         for path in ignored(new):
             found.pop(path, None)
     return found
+
+
+def _not_nested(objects: ObjectStore, tree: str, path: str) -> Found:
+    """The entry of ``path`` in ``tree``; EditConflict when it is a nested repository."""
+    old = objects.lookup(tree, path)
+    if old is not None and old[0] == "160000":
+        raise EditConflict(f"{path} is a nested repository")
+    return old
 
 
 def _beneath_folders(workspace: Path, path: str) -> bool:

@@ -77,19 +77,34 @@ class ObjectStore:
         """Objects under ``git_dir/objects``."""
         self._objects = git_dir / "objects"
         self._trees: dict[str, dict[bytes, tuple[str, str]]] = {}
+        # A tree's bytes and where each entry starts in them: an edit that only gives
+        # entries new ids is a splice, not a new serialization of every entry (a root
+        # folder of 2,000 folders costs milliseconds to sort and encode in Python).
+        self._layouts: dict[str, tuple[bytes, dict[bytes, int]]] = {}
+        self._folders: set[str] = set()  # fan-out folders known to exist
+        self._listed = False
 
     def write(self, kind: str, data: bytes) -> str:
         """Store one object (when not there yet); its id."""
         header = f"{kind} {len(data)}\0".encode()
-        oid = hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
+        digest = hashlib.sha1(header, usedforsecurity=False)
+        digest.update(data)  # not header + data: a copy of a large file's bytes
+        oid = digest.hexdigest()
         path = self._objects / oid[:2] / oid[2:]
         if os.path.exists(path):
             return oid
-        folder = path.parent
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-        temp = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o400)
+        temp = path.parent / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            fd = os.open(temp, flags, 0o400) if self._has_folder(oid[:2]) else -1
+        except FileNotFoundError:
+            fd = -1  # the folder was removed since (git prune removes empty ones)
+        if fd < 0:
+            self._folders.discard(oid[:2])
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path.parent, 0o700)
+            self._folders.add(oid[:2])
+            fd = os.open(temp, flags, 0o400)
         with os.fdopen(fd, "wb") as out:
             compressor = zlib.compressobj(1)
             out.write(compressor.compress(header))
@@ -97,6 +112,18 @@ class ObjectStore:
             out.write(compressor.flush())
         os.replace(temp, path)
         return oid
+
+    def _has_folder(self, name: str) -> bool:
+        """Whether the fan-out folder ``name`` is known to exist (read once per store).
+
+        A mkdir that fails because the folder exists still takes the parent's
+        lock: about a millisecond a call on a busy disk, for every object.
+        """
+        if not self._listed:
+            self._listed = True
+            with contextlib.suppress(OSError):
+                self._folders.update(os.listdir(self._objects))
+        return name in self._folders
 
     def read(self, oid: str) -> tuple[str, bytes]:
         """The kind and content of a loose object.
@@ -121,27 +148,75 @@ class ObjectStore:
         if kind != "tree":
             raise EditConflict(f"object {oid} is a {kind}, not a tree")
         entries: dict[bytes, tuple[str, str]] = {}
+        starts: dict[bytes, int] = {}
         pos = 0
         while pos < len(data):
             space = data.index(b" ", pos)
             nul = data.index(b"\0", space)
             mode = data[pos:space].decode()
-            entries[data[space + 1 : nul]] = (mode, data[nul + 1 : nul + 21].hex())
+            name = data[space + 1 : nul]
+            entries[name] = (mode, data[nul + 1 : nul + 21].hex())
+            starts[name] = pos
             pos = nul + 21
+        self._keep(oid, entries, (data, starts))
+        return entries
+
+    def _keep(
+        self,
+        oid: str,
+        entries: dict[bytes, tuple[str, str]],
+        layout: tuple[bytes, dict[bytes, int]] | None,
+    ) -> None:
         if len(self._trees) > 4096:
             self._trees.clear()
+            self._layouts.clear()
         self._trees[oid] = entries
-        return entries
+        if layout is not None:
+            self._layouts[oid] = layout
 
     def write_tree(self, entries: Mapping[bytes, tuple[str, str]]) -> str:
         """Store a tree of ``entries`` in git's order; its id."""
         ordered = sorted(entries.items(), key=lambda e: e[0] + b"/" if e[1][0] == _TREE else e[0])
-        data = b"".join(
+        parts = [
             mode.encode() + b" " + name + b"\0" + bytes.fromhex(oid)
             for name, (mode, oid) in ordered
-        )
+        ]
+        data = b"".join(parts)
+        starts: dict[bytes, int] = {}
+        at = 0
+        for (name, _), part in zip(ordered, parts, strict=True):
+            starts[name] = at
+            at += len(part)
         oid = self.write("tree", data)
-        self._trees[oid] = dict(entries)
+        self._keep(oid, dict(entries), (data, starts))
+        return oid
+
+    def _respliced(
+        self, tree: str, entries: dict[bytes, tuple[str, str]], changed: set[bytes]
+    ) -> str | None:
+        """``tree`` with the ``changed`` entries given their new ids and modes, when each
+        keeps its place and length (same name and kind, a mode of the same length);
+        None otherwise."""
+        layout = self._layouts.get(tree)
+        old = self._trees.get(tree)
+        if layout is None or old is None:
+            return None
+        data, starts = layout
+        spliced = bytearray(data)
+        for name in changed:
+            before, after = old.get(name), entries.get(name)
+            if before is None or after is None or len(before[0]) != len(after[0]):
+                return None
+            if (before[0] == _TREE) != (after[0] == _TREE):
+                return None  # a file became a folder: its place in git's order moves
+            at = starts[name]
+            mode = after[0].encode()
+            spliced[at : at + len(mode)] = mode
+            id_at = at + len(mode) + 1 + len(name) + 1
+            spliced[id_at : id_at + 20] = bytes.fromhex(after[1])
+        data = bytes(spliced)
+        oid = self.write("tree", data)
+        self._keep(oid, entries, (data, starts))
         return oid
 
     def lookup(self, tree: str, path: str) -> tuple[str, str] | None:
@@ -179,6 +254,7 @@ class ObjectStore:
     ) -> str | None:
         entries = dict(self.tree(tree)) if tree is not None and tree != _EMPTY_TREE else {}
         nested: dict[bytes, dict[tuple[bytes, ...], tuple[str, str] | None]] = {}
+        changed: set[bytes] = set()
         for parts, entry in edits.items():
             name = parts[0]
             if len(parts) > 1:
@@ -190,6 +266,7 @@ class ObjectStore:
                 entries.pop(name, None)
             else:
                 entries[name] = entry
+            changed.add(name)
         for name, inner in nested.items():
             old = entries.get(name)
             if old is not None and old[0] != _TREE:
@@ -199,8 +276,13 @@ class ObjectStore:
                 entries.pop(name, None)
             else:
                 entries[name] = (_TREE, new)
+            changed.add(name)
         if not entries:
             return None
         if tree is not None and entries == self._trees.get(tree):
             return tree
+        if tree is not None:
+            spliced = self._respliced(tree, entries, changed)
+            if spliced is not None:
+                return spliced
         return self.write_tree(entries)

@@ -48,10 +48,11 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from zuno.checkpoint_fast import changed_entries, large_files
+from zuno.checkpoint_early import EarlyCall, EarlyCalls, EarlySnapshot, before_each, plain_paths
+from zuno.checkpoint_fast import changed_entries, entries_to_set, large_files, read_entries
 from zuno.checkpoint_git import (
     HEAD_REF,
     create_store,
@@ -81,6 +82,7 @@ __all__ = [
     "Change",
     "CheckpointError",
     "Checkpoints",
+    "EarlySnapshot",
     "Entry",
     "Restored",
     "Snapshot",
@@ -99,6 +101,9 @@ _PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
 _DENIED = "zuno-denied"  # the deny patterns the store was last told of
 _QUICK_PATHS = 64  # take_quick: at most this many changed paths
 _QUICK_BYTES = 1 << 20  # and this many bytes to read
+_EARLY_CALLS = 16  # file calls recorded while the first look runs; later ones wait
+_EARLY_BYTES = 64 << 20  # and the bytes of their paths, read again before each
+_EARLY_WAIT = 10.0  # seconds an early call waits for the look's store
 _BULK = 500  # more changed paths than this: `git add --all` rather than update-index
 _TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
 
@@ -187,6 +192,13 @@ class Checkpoints:
         self._carry: list[str] = []  # drained by take_quick, left for take
         self._preparing: threading.Thread | None = None
         self._thread_lock = threading.RLock()
+        # File calls recorded while the background look runs (checkpoint_early).
+        self._own: tuple[str, ...] | None = None  # Zuno's files in the workspace
+        self._early = EarlyCalls(_EARLY_CALLS)
+        self.on_early: Callable[[EarlySnapshot], None] | None = None
+        """Called from the look's thread with each early checkpoint once written
+        (its call's row can name it at once); :meth:`early_snapshots` has them too."""
+        self._reading = threading.Event()  # a look has its store ready
 
     # Taking snapshots -------------------------------------------------------------
 
@@ -195,15 +207,29 @@ class Checkpoints:
 
         The watch starts and the index is brought up to the workspace, so the
         first side-effecting call pays only for what changed since. A call
-        arriving earlier waits for it (the lock); a failure is left to that call.
+        arriving earlier waits for it (the lock), unless it is a file tool's
+        (:meth:`take_early`); a failure is left to that call.
         """
         if self._preparing is not None:
             return
 
         def look() -> None:
-            with contextlib.suppress(CheckpointError, OSError), self._locked():
-                if self._index_seen is None:
-                    self._write_tree(start_watch=True)
+            failure = "the first look did not finish"
+            try:
+                with self._locked():
+                    # After a snapshot taken meanwhile, this is the watched path: cheap.
+                    tree, unreadable = self._write_tree(start_watch=True)
+                    self._commit_early(self._early.end(), tree, unreadable)
+                    return
+            except Exception as exc:  # the calls recorded early must hear of it
+                failure = str(exc) or type(exc).__name__
+                if not isinstance(exc, (CheckpointError, OSError)):
+                    _log.exception("zuno: the first checkpoint look failed")
+            finally:
+                self._reading.set()  # no early call waits for a look that is over
+            for early in self._early.end():
+                _log.warning("zuno: no checkpoint before %s: %s", early.call_id, failure)
+                self._early.settle(early.settled(None, reason=failure))
 
         self._preparing = threading.Thread(target=look, name="zuno-checkpoints", daemon=True)
         self._preparing.start()
@@ -275,6 +301,89 @@ class Checkpoints:
         self._tree = tree
         return Snapshot(self._commit(tree, message))
 
+    def looking(self) -> bool:
+        """Whether the background first look (:meth:`prepare`) is still running."""
+        preparing = self._preparing
+        return preparing is not None and preparing.is_alive() and not self._early.over
+
+    def take_early(
+        self, *, call_id: str, attempt: int, tool: str, session_id: str, paths: Sequence[str]
+    ) -> bool:
+        """Record a file tool's checkpoint without waiting for the background look.
+
+        While :meth:`prepare`'s look runs, the pre-images of ``paths`` (the only
+        paths the call changes) are copied into the store now; the commit is
+        written when the look ends (:meth:`early_snapshots`). See
+        :mod:`zuno.checkpoint_early`.
+
+        Returns:
+            True when recorded (the call may run at once); False when the call
+            must take its checkpoint with :meth:`take` (no look running, one call
+            already recorded this way, a path not plainly inside the workspace).
+        """
+        # A call right after the session started: the store first.
+        if not self.looking() or not self._reading.wait(_EARLY_WAIT):
+            return False
+        if not self._ready or not self._early.room():
+            return False
+        rel = plain_paths(self.workspace, paths)
+        if rel is None:
+            return False
+        # Each early checkpoint holds every path the early calls so far changed, as
+        # it is now: the look may have read any of them before or after a change.
+        changed = list(dict.fromkeys([*self._early.paths(), *rel]))
+        if _bytes_of(self.workspace, changed) > _EARLY_BYTES:
+            return False
+        try:
+            entries = read_entries(
+                self.workspace, self._objects, changed, denied=self._denied, large=self._large
+            )
+        except (EditConflict, OSError) as exc:
+            _log.info("the early checkpoint waits for the look: %s", exc)
+            return False
+        message = _message(call_id, tool, session_id)
+        # False: the look has just ended, and take() is quick now.
+        return self._early.add(EarlyCall(call_id, attempt, tool, session_id, message, entries))
+
+    def early_snapshots(self) -> list[EarlySnapshot]:
+        """The checkpoints of early calls written since last asked (see :meth:`take_early`)."""
+        return self._early.drain()
+
+    def _commit_early(self, calls: list[EarlyCall], tree: str, unreadable: tuple[str, ...]) -> None:
+        """Each early call's checkpoint, in order: the look's tree with the paths the early
+        calls change set to what they were before that call."""
+        if not calls:
+            return
+        last = tree
+        for early, before in zip(calls, before_each(calls), strict=True):
+            try:
+                found = entries_to_set(
+                    self.workspace, self._objects, tree, before, ignored=self._ignored
+                )
+                last = self._objects.edit(tree, found) if found else tree
+                commit = self._commit(last, early.message)
+            except (EditConflict, CheckpointError, OSError) as exc:
+                _log.warning("zuno: no checkpoint before %s: %s", early.call_id, exc)
+                self._early.settle(early.settled(None, reason=str(exc)))
+                continue
+            settled = early.settled(commit, unreadable=unreadable)
+            self._early.settle(settled)
+            if self.on_early is not None:
+                try:
+                    self.on_early(settled)
+                except Exception:  # the owner settles it again (early_snapshots)
+                    _log.exception("zuno: recording the checkpoint of %s", early.call_id)
+        paths = sorted({p for early in calls for p in early.entries})
+        # The next snapshot reads these paths again, whether or not the watch (started
+        # by the look, perhaps after a call's write) reported them; it starts from the
+        # last early tree, whose entries for them the index lacks: the next full look
+        # folds them in.
+        self._carry = sorted({*self._carry, *paths})
+        if last != tree:
+            self._tree = last if self._tree is not None else None
+        with open(self.git_dir / _PENDING, "ab", opener=_private_opener) as out:
+            out.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
+
     def _commit(self, tree: str, message: str) -> str:
         """Write the commit and move the chain's head to it (under the lock)."""
         parent = self._head()
@@ -335,6 +444,7 @@ class Checkpoints:
         paths = watch.drain()
         if paths is None:
             return None
+        paths = self._not_own(paths)
         if self._carry:
             paths = sorted({*self._carry, *paths})
             self._carry = []
@@ -356,6 +466,9 @@ class Checkpoints:
         own stat changed; only those paths are hashed again.
         """
         self._ensure()
+        # The store is there: a file call may record its pre-images (take_early). The
+        # watch need not have started: its paths are read again at the next snapshot.
+        self._reading.set()
         paths = self._watched_paths()
         tree = self._tree
         if paths is not None and tree is not None:
@@ -690,14 +803,31 @@ class Checkpoints:
     def _exclude_lines(self) -> str:
         """Zuno's own files, when they lie inside the workspace, anchored at its root."""
         lines = ["# Zuno's own files inside the workspace: never snapshot or restore them"]
+        lines += ["/" + re.sub(r"([*?\[\\!#])", r"\\\1", rel) for rel in self._own_paths()]
+        return "\n".join(lines) + "\n"
+
+    def _own_paths(self) -> list[str]:
+        """Zuno's own files inside the workspace, relative to it (a store's journal files too)."""
+        found: list[str] = []
         for path in [self.git_dir, self._lock_path, *self._exclude]:
             real = Path(os.path.realpath(path))
             if real != self.workspace and self.workspace in real.parents:
                 rel = real.relative_to(self.workspace).as_posix()
-                lines.append("/" + re.sub(r"([*?\[\\!#])", r"\\\1", rel))
+                found.append(rel)
                 if path.suffix == ".db":
-                    lines += [f"/{rel}-wal", f"/{rel}-shm", f"/{rel}-journal"]
-        return "\n".join(lines) + "\n"
+                    found += [f"{rel}-wal", f"{rel}-shm", f"{rel}-journal"]
+        return found
+
+    def _not_own(self, paths: list[str]) -> list[str]:
+        """``paths`` without Zuno's own files: a store inside the workspace writes its
+        journal on every call, and reading it only to have the ignore rules drop it
+        would cost a copy of it and a git process per snapshot."""
+        if self._own is None:
+            self._own = tuple(self._own_paths())
+        own = self._own
+        if not own:
+            return paths
+        return [p for p in paths if not any(p == o or p.startswith(o + "/") for o in own)]
 
     def _head(self) -> str | None:
         ref = self.git_dir / HEAD_REF

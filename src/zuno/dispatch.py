@@ -313,7 +313,7 @@ class Dispatcher:
         """One attempt; also says whether its failure was transient."""
         rt = self._rt
         # The workspace as it was before this side-effecting call (zuno diff, zuno undo).
-        snapshot = await self._checkpoint(session, call)
+        snapshot = await self._checkpoint(session, call, attempt)
         started = time.time()
         record = self._record(session, step, call, attempt, started)
         record.snapshot = snapshot
@@ -473,12 +473,16 @@ class Dispatcher:
             images=result.images,
         ), transient
 
-    async def _checkpoint(self, session: SessionState, call: Admitted) -> str | None:
+    async def _checkpoint(self, session: SessionState, call: Admitted, attempt: int) -> str | None:
         """Snapshot the workspace before a side-effecting call; None when none was taken.
 
         A failed snapshot does not stop the call (the user asked for it, and the
         runtime must not become unusable without git): its row keeps no snapshot,
         so it cannot be undone, and a ``checkpoint.failed`` event says why.
+
+        While the session's first look still runs, a file tool's call does not
+        wait for it: the pre-images of its paths are recorded now and its row is
+        given the checkpoint when the look ends (:mod:`zuno.checkpoint_early`).
         """
         if call.declaration.effect is not Effect.SIDE_EFFECTING or not call.tool.changes_workspace:
             return None
@@ -487,37 +491,78 @@ class Dispatcher:
         if not checkpoints_enabled():
             return None
         checkpoints = self.checkpoints
+        self.settle_checkpoints()
         which = {"call_id": call.call_id, "tool": call.tool.name, "session_id": session.session_id}
         try:
             # A few watched paths: recorded here in about a millisecond; else in a thread.
             snapshot = checkpoints.take_quick(**which)
+            if snapshot is None and call.tool.writes_files and checkpoints.looking():
+                early = functools.partial(
+                    checkpoints.take_early,
+                    attempt=attempt,
+                    paths=call.tool.touched_paths(call.args),
+                    **which,
+                )
+                if await anyio.to_thread.run_sync(early):
+                    # Its row is given the checkpoint when the look ends; till then
+                    # this event says one is coming (undo notes, `zuno undo`).
+                    self._rt.events.emit(
+                        Event(
+                            "checkpoint.pending",
+                            session.session_id,
+                            call.call_id,
+                            {"tool": call.tool.name},
+                        )
+                    )
+                    return None
             if snapshot is None:
                 snapshot = await anyio.to_thread.run_sync(
                     functools.partial(checkpoints.take, **which)
                 )
         except CheckpointError as exc:
-            _log.warning(
-                "zuno: no checkpoint before %s (%s): %s", call.call_id, call.tool.name, exc
-            )
-            self._rt.events.emit(
-                Event(
-                    "checkpoint.failed",
-                    session.session_id,
-                    call.call_id,
-                    {"tool": call.tool.name, "reason": str(exc)},
-                )
-            )
+            self._no_checkpoint(session.session_id, call.call_id, call.tool.name, str(exc))
             return None
+        self.settle_checkpoints()  # the look this call waited for may have ended
         if snapshot.unreadable:
-            self._rt.events.emit(
-                Event(
-                    "checkpoint.incomplete",
-                    session.session_id,
-                    call.call_id,
-                    {"tool": call.tool.name, "unreadable": list(snapshot.unreadable[:50])},
-                )
-            )
+            self._incomplete(session.session_id, call.call_id, call.tool.name, snapshot.unreadable)
         return snapshot.commit
+
+    def _no_checkpoint(self, session_id: str, call_id: str, tool: str, reason: str) -> None:
+        _log.warning("zuno: no checkpoint before %s (%s): %s", call_id, tool, reason)
+        self._rt.events.emit(
+            Event("checkpoint.failed", session_id, call_id, {"tool": tool, "reason": reason})
+        )
+
+    def _incomplete(
+        self, session_id: str, call_id: str, tool: str, unreadable: Sequence[str]
+    ) -> None:
+        self._rt.events.emit(
+            Event(
+                "checkpoint.incomplete",
+                session_id,
+                call_id,
+                {"tool": tool, "unreadable": list(unreadable[:50])},
+            )
+        )
+
+    def settle_checkpoints(self) -> None:
+        """Give the calls recorded early (see :meth:`_checkpoint`) their checkpoints, if ready."""
+        from zuno.store.errors import StoreError
+
+        checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
+        if checkpoints is None:
+            return
+        for early in checkpoints.early_snapshots():
+            if early.commit is None:
+                self._no_checkpoint(early.session_id, early.call_id, early.tool, early.reason)
+                continue
+            try:
+                self._rt.store.set_call_snapshot(early.call_id, early.attempt, early.commit)
+            except StoreError as exc:  # not this call's failure: that one stays without undo
+                self._no_checkpoint(early.session_id, early.call_id, early.tool, str(exc))
+                continue
+            if early.unreadable:
+                self._incomplete(early.session_id, early.call_id, early.tool, early.unreadable)
 
     @functools.cached_property
     def checkpoints(self) -> Checkpoints:
@@ -526,7 +571,16 @@ class Dispatcher:
 
         # Paths a deny rule keeps from reading are never copied into the store.
         denied = denied_patterns(self._rt.config.permission.rules)
-        return checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
+        checkpoints = checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
+        store = self._rt.store
+        # A call recorded early names its checkpoint as soon as the look wrote it (the
+        # store is shared between threads); its events follow at settle_checkpoints.
+        checkpoints.on_early = lambda early: (
+            store.set_call_snapshot(early.call_id, early.attempt, early.commit)
+            if early.commit is not None
+            else None
+        )
+        return checkpoints
 
     def prepare_checkpoints(self, tools: Sequence[object]) -> None:
         """Take the workspace's first checkpoint look in the background (a session starts).
@@ -541,9 +595,11 @@ class Dispatcher:
 
     def close(self) -> None:
         """Stop watching the workspace (the checkpoints' inotify instance), if one started."""
-        checkpoints: Checkpoints | None = self.__dict__.pop("checkpoints", None)
+        checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
         if checkpoints is not None:
-            checkpoints.close()
+            checkpoints.close()  # waits for the background look
+            self.settle_checkpoints()
+            del self.__dict__["checkpoints"]
 
     def _finish_cancelled(
         self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall

@@ -268,3 +268,44 @@ def test_a_store_removed_under_a_session_is_made_again(ws: Path, stores: Path) -
     commit = take(cp, 1)
     assert tree_of(cp, commit) == full_tree(stores, ws)
     cp.close()
+
+
+def test_a_snapshot_after_git_prune_removed_object_folders(
+    ws: Path, stores: Path, tmp_path: Path, git_calls: list[list[str]]
+) -> None:
+    """Folders of loose objects that git removed (prune drops empty ones) are made again."""
+    cp = Checkpoints(stores, ws)
+    take(cp, 0)
+    (ws / "src" / "a.py").write_text("first change\n")
+    take(cp, 1)  # watched: this object knows the folders it wrote into
+    # Another process packs every object and removes the loose ones and their folders.
+    git = ["git", f"--git-dir={cp.git_dir}"]
+    subprocess.run([*git, "repack", "-a", "-d", "-q"], check=True, timeout=60)
+    subprocess.run([*git, "prune-packed"], check=True, timeout=60)
+    for folder in (cp.git_dir / "objects").iterdir():
+        if len(folder.name) == 2:
+            for leftover in folder.iterdir():
+                leftover.unlink()
+            folder.rmdir()
+    # Written again: its blob goes back into a folder this object had seen.
+    (ws / "src" / "a.py").write_text("first change\n")
+    git_calls.clear()
+    commit = take(cp, 2)
+    assert git_calls == []  # still the watched path: no full look
+    assert cp._git("show", f"{commit}:src/a.py") == "first change\n"  # pyright: ignore[reportPrivateUsage]
+    assert tree_of(cp, commit) == full_tree(tmp_path, ws)
+
+
+def test_a_store_journal_inside_the_workspace_is_not_read(
+    ws: Path, stores: Path, git_calls: list[list[str]]
+) -> None:
+    """The store's own journal, written on every call, starts no git process and is not copied."""
+    cp = Checkpoints(stores, ws, exclude=[ws / "zuno.db"])
+    take(cp, 0)
+    git_calls.clear()
+    (ws / "zuno.db-wal").write_bytes(b"journal bytes that must not be copied")
+    sh(ws, "printf changed >> src/a.py")
+    commit = take(cp, 1)
+    assert git_calls == []  # no ignore check for the journal: it is known to be Zuno's
+    assert "zuno.db-wal" not in files_of(cp, commit)
+    assert not objects_hold(cp.git_dir, b"journal bytes that must not be copied")

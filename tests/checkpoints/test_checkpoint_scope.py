@@ -36,6 +36,7 @@ async def test_only_calls_that_can_change_files_take_a_checkpoint(
         assert row_of(rt, s, read.call_id).snapshot is None
         assert row_of(rt, s, write.call_id).snapshot is not None
         assert row_of(rt, s, shell.call_id).snapshot is not None
+    rt.close()  # its watch, else left to the garbage collector (the count below)
 
 
 def _inotify_fds() -> int:

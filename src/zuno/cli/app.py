@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from zuno.mcp.errors import McpServerError
     from zuno.runtime import Runtime, SessionState
 
-__all__ = ["app", "escape", "lazy_console", "main", "prebuild"]
+__all__ = ["app", "escape", "lazy_console", "main", "only", "prebuild"]
 
 app = typer.Typer(
     name="zuno",
@@ -918,6 +919,31 @@ def prebuild() -> None:
     app.rich_markup_mode = default_mode
 
 
+def only(typer_app: typer.Typer, first: Sequence[str]) -> typer.Typer:
+    """``typer_app`` with only the command ``first`` names, when it names one of its own.
+
+    typer builds every command's options before parsing (a tenth of a cold
+    start): a command line that names a command needs only that one, and it
+    is built, parsed and shown exactly as in the whole app. Anything else (an
+    option, a group such as ``config``, a name that is no command) gets the
+    whole app, for its help and its "no such command" suggestions.
+    """
+    if not first:
+        return typer_app
+    wanted = [
+        info
+        for info in typer_app.registered_commands
+        if info.callback is not None
+        and (info.name or typer.main.get_command_name(info.callback.__name__)) == first[0]
+    ]
+    if len(wanted) != 1:
+        return typer_app
+    narrowed = copy.copy(typer_app)
+    narrowed.registered_commands = wanted
+    narrowed.registered_groups = []
+    return narrowed
+
+
 def main() -> None:
     """Entry point of the console script."""
     # Undecodable bytes in arguments arrive as surrogates; echoing them back
@@ -939,7 +965,7 @@ def main() -> None:
     try:
         command = _built.get(app.rich_markup_mode)
         if command is None:
-            app()
+            only(app, sys.argv[1:2])()
         else:
             command()  # built by the command server before it forked (prebuild)
     finally:

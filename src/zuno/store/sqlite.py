@@ -1228,6 +1228,20 @@ class SQLiteStore:
 
     # Approvals ------------------------------------------------------------------
 
+    def set_call_snapshot(self, call_id: str, attempt: int, snapshot: str) -> None:
+        """Name the checkpoint taken before a call, written after its row.
+
+        The first file call of a session may run before the workspace's first
+        look ends (:mod:`zuno.checkpoint_early`); its checkpoint exists only then.
+        A row that already names one keeps it.
+        """
+        with self._tx() as db:
+            db.execute(
+                "UPDATE calls SET snapshot = ? WHERE call_id = ? AND attempt = ?"
+                " AND snapshot IS NULL",
+                (snapshot, call_id, attempt),
+            )
+
     def add_session_approval(self, session_id: str, fingerprint: str, tool: str) -> None:
         with self._tx() as db:
             db.execute(

@@ -202,6 +202,16 @@ def checkpoint_problem(store: Any, call: CheckpointedCall, workspace: Path) -> s
             "SELECT data FROM events WHERE call_id = ? AND kind = 'checkpoint.failed'",
             (call.call_id,),
         )
+        pending = store.query(
+            "SELECT 1 FROM events WHERE call_id = ? AND kind = 'checkpoint.pending'",
+            (call.call_id,),
+        )
+        if pending and not rows:
+            return (
+                f"the checkpoint before {call.call_id} ({call.tool}) waits for the session's "
+                "first look at the workspace to end; try again shortly (if that session's "
+                "process ended first, no checkpoint was written and it cannot be undone)"
+            )
         why = f": {_reason(rows[0][0])}" if rows else " (checkpoints were off, or it ran before)"
         return f"no checkpoint was taken before {call.call_id} ({call.tool}){why}"
     return None
@@ -345,9 +355,12 @@ def undo_note(store: Any, result: CallResult, model_call_id: str, has_undo: bool
         return ""
     if result.outcome is Outcome.BLOCKED:
         return ""
+    # A checkpoint still being written (the session's first look runs) counts too.
     rows = store.query(
-        "SELECT 1 FROM calls WHERE call_id = ? AND snapshot IS NOT NULL LIMIT 1",
-        (result.call_id,),
+        "SELECT 1 FROM calls WHERE call_id = ? AND snapshot IS NOT NULL"
+        " UNION ALL SELECT 1 FROM events WHERE call_id = ? AND kind = 'checkpoint.pending'"
+        " LIMIT 1",
+        (result.call_id, result.call_id),
     )
     if not rows:
         return ""
