@@ -50,8 +50,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "zuno.workers",
         }
     ),
-    # The configuration holds model prices and asks the trust store; both take it back.
-    "config, budget, trust": frozenset({"zuno.budget", "zuno.config", "zuno.trust"}),
     # The CLI runs the doctor, the doctor asks the launcher, the launcher runs the CLI.
     "cli app, doctor, launcher": frozenset({"zuno.cli.app", "zuno.doctor", "zuno.launcher"}),
     # `zuno run`, chat, its slash commands and headless runs share options both ways.
