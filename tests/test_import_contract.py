@@ -50,8 +50,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "zuno.workers",
         }
     ),
-    # The CLI runs the doctor, the doctor asks the launcher, the launcher runs the CLI.
-    "cli app, doctor, launcher": frozenset({"zuno.cli.app", "zuno.doctor", "zuno.launcher"}),
     # `zuno run`, chat, its slash commands and headless runs share options both ways.
     "cli agent commands, chat, slash, headless": frozenset(
         {"zuno.cli.agent_cmds", "zuno.cli.chat", "zuno.cli.headless_run", "zuno.cli.slash"}
