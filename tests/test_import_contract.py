@@ -54,7 +54,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
     "cli agent commands, chat, slash, headless": frozenset(
         {"zuno.cli.agent_cmds", "zuno.cli.chat", "zuno.cli.headless_run", "zuno.cli.slash"}
     ),
-    "cli render, transcript": frozenset({"zuno.cli.render", "zuno.cli.transcript"}),
     "mcp client, remote": frozenset({"zuno.mcp.client", "zuno.mcp.remote"}),
     "process, fencing": frozenset({"zuno.fencing", "zuno.process"}),
     "work state, state tool": frozenset({"zuno.tools.state", "zuno.work_state"}),
