@@ -50,10 +50,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "zuno.workers",
         }
     ),
-    # `zuno run`, chat, its slash commands and headless runs share options both ways.
-    "cli agent commands, chat, slash, headless": frozenset(
-        {"zuno.cli.agent_cmds", "zuno.cli.chat", "zuno.cli.headless_run", "zuno.cli.slash"}
-    ),
     "mcp client, remote": frozenset({"zuno.mcp.client", "zuno.mcp.remote"}),
     "process, fencing": frozenset({"zuno.fencing", "zuno.process"}),
     "work state, state tool": frozenset({"zuno.tools.state", "zuno.work_state"}),
