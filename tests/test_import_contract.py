@@ -50,7 +50,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "zuno.workers",
         }
     ),
-    "mcp client, remote": frozenset({"zuno.mcp.client", "zuno.mcp.remote"}),
     "process, fencing": frozenset({"zuno.fencing", "zuno.process"}),
     "work state, state tool": frozenset({"zuno.tools.state", "zuno.work_state"}),
 }
