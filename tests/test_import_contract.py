@@ -50,8 +50,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "zuno.workers",
         }
     ),
-    "process, fencing": frozenset({"zuno.fencing", "zuno.process"}),
-    "work state, state tool": frozenset({"zuno.tools.state", "zuno.work_state"}),
 }
 
 
