@@ -28,14 +28,12 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
     # agent loop, and each of them takes the runtime (or its session) back.
     "runtime, dispatch, pre-flight, jobs, agent loop": frozenset(
         {
-            "zuno",
             "zuno.agent.compaction",
             "zuno.agent.loop",
             "zuno.dispatch",
             "zuno.jobs",
             "zuno.preflight",
             "zuno.runtime",
-            "zuno.telemetry",
             "zuno.tools.background",
         }
     ),
