@@ -37,17 +37,6 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "zuno.tools.background",
         }
     ),
-    # The stores take events and the worker lease; events and workers take the store.
-    "store, events, workers": frozenset(
-        {
-            "zuno.events",
-            "zuno.store",
-            "zuno.store.pg_settings",
-            "zuno.store.postgres",
-            "zuno.store.sqlite",
-            "zuno.workers",
-        }
-    ),
 }
 
 
