@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from zuno.dispatch import CallRequest, CallResult
     from zuno.events import Event
     from zuno.hooks import HookCall, HookDecision
+    from zuno.installed import installed_version
     from zuno.output import OutputLimits
     from zuno.permissions import (
         ApprovalDecision,
@@ -130,27 +131,10 @@ _HOMES: dict[str, str] = {
     "UncertainOutcome": "zuno.tool",
     "UnknownAgent": "zuno.runtime",
     "UnknownSession": "zuno.runtime",
+    "installed_version": "zuno.installed",
     "load_config": "zuno.config",
     "open_store": "zuno.store",
 }
-
-
-_VERSION: list[str] = []
-
-
-def installed_version() -> str:
-    """This Zuno's version as installed (``unknown`` when run from a bare source tree).
-
-    importlib.metadata costs more than most imports: it is read once, on first use.
-    """
-    if not _VERSION:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            _VERSION.append(version("zuno"))
-        except PackageNotFoundError:
-            _VERSION.append("unknown")
-    return _VERSION[0]
 
 
 def __getattr__(name: str) -> Any:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from zuno.model_settings import ModelPrice, ModelSettings
 
 if TYPE_CHECKING:
     from zuno.agent.messages import Usage
@@ -62,33 +62,6 @@ __all__ = [
 
 REPLY_EVENT = "agent.reply"
 """The event each model reply is stored with, token counts and cost included."""
-
-
-class ModelPrice(BaseModel):
-    """What a model costs, in US dollars per million tokens."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
-
-    input: float = Field(ge=0, le=10_000, description="USD per million input (prompt) tokens.")
-    output: float = Field(ge=0, le=10_000, description="USD per million output tokens.")
-
-
-class ModelSettings(BaseModel):
-    """Settings of one model, by its ``PROVIDER:MODEL`` name (``models`` in zuno.json)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-
-    price: ModelPrice | None = Field(
-        default=None,
-        description="USD per million tokens, {input, output}; used for cost and --max-budget.",
-    )
-    context_window: int | None = Field(
-        default=None,
-        ge=1000,
-        le=100_000_000,
-        description="Tokens the model reads at most; a conversation that nears it is "
-        "compacted (default: Zuno's table of common models, else never).",
-    )
 
 
 PRICES_AS_OF = "2025-10"

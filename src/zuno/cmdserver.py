@@ -14,14 +14,14 @@ child ended; the caller exits the same way.
 What keeps a served command the same as one run in its own process:
 
 * Only the same user is served (``SO_PEERCRED``), through a socket in a folder
-  only that user can enter (:func:`zuno.launcher.private_folder`).
+  only that user can enter (:func:`zuno.server_wire.private_folder`).
 * A request is refused (the caller runs the command itself) when the caller's
   interpreter, package, search path, locale, namespaces or cgroup differ, when
   an environment variable read while the server imported its modules has
   another value now, or when the caller's limits exceed the server's.
 * The variables read while importing are noted beside the socket and their
   values are part of its key: a caller with another ``HOME`` asks for, and
-  starts, a server of its own (see :func:`zuno.launcher.world_key`).
+  starts, a server of its own (see :func:`zuno.server_wire.world_key`).
 * Code that changed on disk since the server started (any ``.py`` of the
   package or a module it imported, told by inode, size and change time; a
   folder on the search path, where packages are installed) makes the server
@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
-from zuno.launcher import (
+from zuno.server_wire import (
     PROTOCOL,
     ServerPlace,
     identity,

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 import types
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
 
-import platformdirs
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -36,9 +34,10 @@ from pydantic import (
 )
 
 from zuno.agent.providers import ProviderSettings
-from zuno.budget import ModelSettings
+from zuno.config_paths import CONFIG_NAME, user_config_path
 from zuno.lsp.settings import LspSettings
 from zuno.mcp.settings import McpSettings
+from zuno.model_settings import ModelSettings
 from zuno.narrowing import narrow
 from zuno.sandbox.settings import SandboxSettings
 from zuno.tool_names import ALL_NAMES, MCP_NAME_PATTERN, unknown_name_problem
@@ -63,8 +62,6 @@ __all__ = [
     "user_config_path",
     "validate_config",
 ]
-
-CONFIG_NAME = "zuno.json"
 
 _TOOL_NAMES_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -327,13 +324,6 @@ class Config(_Section):
 
 class ConfigError(Exception):
     """A configuration file that cannot be used, with what to fix."""
-
-
-def user_config_path() -> Path:
-    """The user's configuration file."""
-    home = os.environ.get("ZUNO_CONFIG_HOME")
-    base = Path(home) if home else Path(platformdirs.user_config_dir("zuno"))
-    return base / CONFIG_NAME
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -105,7 +105,7 @@ def control_paths(store: object | None = None, scripts: Iterable[Path] = ()) -> 
     are read from ``store`` (any store type); the default data folder is added
     when it exists.
     """
-    from zuno.config import user_config_path
+    from zuno.config_paths import user_config_path
 
     found: list[tuple[str, Path]] = []
     config = user_config_path().parent

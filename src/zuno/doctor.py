@@ -54,7 +54,7 @@ def diagnose(workspace: Path, db: Path | None = None) -> dict[str, Any]:
     if sandbox is not None:
         report["sandbox"] = sandbox
         ok = ok and bool(sandbox.get("ok", True))
-    from zuno.launcher import server_state
+    from zuno.server_wire import server_state
 
     report["command_server"] = server_state()
     report["ok"] = ok

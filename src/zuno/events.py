@@ -18,12 +18,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from zuno.store import Store
-
-__all__ = ["Event", "EventBus"]
+__all__ = ["Event", "EventBus", "EventLog"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +37,21 @@ class Event:
 Subscriber = Callable[[Event], None]
 
 
+class EventLog(Protocol):
+    """Where events are persisted: the store (:class:`zuno.store.Store`).
+
+    A protocol, so that events need not import the stores that keep them.
+    """
+
+    def append_event(self, event: Event) -> int:
+        """Persist one event; its sequence number."""
+        ...
+
+
 class EventBus:
     """Persists events and tells subscribers, synchronously and in order."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: EventLog) -> None:
         self._store = store
         self._subscribers: list[Subscriber] = []
 

@@ -240,7 +240,7 @@ def register_group(pgid: int) -> None:
         # any lease is not killed for another lease that fenced for good long ago.
         lapsed = held and _fences[owners[0]].live_deadline() is None
     if lapsed:  # a lease past its fence deadline starts nothing that runs
-        from zuno.process import kill_process_tree
+        from zuno.process_tree import kill_process_tree
 
         kill_process_tree(pgid)
         _log.warning("zuno: killed a command started after its worker lease lapsed")
@@ -298,7 +298,7 @@ def _tell(pipes: set[int], deadline: float | None) -> None:
 
 def _fire_holder(holder: int | None, reason: str) -> int:
     """Kill the commands of lease ``holder`` (None: of every lease, and those of none)."""
-    from zuno.process import kill_process_tree
+    from zuno.process_tree import kill_process_tree
 
     groups: set[int] = set()
     with _lock:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Generator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from zuno import installed_version
+from zuno.installed import installed_version
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer

@@ -65,7 +65,7 @@ class TrustError(Exception):
 
 def trust_file() -> Path:
     """Where the trust records are kept: beside the user's ``zuno.json``."""
-    from zuno.config import user_config_path
+    from zuno.config_paths import user_config_path
 
     return user_config_path().parent / TRUST_FILE_NAME
 

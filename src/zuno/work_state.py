@@ -11,21 +11,20 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from zuno.store import Store
 from zuno.store.connection import StoreConnection
 from zuno.tool import ArgumentsRejected
 
-if TYPE_CHECKING:
-    from zuno.tools.state import TodoChange, TodoItem
-
 __all__ = [
     "STATE_SCHEMA",
     "Goal",
     "GoalStatus",
+    "NewTodo",
     "Plan",
     "Todo",
+    "TodoEdit",
     "TodoStatus",
     "WorkState",
     "WorkStateError",
@@ -33,6 +32,45 @@ __all__ = [
 
 TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]
 GoalStatus = Literal["active", "achieved", "abandoned"]
+
+
+class NewTodo(Protocol):
+    """One item of a whole new todo list (:class:`zuno.tools.state.TodoItem`)."""
+
+    @property
+    def id(self) -> str | None:
+        """The item's id to keep; None for a new item."""
+        ...
+
+    @property
+    def content(self) -> str:
+        """What to do, in one line."""
+        ...
+
+    @property
+    def status(self) -> TodoStatus:
+        """Where the item stands."""
+        ...
+
+
+class TodoEdit(Protocol):
+    """A change to one existing item (:class:`zuno.tools.state.TodoChange`)."""
+
+    @property
+    def id(self) -> str:
+        """The id of the item to change."""
+        ...
+
+    @property
+    def content(self) -> str | None:
+        """Its new text, or None to keep it."""
+        ...
+
+    @property
+    def status(self) -> TodoStatus | None:
+        """Its new status, or None to keep it."""
+        ...
+
 
 STATE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS work_plans ("
@@ -154,7 +192,7 @@ class WorkState:
         """The session's todos, in order."""
         return _todos(self.store.query(_SELECT_TODOS, (session_id,)))
 
-    def replace_todos(self, session_id: str, items: list[TodoItem]) -> list[Todo]:
+    def replace_todos(self, session_id: str, items: Sequence[NewTodo]) -> list[Todo]:
         """Make ``items`` the whole list, in that order; items without an id get a new one."""
         given = [i.id for i in items if i.id is not None]
         if repeated := _repeated(given):
@@ -178,7 +216,7 @@ class WorkState:
             self._write(db, session_id, todos, next_id)
         return todos
 
-    def change_todos(self, session_id: str, changes: list[TodoChange]) -> list[Todo]:
+    def change_todos(self, session_id: str, changes: Sequence[TodoEdit]) -> list[Todo]:
         """Change the content or status of existing items, found by id."""
         ids = [c.id for c in changes]
         if repeated := _repeated(ids):

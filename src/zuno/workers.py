@@ -29,6 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,10 +37,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from zuno.fencing import Watchdog, choose_clock, fence_clock
 
 if TYPE_CHECKING:
-    from zuno.store import Store
+    from zuno.store.connection import StoreConnection
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
+    "LeaseStore",
     "WorkerIdentity",
     "WorkerLease",
     "lease_seconds",
@@ -50,6 +52,46 @@ __all__ = [
     "shared_lease",
     "this_worker",
 ]
+
+
+class LeaseStore(Protocol):
+    """What a worker's lease uses of the store it is held in (:class:`zuno.store.Store`).
+
+    A protocol, so that the lease need not import the stores, which take their
+    worker's identity from here.
+    """
+
+    single_host: bool
+    """The store lives on one machine (SQLite): ``/proc`` can judge a legacy runner."""
+    closed: bool
+    fence_check: Callable[[], None] | None
+    """Called before each write: raises once this worker's lease is lost."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as a person named it."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[StoreConnection]:
+        """A committed write transaction."""
+        ...
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read query."""
+        ...
+
+    def note_clock(self, db_now: float, sent: float, received: float) -> None:
+        """Note the database's clock as read between ``sent`` and ``received``."""
+        ...
+
+    def interrupt(self) -> None:
+        """Make a transaction stuck on a dead connection let go."""
+        ...
+
+    def fence_sessions(self, reason: str) -> list[str]:
+        """Stop every write to the sessions this process holds (its lease lapsed); returns them."""
+        ...
+
 
 _log = logging.getLogger("zuno.workers")
 
@@ -249,7 +291,7 @@ def settleable_in(db: _Db, runner: str | None, *, single_host: bool) -> bool:
     )
 
 
-def runner_settleable(store: Store, runner: str | None) -> bool:
+def runner_settleable(store: LeaseStore, runner: str | None) -> bool:
     """Whether a row owned by ``runner`` may be settled or taken now (a read, no transaction).
 
     True when ``runner`` names nobody, when its lease has expired (or it has
@@ -262,7 +304,7 @@ def runner_settleable(store: Store, runner: str | None) -> bool:
     )
 
 
-def runner_running(runner: str | None, store: Store | None = None) -> bool:
+def runner_running(runner: str | None, store: LeaseStore | None = None) -> bool:
     """Whether the worker ``runner`` may still be running (for display).
 
     With ``store``: its lease (:func:`runner_settleable`). Without one, only
@@ -311,13 +353,13 @@ class WorkerLease:
 
     def __init__(
         self,
-        store: Store,
+        store: LeaseStore,
         identity: WorkerIdentity | None = None,
         lease_seconds: float | None = None,
     ) -> None:
         self.identity = identity or this_worker()
         self.lease_seconds = _lease_length(lease_seconds)
-        self._store_ref: weakref.ReferenceType[Store] = weakref.ref(store)
+        self._store_ref: weakref.ReferenceType[LeaseStore] = weakref.ref(store)
         self._key = (self.identity.id, store.location)
         self._stop = threading.Event()
         self._stopped = False
@@ -358,7 +400,7 @@ class WorkerLease:
             self._users += 1
             return True
 
-    def _beat(self, db: Any, store: Store) -> Any:
+    def _beat(self, db: Any, store: LeaseStore) -> Any:
         """Renew the row; its time (read after the commit on a server, one round trip)."""
         rows = db.execute(
             _HEARTBEAT_SQL,
@@ -388,7 +430,7 @@ class WorkerLease:
             _log.warning("zuno: the worker lease is renewed again; the fence is lifted")
 
     @staticmethod
-    def _note_clock(store: Store, rows: Any, sent: float) -> None:
+    def _note_clock(store: LeaseStore, rows: Any, sent: float) -> None:
         """Measure the database's clock against this machine's (a server's clock may differ)."""
         if rows is None:
             return  # zuno_now() is this machine's clock
@@ -486,7 +528,7 @@ _shared: weakref.WeakKeyDictionary[Any, WorkerLease] = weakref.WeakKeyDictionary
 _shared_lock = threading.Lock()
 
 
-def shared_lease(store: Store) -> WorkerLease:
+def shared_lease(store: LeaseStore) -> WorkerLease:
     """This process's lease in ``store``, started by the first caller and shared by the others.
 
     Each caller stops it once (:meth:`WorkerLease.stop`); the last stop ends it.

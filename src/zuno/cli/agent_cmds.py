@@ -11,13 +11,24 @@ denied unless rules allow the call, and questions say no one can answer.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
+from zuno.cli.agent_options import (
+    MaxBudgetOpt,
+    MaxStepsOpt,
+    MaxTokensBudgetOpt,
+    ModelOpt,
+    close_and_fail,
+    first_line,
+    interactive,
+    open_runtime,
+    provider_for,
+    spent,
+)
 from zuno.cli.app import (
     AgentOpt,
     Db,
@@ -31,12 +42,10 @@ from zuno.cli.app import (
     lazy_console,
     open_waiting,
     wait_for_own_jobs,
-    warn_control_paths,
-    warn_untrusted,
 )
+from zuno.cli.resuming import ResumeRefused, move_session, resume_folder, stored_session
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.events import Event
-from zuno.store import SessionRecord, StoreError
+from zuno.store import StoreError
 
 # The agent loop, the providers, the runtime and the live view are imported by the
 # commands that run them: registering `run` and `resume` (and `zuno --help`) needs none.
@@ -45,9 +54,7 @@ if TYPE_CHECKING:
     from zuno.agent.providers import Provider
     from zuno.cli.headless_run import HeadlessOptions
     from zuno.config import PermissionMode
-    from zuno.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
     from zuno.runtime import Runtime, SessionState
-    from zuno.tools.question import Answer, Question, Questioner
 
 __all__ = [
     "ResumeRefused",
@@ -57,39 +64,6 @@ __all__ = [
     "resume_folder",
     "run",
     "stored_session",
-]
-
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="PROVIDER:MODEL (openai:gpt-4o, anthropic:claude-sonnet-4-5, or NAME:MODEL for a "
-        "provider in zuno.json). Default: the agent's model, else zuno.json's model.",
-    ),
-]
-MaxStepsOpt = Annotated[
-    int | None,
-    typer.Option("--max-steps", min=1, max=1000, help="Model steps before stopping (default 50)."),
-]
-MaxBudgetOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--max-budget",
-        metavar="USD",
-        help="Stop before the next model request once the session has cost this many US "
-        "dollars (earlier turns and child agents included). Needs the model's price. "
-        "Stored with the session: a resume keeps it unless given a new one.",
-    ),
-]
-MaxTokensBudgetOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens-budget",
-        metavar="N",
-        help="Stop before the next model request once the session has used N tokens "
-        "(input and output, earlier turns and child agents included). Stored, as --max-budget.",
-    ),
 ]
 
 
@@ -121,10 +95,6 @@ LastMessageOpt = Annotated[
 err = lazy_console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class ResumeRefused(Exception):
-    """A resume that cannot go ahead as asked (the folder), with what to do instead."""
-
-
 def prompt_text(prompt: str) -> str:
     """The prompt itself, or standard input's text for ``-``."""
     if prompt != "-":
@@ -135,87 +105,6 @@ def prompt_text(prompt: str) -> str:
     if not text.strip():
         fail("the prompt - read nothing from standard input: pipe the prompt in")
     return text
-
-
-class _OneAtATime:
-    """Approvals and questions share the terminal: one prompt at a time."""
-
-    def __init__(self, approver: Approver, questioner: Questioner | None) -> None:
-        import anyio  # imported by the commands that run: not for `zuno --help`
-
-        self._lock = anyio.Lock()
-        self._approver = approver
-        self._questioner = questioner
-        self.name = approver.name
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
-        async with self._lock:
-            return await self._approver.decide(request)
-
-    async def ask(self, questions: Sequence[Question]) -> list[Answer]:
-        assert self._questioner is not None
-        async with self._lock:
-            return await self._questioner.ask(questions)
-
-
-def _first_line(text: str, width: int = 160) -> str:
-    line = next((x for x in text.strip().splitlines() if x.strip()), "")
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def _open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
-    from zuno.cli.approvals import LearningApprover
-    from zuno.cli.trust_cmds import offer_trust
-    from zuno.config import ConfigError
-    from zuno.permissions import ApproveAll, DenyAll
-    from zuno.runtime import Runtime
-    from zuno.tools.question import TerminalQuestioner
-
-    interactive = _interactive()
-    questioner: Questioner | None = TerminalQuestioner() if interactive else None
-    learning = LearningApprover() if interactive and not yes else None
-    approver: Approver = ApproveAll() if yes else learning or DenyAll()
-    shared = _OneAtATime(approver, questioner)
-    if interactive:
-        # Asked once, before anything from the file is used; never without a terminal.
-        offer_trust(workspace)
-    from zuno.cli.headless import ExitStatus
-    from zuno.store import StoreUnavailable
-
-    try:
-        rt = Runtime(workspace, db_path=db, approver=shared)
-    except StoreUnavailable as exc:  # the same status as with --json (docs/headless.md)
-        fail(str(exc), ExitStatus.STORE_UNAVAILABLE)
-    except ConfigError as exc:
-        fail(str(exc))
-    except Exception as exc:  # a missing rg or sandbox: say what, never a traceback
-        fail(f"cannot start: {exc}")
-    warn_untrusted(rt.config)
-    warn_control_paths(rt)
-    if learning is not None:
-        learning.attach(rt)
-    # The question tool looks for a questioner on the runtime (see zuno.tools.question).
-    setattr(rt, "questioner", shared if questioner is not None else None)  # noqa: B010
-    return rt
-
-
-def _close_and_fail(rt: Runtime, message: str) -> NoReturn:
-    """Close the runtime (its store) before exiting with ``message``."""
-    rt.close()
-    fail(message)
-
-
-def _provider(model: str, rt: Runtime) -> Provider:
-    from zuno.agent.providers import ProviderError, make_provider
-
-    try:
-        return make_provider(model, rt.config.providers)
-    except ProviderError as exc:
-        _close_and_fail(rt, str(exc))
 
 
 async def _drive(
@@ -258,8 +147,8 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
     children = rt.store.child_sessions(outcome.session_id)
     kids = f"; {len(children)} child session(s)" if children else ""
     sid = outcome.session_id
-    spent = _spent(rt, sid)
-    kids += f"; {spent}" if spent else ""
+    told = spent(rt, sid)
+    kids += f"; {told}" if told else ""
     if outcome.status is TurnStatus.ANSWERED:
         err.print(
             f"[green]done[/] in {outcome.steps} step(s): {tally}{kids}. "
@@ -273,14 +162,6 @@ def _summary(rt: Runtime, outcome: TurnOutcome) -> None:
     err.print(
         f"{tally}{kids}. Session [bold cyan]{sid}[/] is saved; `zuno resume {sid}` continues it."
     )
-
-
-def _spent(rt: Runtime, session_id: str) -> str:
-    """The session's tokens and cost, child agents included ("" before any model reply)."""
-    from zuno.budget import price_for, session_usage
-
-    usage = session_usage(rt.store, session_id, price_of=lambda m: price_for(m, rt.config))
-    return usage.describe() if usage.requests else ""
 
 
 def _finish(
@@ -297,14 +178,14 @@ def _finish(
     try:
         outcome = run_until_stopped(_drive, rt, state, provider, prompt, steps)
     except McpServerError as exc:
-        _close_and_fail(rt, str(exc))
+        close_and_fail(rt, str(exc))
     except Exception as exc:
         from zuno.cli.headless_run import startup_problem
 
         problem = startup_problem(exc)  # a missing rg: one line, the session closed
         if problem is None:
             raise
-        _close_and_fail(rt, problem)
+        close_and_fail(rt, problem)
     except KeyboardInterrupt as exc:
         why = f" by {exc}" if isinstance(exc, Stopped) else ""
         err.print(
@@ -341,7 +222,7 @@ def _set_budget(rt: Runtime, model: str, max_usd: float | None, max_tokens: int 
         budget = Budget(max_usd, max_tokens)
         budget.check_model(model, rt.config)
     except BudgetError as exc:
-        _close_and_fail(rt, str(exc))
+        close_and_fail(rt, str(exc))
     rt.budget = budget
 
 
@@ -398,15 +279,15 @@ def run(
             last_message,
         )
         run_headless(prompt, agent=agent, workspace=workspace, options=options)
-    rt = _open_runtime(workspace, db, yes)
+    rt = open_runtime(workspace, db, yes)
     try:
         settings = rt.agent_settings(agent)
         chosen = resolve_model(model, settings, rt.config)
     except (UnknownAgent, ProviderError) as exc:
-        _close_and_fail(rt, str(exc))
+        close_and_fail(rt, str(exc))
     _set_budget(rt, chosen, max_budget, max_tokens_budget)
-    provider = _provider(chosen, rt)
-    title = _first_line(prompt, 80)
+    provider = provider_for(chosen, rt)
+    title = first_line(prompt, 80)
     state = rt.open_session(agent=agent, model=chosen, title=title, mode=_mode(mode))
     _finish(rt, state, provider, prompt, max_steps, last_message)
 
@@ -495,28 +376,28 @@ def resume(
         target = resume_folder(record.session_id, home, workspace, move_to)
     except (UnknownSession, StoreError, ResumeRefused) as exc:
         fail(str(exc))
-    rt = _open_runtime(target, db, yes)
+    rt = open_runtime(target, db, yes)
     try:
         state = open_waiting(rt, record.session_id, wait)
         if mode is not None:
             rt.set_mode(state, cast("PermissionMode", mode))
         chosen = resolve_model(model or record.model, state.agent, rt.config)
     except (UnknownSession, UnknownAgent, ProviderError, StoreError) as exc:
-        _close_and_fail(rt, str(exc))
+        close_and_fail(rt, str(exc))
     history = load_history(rt.store, state.session_id)
-    chatting = prompt is None and _interactive()  # on a terminal: the chat, in this session
+    chatting = prompt is None and interactive()  # on a terminal: the chat, in this session
     if prompt is None:
         last = history[-1] if history else None
         finished = last is None or (isinstance(last, AssistantMessage) and not last.tool_calls)
         if finished and not chatting:
             why = "has no conversation" if last is None else "ended with an answer"
-            _close_and_fail(
+            close_and_fail(
                 rt,
                 f"session {state.session_id} {why}; say what to do next: "
                 f'zuno resume {state.session_id} "PROMPT"',
             )
     _set_budget(rt, chosen, max_budget, max_tokens_budget)
-    provider = _provider(chosen, rt)
+    provider = provider_for(chosen, rt)
     if target != home:
         move_session(rt, state.session_id, home, target)
         # The model hears of the move in the turn's user message, which the transcript keeps.
@@ -566,70 +447,3 @@ def _headless_options(
 def _mode(name: str | None) -> PermissionMode | None:
     """A ``--mode`` value (click checked it is one of the modes)."""
     return cast("PermissionMode | None", name)
-
-
-def stored_session(prefix: str, db: Path | None) -> SessionRecord:
-    """The stored session ``prefix`` names (read before the runtime: it decides the folder).
-
-    Raises:
-        UnknownSession: No session, or several, match ``prefix``.
-        StoreError: The store cannot be read.
-    """
-    from zuno.cli.app import find_session
-    from zuno.store import open_store
-
-    store = open_store(db)
-    try:
-        return find_session(store, prefix)
-    finally:
-        store.close()
-
-
-def resume_folder(
-    session_id: str, home: Path, workspace: Path | None, move_to: Path | None
-) -> Path:
-    """The folder a resumed session works in: its own, unless ``--move-to`` names another.
-
-    Raises:
-        ResumeRefused: The folders given cannot be used, with what to give instead.
-    """
-    if workspace is not None and workspace.resolve() != home:
-        if move_to is None:
-            raise ResumeRefused(
-                f"session {session_id} works in {home}, not {workspace.resolve()}: "
-                f"`zuno resume {session_id}` continues it there from any folder; "
-                f"`--move-to {workspace}` moves it (the model is told)"
-            )
-        if move_to.resolve() != workspace.resolve():
-            raise ResumeRefused(
-                "--workspace and --move-to name different folders: give only --move-to"
-            )
-    if move_to is not None:
-        target = move_to.resolve()
-        if not target.is_dir():
-            raise ResumeRefused(f"--move-to {move_to}: not a folder")
-        return target
-    if not home.is_dir():
-        raise ResumeRefused(
-            f"the workspace of session {session_id}, {home}, is not a folder any more; "
-            f"`zuno resume {session_id} --move-to DIR` continues it in another folder"
-        )
-    return home
-
-
-def move_session(rt: Runtime, session_id: str, home: Path, target: Path) -> None:
-    """Record that the session now works in ``target``, and say so to the person."""
-    with rt.store.transaction() as db:
-        db.execute(
-            "UPDATE sessions SET workspace = ? WHERE session_id = ?", (str(target), session_id)
-        )
-    from rich.text import Text
-
-    rt.events.emit(Event("session.moved", session_id, data={"from": str(home), "to": str(target)}))
-    err.print(
-        Text.assemble(
-            ("moved: ", "yellow"),
-            f"session {session_id} now works in {target} (it worked in {home}); the model is told.",
-        ),
-        highlight=False,
-    )

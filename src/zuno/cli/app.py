@@ -42,7 +42,7 @@ app.add_typer(config_app, name="config")
 
 def _print_version(wanted: bool) -> None:
     if wanted:
-        from zuno import installed_version
+        from zuno.installed import installed_version
 
         sys.stdout.write(f"zuno {installed_version()}\n")
         raise typer.Exit(0)

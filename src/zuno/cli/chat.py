@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from zuno.cli.agent_cmds import (  # the same opening as zuno run's
+from zuno.cli.agent_options import (  # the same opening as zuno run's
     MaxStepsOpt,
     ModelOpt,
-    _close_and_fail,  # pyright: ignore[reportPrivateUsage]
-    _first_line,  # pyright: ignore[reportPrivateUsage]
-    _interactive,  # pyright: ignore[reportPrivateUsage]
-    _open_runtime,  # pyright: ignore[reportPrivateUsage]
-    _provider,  # pyright: ignore[reportPrivateUsage]
+    close_and_fail,
+    first_line,
+    interactive,
+    open_runtime,
+    provider_for,
 )
 from zuno.cli.app import AgentOpt, Db, ModeOpt, Workspace, Yes, app, fail, lazy_console
 
@@ -75,7 +75,7 @@ class Chat:
         """The chat's session, opened at its first prompt (a chat left at once leaves none)."""
         if self.state is None:
             self.state = self.rt.open_session(
-                agent=self.agent, model=self.model, title=_first_line(prompt, 80), mode=self.mode
+                agent=self.agent, model=self.model, title=first_line(prompt, 80), mode=self.mode
             )
         return self.state
 
@@ -186,7 +186,7 @@ def run_chat(chat_: Chat, *, first_turn: bool = False, first_prompt: str | None 
     try:
         run_until_stopped(chat_.main, first_turn, first_prompt)
     except McpServerError as exc:
-        _close_and_fail(chat_.rt, str(exc))
+        close_and_fail(chat_.rt, str(exc))
     except KeyboardInterrupt as exc:
         why = f" by {exc}" if isinstance(exc, Stopped) else ""
         sid = chat_.state.session_id if chat_.state else None
@@ -240,14 +240,14 @@ def chat(
     from zuno.agent.providers import ProviderError
     from zuno.runtime import UnknownAgent
 
-    if not _interactive():
+    if not interactive():
         fail("zuno chat needs a terminal; for one prompt without one: zuno run PROMPT")
-    rt = _open_runtime(workspace, db, yes)
+    rt = open_runtime(workspace, db, yes)
     try:
         settings = rt.agent_settings(agent)
         chosen = resolve_model(model, settings, rt.config)
     except (UnknownAgent, ProviderError) as exc:
-        _close_and_fail(rt, str(exc))
-    provider = _provider(chosen, rt)
+        close_and_fail(rt, str(exc))
+    provider = provider_for(chosen, rt)
     chosen_mode = cast("PermissionMode | None", mode)
     run_chat(Chat(rt, agent, chosen, provider, mode=chosen_mode, max_steps=max_steps, db=db))

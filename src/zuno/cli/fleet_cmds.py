@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zuno.cli.agent_cmds import MaxBudgetOpt, MaxTokensBudgetOpt
+from zuno.cli.agent_options import MaxBudgetOpt, MaxTokensBudgetOpt
 from zuno.cli.app import (
     AgentOpt,
     Db,

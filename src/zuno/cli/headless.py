@@ -21,10 +21,10 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import IO, Any
 
-from zuno import installed_version
 from zuno.agent.loop import TurnOutcome, TurnStatus
 from zuno.cli.run_report import RunClock, changed_files
 from zuno.events import Event
+from zuno.installed import installed_version
 from zuno.runtime import Runtime, SessionState
 from zuno.sandbox.egress.ledger import egress_summary
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from zuno.cli.not_run import NotRun
 from zuno.cli.plain import (
     SURFACE_HEADERS,
     surface_json,
@@ -19,8 +19,7 @@ from zuno.cli.plain import (
 )
 from zuno.registry import Surface
 from zuno.sandbox.egress.ledger import egress_line
-from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
-from zuno.workers import runner_running
+from zuno.store.records import CallRecord, SessionRecord, iso
 
 if TYPE_CHECKING:
     from zuno.cli.transcript import LateResult, Said, Step, Transcript
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     from zuno.mcp.errors import McpServerError
 
 __all__ = [
-    "NotRun",
-    "calls_not_run",
     "outcome_style",
     "print_result",
     "print_sessions",
@@ -175,60 +172,6 @@ def _short_worker(worker: str) -> str:
 
     who = WorkerIdentity.parse(worker)
     return who.short if who is not None else worker
-
-
-@dataclass(frozen=True, slots=True)
-class NotRun:
-    """A call a step asked for that has no row: it never started."""
-
-    step: int
-    index: int
-    tool: str
-    arguments: str
-    running: bool
-    """The process running the step is alive: the call may still start."""
-
-    @property
-    def status(self) -> str:
-        if self.running:
-            return "not started yet (its step is still running)"
-        return "not run: the run stopped before this call started"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "index": self.index,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "status": "not_started" if self.running else "not_run",
-        }
-
-
-def calls_not_run(events: Sequence[EventRecord], calls: Sequence[CallRecord]) -> list[NotRun]:
-    """The calls each step asked for (its ``dispatch.started`` event) that have no row.
-
-    Steps recorded before the opening event kept its calls name them by count only.
-    """
-    have = {(c.step, c.index) for c in calls}
-    missing: list[NotRun] = []
-    for event in events:
-        step = event.data.get("step")
-        if event.kind != "dispatch.started" or not isinstance(step, int):
-            continue
-        asked: list[Any] = event.data.get("requests") or [{}] * int(event.data.get("calls", 0))
-        running = runner_running(event.data.get("runner"))
-        for index, request in enumerate(asked):
-            if (step, index) not in have:
-                missing.append(
-                    NotRun(
-                        step,
-                        index,
-                        str(request.get("tool", "(not recorded)")),
-                        str(request.get("arguments", "")),
-                        running,
-                    )
-                )
-    return missing
 
 
 def print_transcript(console: Console, transcript: Transcript) -> None:

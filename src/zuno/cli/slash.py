@@ -14,28 +14,49 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 
 from zuno.cli.app import lazy_console
 
 if TYPE_CHECKING:
-    from zuno.cli.chat import Chat
+    from zuno.agent.providers import Provider
     from zuno.config import PermissionMode
+    from zuno.runtime import Runtime, SessionState
 
-__all__ = ["COMMANDS", "run_command"]
+__all__ = ["COMMANDS", "ChatSession", "run_command"]
+
+
+class ChatSession(Protocol):
+    """What a command reads and changes of the chat it is typed in (:class:`zuno.cli.chat.Chat`).
+
+    A protocol, so that the commands need not import the chat that runs them.
+    """
+
+    rt: Runtime
+    agent: str
+    model: str
+    provider: Provider
+    state: SessionState | None
+    mode: PermissionMode | None
+    max_steps: int | None
+    db: Path | None
+    leaving: bool
+    replaced: list[Provider]
+
 
 err = lazy_console(stderr=True, highlight=False, soft_wrap=True)
 
-Handler = Callable[["Chat", list[str]], Awaitable[None]]
+Handler = Callable[["ChatSession", list[str]], Awaitable[None]]
 
 
 def _say(text: str, style: str = "") -> None:
     err.print(Text(text, style=style))
 
 
-def _zuno(chat: Chat, *args: str) -> None:
+def _zuno(chat: ChatSession, *args: str) -> None:
     """Run ``zuno ARGS`` on the chat's store and folder, its output straight to the terminal."""
     command = [sys.executable, "-m", "zuno", *args]
     env = dict(os.environ)
@@ -44,14 +65,14 @@ def _zuno(chat: Chat, *args: str) -> None:
     subprocess.run(command, cwd=chat.rt.workspace, env=env, check=False)
 
 
-async def _undo(chat: Chat, args: list[str]) -> None:
+async def _undo(chat: ChatSession, args: list[str]) -> None:
     if len(args) > 1:
         _say("usage: /undo [CALL]  (default: the last call that changed a file here)", "yellow")
         return
     _zuno(chat, "undo", *args)
 
 
-async def _diff(chat: Chat, args: list[str]) -> None:
+async def _diff(chat: ChatSession, args: list[str]) -> None:
     if len(args) > 1:
         _say("usage: /diff [CALL]  (default: the last call that changed a file here)", "yellow")
         return
@@ -73,7 +94,7 @@ async def _diff(chat: Chat, args: list[str]) -> None:
     _zuno(chat, "diff", *args)
 
 
-async def _mode(chat: Chat, args: list[str]) -> None:
+async def _mode(chat: ChatSession, args: list[str]) -> None:
     from zuno.permissions import MODES
 
     if len(args) != 1 or args[0] not in MODES:
@@ -86,7 +107,7 @@ async def _mode(chat: Chat, args: list[str]) -> None:
     _say(f"permission mode: {mode} (from the next call on)", "green")
 
 
-async def _model(chat: Chat, args: list[str]) -> None:
+async def _model(chat: ChatSession, args: list[str]) -> None:
     from zuno.agent.providers import ProviderError, make_provider
 
     if len(args) != 1:
@@ -108,11 +129,11 @@ async def _model(chat: Chat, args: list[str]) -> None:
     _say(f"model: {args[0]} (from the next turn on)", "green")
 
 
-async def _sessions(chat: Chat, args: list[str]) -> None:
+async def _sessions(chat: ChatSession, args: list[str]) -> None:
     _zuno(chat, "sessions", *args)
 
 
-async def _resume(chat: Chat, args: list[str]) -> None:
+async def _resume(chat: ChatSession, args: list[str]) -> None:
     from zuno.cli.app import find_session
     from zuno.runtime import UnknownSession
     from zuno.store import StoreError
@@ -141,17 +162,17 @@ def _same_folder(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-async def _cost(chat: Chat, args: list[str]) -> None:
-    from zuno.cli.agent_cmds import _spent  # pyright: ignore[reportPrivateUsage]
+async def _cost(chat: ChatSession, args: list[str]) -> None:
+    from zuno.cli.agent_options import spent
 
     if chat.state is None:
         _say("nothing spent yet: no prompt was sent", "dim")
         return
-    spent = _spent(chat.rt, chat.state.session_id)
-    _say(spent or "nothing spent yet: no model reply so far", "")
+    told = spent(chat.rt, chat.state.session_id)
+    _say(told or "nothing spent yet: no model reply so far", "")
 
 
-async def _compact(chat: Chat, args: list[str]) -> None:
+async def _compact(chat: ChatSession, args: list[str]) -> None:
     from zuno.agent.compaction import CompactionFailed
     from zuno.agent.loop import AgentLoop
 
@@ -171,13 +192,13 @@ async def _compact(chat: Chat, args: list[str]) -> None:
     )
 
 
-async def _help(chat: Chat, args: list[str]) -> None:
+async def _help(chat: ChatSession, args: list[str]) -> None:
     for name, (_handler, words) in COMMANDS.items():
         _say(f"  /{name:<16}{words}")
     _say("  Esc interrupts a running turn; Ctrl-D leaves.", "dim")
 
 
-async def _exit(chat: Chat, args: list[str]) -> None:
+async def _exit(chat: ChatSession, args: list[str]) -> None:
     chat.leaving = True
 
 
@@ -196,7 +217,7 @@ COMMANDS: dict[str, tuple[Handler, str]] = {
 """Each command: its handler and what /help says of it."""
 
 
-async def run_command(chat: Chat, line: str) -> None:
+async def run_command(chat: ChatSession, line: str) -> None:
     """Run the ``/command args`` typed at the prompt (an unknown one is named, with /help)."""
     try:
         words = shlex.split(line[1:])

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from zuno.budget import SessionUsage, session_usage, usage_from_events
-from zuno.cli.render import NotRun, calls_not_run
+from zuno.cli.not_run import NotRun, calls_not_run
 from zuno.recovery import RecoveryNotice
 from zuno.sandbox.egress.ledger import LEDGER_EVENTS
 from zuno.store import Store

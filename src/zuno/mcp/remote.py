@@ -23,7 +23,7 @@ import mimetypes
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import mcp_types as types
 from pydantic import ConfigDict, ValidationError, model_validator
@@ -35,19 +35,42 @@ from zuno.mcp.settings import McpServerSettings
 from zuno.output import bound_text, format_size
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
 
-if TYPE_CHECKING:
-    from zuno.mcp.client import McpConnection
-
 __all__ = [
     "DeclarationChoice",
     "McpArguments",
     "McpResourceTool",
     "McpTool",
+    "RemoteServer",
     "choose_declaration",
     "describe_content",
     "remote_tools",
     "tool_name",
 ]
+
+
+class RemoteServer(Protocol):
+    """A connected MCP server as its tools use it (:class:`zuno.mcp.client.McpConnection`).
+
+    A protocol, so that the tools need not import the client that connects them.
+    """
+
+    name: str
+    settings: McpServerSettings
+    tools: list[types.Tool]
+    """The server's tools, as it listed them at connection."""
+    resources: list[types.Resource]
+    """The server's resources, as it listed them at connection."""
+
+    async def call_tool(
+        self, remote_name: str, arguments: dict[str, Any], *, replay: Replay
+    ) -> types.CallToolResult:
+        """Call one of the server's tools."""
+        ...
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """Read one of the server's resources."""
+        ...
+
 
 _NAME_LIMIT = 64
 """Model APIs accept tool names of at most 64 characters from ``[A-Za-z0-9_-]``."""
@@ -274,7 +297,7 @@ class McpTool(Tool[McpArguments]):
     choice: ClassVar[DeclarationChoice]
     remote: ClassVar[types.Tool]
 
-    def __init__(self, connection: McpConnection) -> None:
+    def __init__(self, connection: RemoteServer) -> None:
         self._connection = connection
 
     def schema(self) -> dict[str, Any]:
@@ -466,7 +489,7 @@ def _save_media(
     return f"[{kind}: {block.mime_type}, {format_size(len(data))}, saved to {path}]"
 
 
-def _remote_tool(connection: McpConnection, remote: types.Tool, name: str) -> McpTool:
+def _remote_tool(connection: RemoteServer, remote: types.Tool, name: str) -> McpTool:
     """A Zuno tool for one remote tool (a subclass, so its declaration is a class fact)."""
     chosen = choose_declaration(remote, connection.settings)
     summary = remote.description or remote.title or f"{remote.name} (no description)"
@@ -501,7 +524,7 @@ class McpResourceTool(Tool[ReadResourceArgs]):
     declaration = READ_ONLY_SAFE_PARALLEL
     server: ClassVar[str]
 
-    def __init__(self, connection: McpConnection) -> None:
+    def __init__(self, connection: RemoteServer) -> None:
         self._connection = connection
 
     async def run(self, args: ReadResourceArgs, ctx: ToolContext) -> ToolResult:
@@ -511,7 +534,7 @@ class McpResourceTool(Tool[ReadResourceArgs]):
         return ToolResult(output, data={"server": self.server, "uri": args.uri}, artifact=artifact)
 
 
-def _resource_tool(connection: McpConnection, name: str) -> McpResourceTool:
+def _resource_tool(connection: RemoteServer, name: str) -> McpResourceTool:
     listed = "\n".join(
         f"- {r.uri}"
         + (f" ({r.name})" if r.name else "")
@@ -535,7 +558,7 @@ def _resource_tool(connection: McpConnection, name: str) -> McpResourceTool:
     return Resource(connection)
 
 
-def remote_tools(connection: McpConnection) -> list[Tool[Any]]:
+def remote_tools(connection: RemoteServer) -> list[Tool[Any]]:
     """The Zuno tools of one connected server (its tools, then a resource reader if any)."""
     tools: list[Tool[Any]] = []
     taken: set[str] = set()

@@ -283,7 +283,7 @@ class ZunoMcpServer:
         ) -> types.CallToolResult:
             return await self.call(params.name, params.arguments, _connection_of(ctx))
 
-        from zuno import installed_version
+        from zuno.installed import installed_version
 
         return Server(
             "zuno",
