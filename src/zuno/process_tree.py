@@ -4,14 +4,13 @@ A command runs in a session of its own; its tree is that session, its
 process group, and every descendant of its leader. :func:`kill_process_tree`
 freezes the tree, then kills all of it. The runner of commands
 (:mod:`zuno.process`, :mod:`zuno.pty_exec`) and the worker lease's fence
-(:mod:`zuno.fencing`) use it; it imports nothing of Zuno.
+(:mod:`zuno.fencing`) use it. The freezing and killing is ``_kill_tree.py``'s,
+the routine the guard scripts load by path.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
+from zuno._kill_tree import kill_tree
 
 __all__ = ["kill_process_tree", "proc_stat"]
 
@@ -31,35 +30,6 @@ def proc_stat(pid: int | str) -> tuple[str, int, int, int] | None:
         return None
 
 
-def _tree_members(root: int) -> set[int]:
-    """Processes in root's session or process group, and root's descendants."""
-    table: dict[int, tuple[int, int, int]] = {}
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                stat = proc_stat(entry.name)
-                if stat is not None:
-                    table[int(entry.name)] = stat[1:]
-    members = {pid for pid, (_, pgrp, sid) in table.items() if root in (pgrp, sid)}
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    todo = [root, *members]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in members:
-                members.add(child)
-                todo.append(child)
-    members.discard(os.getpid())
-    return members
-
-
-def _signal_all(pids: set[int], signum: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
-
-
 def kill_process_tree(root: int) -> None:
     """SIGKILL everything started under root (its group, session and descendants).
 
@@ -73,16 +43,4 @@ def kill_process_tree(root: int) -> None:
     every process of a namespace whose init is gone. Only the ``none``
     sandbox has no such net.
     """
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(root, signal.SIGSTOP)
-    frozen: set[int] = set()
-    # Repeat until no new member appears: one may have forked before it was stopped.
-    for _ in range(5):
-        fresh = _tree_members(root) - frozen
-        if not fresh:
-            break
-        _signal_all(fresh, signal.SIGSTOP)
-        frozen |= fresh
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(root, signal.SIGKILL)
-    _signal_all(frozen | _tree_members(root), signal.SIGKILL)
+    kill_tree(root, group=True, rounds=5)

@@ -27,12 +27,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from command_server_harness import ZUNO, World
-from tmux_pane import Pane, plain, tmux_needed
+from tmux_pane import HOLD, Pane, plain, tmux_needed
 
 _BOUND_S = 90.0
 """The most a wait may poll before the test fails (a bound, never a measured duration)."""
-# Waits for the file "release" (at most 90 s, so a failing test cannot leave it running).
-_HOLD = "for i in $(seq 900); do [ -e release ] && break; sleep 0.1; done"
 
 
 @pytest.fixture(params=["own process", "served"])
@@ -61,7 +59,7 @@ def test_a_terminal_shows_the_commands_output_while_it_runs(world: World) -> Non
     pane = Pane(folder, world.ws, world.env)
     try:
         before = len(world.served())
-        command = f"echo first-$((0+1)); echo second-$((1+1)); {_HOLD}; echo last-$((2+1))"
+        command = f"echo first-$((0+1)); echo second-$((1+1)); {HOLD}; echo last-$((2+1))"
         args = json.dumps({"command": command})
         pane.type(shlex.join([ZUNO, "call", "shell", args, "--yes"]))
         seen = plain(

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tmux_pane import (
+    HOLD,
     MODEL,
     FakeModelServer,
+    OpenPane,
     Pane,
     Reply,
     model_server,
@@ -32,10 +34,8 @@ __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 pytestmark = tmux_needed
 
-OpenPane = Callable[[Path, FakeModelServer], Pane]
 
 _READY = "Ctrl-D leaves"
-_HOLD = "for i in $(seq 900); do [ -e release ] && break; sleep 0.1; done"
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_three_prompts_are_one_conversation_and_history_recalls_a_prompt(
 def test_esc_interrupts_a_long_command_and_a_follow_up_continues(
     workspace: Path, tmp_path: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
-    command = f"echo started-$((0+1)); {_HOLD}; echo finished-$((1+1))"
+    command = f"echo started-$((0+1)); {HOLD}; echo finished-$((1+1))"
     model_server.enqueue(_call("c1", "shell", command=command), Reply(text="Continuing now."))
     pane = pane_factory(workspace, model_server)
     pane.zuno("chat", "--model", MODEL)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 from tmux_pane import (
     MODEL,
     FakeModelServer,
+    OpenPane,
     Pane,
     Reply,
     model_server,
@@ -30,8 +30,6 @@ from tmux_pane import (
 __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 pytestmark = tmux_needed
-
-OpenPane = Callable[[Path, FakeModelServer], Pane]
 
 
 def _call(call_id: str, tool: str, **arguments: object) -> Reply:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 from tmux_pane import (
+    HOLD,
     MODEL,
     FakeModelServer,
+    OpenPane,
     Pane,
     Reply,
     model_server,
@@ -28,10 +29,7 @@ __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 pytestmark = tmux_needed
 
-OpenPane = Callable[[Path, FakeModelServer], Pane]
 
-# Waits for the file "release" (at most 90 s, so a failing test cannot leave it running).
-_HOLD = "for i in $(seq 900); do [ -e release ] && break; sleep 0.1; done"
 _RUNNING = re.compile(r"running ([0-9]+)s")
 
 
@@ -47,7 +45,7 @@ def _ticked(text: str) -> bool:
 def test_slow_shell_shows_elapsed_time_and_its_output_while_it_runs(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
-    command = f"echo stream-$((0+1)); echo stream-$((1+1)); {_HOLD}; echo after-$((2+1))"
+    command = f"echo stream-$((0+1)); echo stream-$((1+1)); {HOLD}; echo after-$((2+1))"
     model_server.enqueue(Reply(tool_calls=[_shell("c1", command=command)]), Reply(text="All done."))
     pane = pane_factory(workspace, model_server)
     pane.zuno("run", "run the slow thing", "--model", MODEL)
@@ -71,7 +69,7 @@ def test_slow_shell_shows_elapsed_time_and_its_output_while_it_runs(
 def test_background_job_output_shows_while_the_run_waits_for_it(
     workspace: Path, model_server: FakeModelServer, pane_factory: OpenPane
 ) -> None:
-    command = f"echo job-line-$((0+1)); {_HOLD}; echo job-line-$((1+1))"
+    command = f"echo job-line-$((0+1)); {HOLD}; echo job-line-$((1+1))"
     model_server.enqueue(
         Reply(tool_calls=[_shell("c1", command=command, background=True)]),
         Reply(text="Started it."),

@@ -9,7 +9,6 @@ nested ones included, are not printed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import anyio
 from tmux_pane import (
     MODEL,
     FakeModelServer,
+    OpenPane,
     Pane,
     Reply,
     model_server,
@@ -31,7 +31,6 @@ from zuno.permissions import ApprovalDecision, ApprovalRequest, TerminalApprover
 __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 
-OpenPane = Callable[[Path, FakeModelServer], Pane]
 _ASK = "allow? [y]es / [n]o / [a]lways / [t] no, tell the model why"
 
 

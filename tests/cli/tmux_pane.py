@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 from fake_api import FakeModelServer, Reply
 
 __all__ = [
+    "HOLD",
     "MODEL",
     "FakeModelServer",
+    "OpenPane",
     "Pane",
     "Reply",
     "model_server",
@@ -35,6 +37,8 @@ __all__ = [
 ]
 
 MODEL = "openai:fake-model"
+HOLD = "for i in $(seq 900); do [ -e release ] && break; sleep 0.1; done"
+"""A shell loop that waits for the file ``release`` (at most 90 s, so a failing test ends)."""
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 _WAIT_S = float(os.environ.get("ZUNO_TEST_PANE_WAIT", "90"))
 """How long a wait may poll before the test fails (a bound, never a measured duration)."""
@@ -143,8 +147,12 @@ def model_server() -> Iterator[FakeModelServer]:
         yield server
 
 
+OpenPane = Callable[[Path, FakeModelServer], Pane]
+"""What ``pane_factory`` gives: a pane opened in a workspace against a model server."""
+
+
 @pytest.fixture
-def pane_factory(tmp_path: Path) -> Iterator[Callable[[Path, FakeModelServer], Pane]]:
+def pane_factory(tmp_path: Path) -> Iterator[OpenPane]:
     """Opens panes whose shell talks to a scripted model server; all closed at the end."""
     opened: list[Pane] = []
 
