@@ -114,6 +114,20 @@ class Claim:
     options: dict[str, Any]
     taken_from: str | None
 
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], taken_from: str | None) -> Claim:
+        """From the stored (session, workspace, agent, model, prompt, options)."""
+        session_id, workspace, agent, model, prompt, options = row
+        return cls(
+            str(session_id),
+            Path(str(workspace)),
+            str(agent),
+            str(model) if model else None,
+            str(prompt),
+            parse_options(options),
+            taken_from,
+        )
+
 
 # The owner's lease decides, read on the database's clock (zuno_now()): a worker
 # never compares its own clock with another machine's. Ties on created_at go by id,
@@ -207,15 +221,7 @@ def reclaim_own(store: Store, worker_id: str) -> Claim | None:
             return None
         session_id, workspace, agent, model, prompt, options = tuple(row)
         db.execute(_CLAIMED_SQL, (session_id, _claimed(worker_id, worker_id, "running")))
-    return Claim(
-        str(session_id),
-        Path(str(workspace)),
-        str(agent),
-        str(model) if model else None,
-        str(prompt),
-        parse_options(options),
-        worker_id,
-    )
+    return Claim.from_row((session_id, workspace, agent, model, prompt, options), worker_id)
 
 
 def claim_next(store: Store, worker_id: str) -> Claim | None:
@@ -242,12 +248,4 @@ def claim_next(store: Store, worker_id: str) -> Claim | None:
         break
     else:
         return None  # every try lost its race: the caller asks again later
-    return Claim(
-        str(session_id),
-        Path(str(workspace)),
-        str(agent),
-        str(model) if model else None,
-        str(prompt),
-        parse_options(options),
-        taken_from,
-    )
+    return Claim.from_row((session_id, workspace, agent, model, prompt, options), taken_from)

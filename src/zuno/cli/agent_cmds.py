@@ -27,6 +27,7 @@ from zuno.cli.agent_options import (
     interactive,
     open_runtime,
     provider_for,
+    run_one_turn,
     spent,
 )
 from zuno.cli.app import (
@@ -41,7 +42,6 @@ from zuno.cli.app import (
     fail,
     lazy_console,
     open_waiting,
-    wait_for_own_jobs,
 )
 from zuno.cli.resuming import ResumeRefused, move_session, resume_folder, stored_session
 from zuno.cli.signals import Stopped, run_until_stopped
@@ -110,22 +110,12 @@ def prompt_text(prompt: str) -> str:
 async def _drive(
     rt: Runtime, state: SessionState, provider: Provider, prompt: str | None, steps: int | None
 ) -> TurnOutcome:
-    from zuno.agent.loop import AgentLoop
     from zuno.cli.live import LiveView
 
     view = LiveView(rt)
     stop = view.watch(state)
     try:
-        async with rt:
-            loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=view.text)
-            try:
-                outcome = await loop.run(prompt)
-            finally:
-                import anyio
-
-                with anyio.CancelScope(shield=True):
-                    await provider.aclose()
-            await wait_for_own_jobs(rt)
+        outcome = await run_one_turn(rt, state, provider, prompt, steps, view.text)
     finally:
         stop()
         if view._mid_line:  # pyright: ignore[reportPrivateUsage]

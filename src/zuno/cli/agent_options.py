@@ -18,9 +18,12 @@ import typer
 from zuno.cli.app import fail, warn_control_paths, warn_untrusted
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
-    from zuno.runtime import Runtime
+    from zuno.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "interactive",
     "open_runtime",
     "provider_for",
+    "run_one_turn",
     "spent",
 ]
 
@@ -158,6 +162,32 @@ def provider_for(model: str, rt: Runtime) -> Provider:
         return make_provider(model, rt.config.providers)
     except ProviderError as exc:
         close_and_fail(rt, str(exc))
+
+
+async def run_one_turn(
+    rt: Runtime,
+    state: SessionState,
+    provider: Provider,
+    prompt: str | None,
+    steps: int | None,
+    on_text: Callable[[str], None],
+) -> TurnOutcome:
+    """One agent turn in ``rt`` (``run``, ``resume``): the provider is closed whatever
+    happens, and the background jobs this process started are waited for."""
+    import anyio
+
+    from zuno.agent.loop import AgentLoop
+    from zuno.cli.app import wait_for_own_jobs
+
+    async with rt:
+        loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=on_text)
+        try:
+            outcome = await loop.run(prompt)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await provider.aclose()
+        await wait_for_own_jobs(rt)
+    return outcome
 
 
 def spent(rt: Runtime, session_id: str) -> str:

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn, cast
 
-import anyio
 import typer
 
-from zuno.agent.loop import AgentLoop, TurnOutcome, TurnStatus, resolve_model
+from zuno.agent.loop import TurnOutcome, TurnStatus, resolve_model
 from zuno.agent.providers import Provider, ProviderError, make_provider
 from zuno.budget import Budget, BudgetError
 from zuno.cli.headless import ExitStatus, HeadlessWriter
@@ -184,17 +183,9 @@ async def _drive(
     prompt: str | None,
     steps: int | None,
 ) -> TurnOutcome:
-    from zuno.cli.app import wait_for_own_jobs
+    from zuno.cli.agent_options import run_one_turn
 
-    async with rt:
-        loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=writer.text)
-        try:
-            outcome = await loop.run(prompt)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await provider.aclose()
-        await wait_for_own_jobs(rt)
-    return outcome
+    return await run_one_turn(rt, state, provider, prompt, steps, writer.text)
 
 
 def _main(options: HeadlessOptions, body: Callable[[_Run], ExitStatus]) -> NoReturn:
