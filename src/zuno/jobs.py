@@ -33,6 +33,7 @@ from anyio.abc import TaskGroup
 
 from zuno.output import CappedFile
 from zuno.store import Store
+from zuno.store.errors import StoreUnavailable
 from zuno.workers import runner_settleable, this_worker
 
 if TYPE_CHECKING:
@@ -68,6 +69,10 @@ _COLUMNS = (
     " finished_at, output_path, owner_pid, owner_start, runner"
 )
 _LOST = "the Zuno process running it is gone; whether it finished is unknown"
+
+
+_END_TRIES = 4
+"""Tries to write a job's end across broken connections before giving up."""
 
 
 class JobState(StrEnum):
@@ -410,12 +415,42 @@ class JobLane:
         record.exit_code = end.exit_code
         record.detail = end.detail
         record.finished_at = time.time()
+        for attempt in range(_END_TRIES):
+            try:
+                self._write_end(record, state, end)
+                break
+            except StoreUnavailable:
+                # A connection broken under the write (a fence interrupting a stuck
+                # transaction, a server restart): the end is written on the next one.
+                if attempt == _END_TRIES - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        self._scopes.pop(record.job_id, None)
+        done = self._done.pop(record.job_id, None)
+        if done is not None:
+            done.set()
+
+    def _write_end(self, record: JobRecord, state: JobState, end: JobEnd) -> None:
+        """The job's end on its row, or beside it as ``job.late_result`` when it was lost.
+
+        Written again after a broken connection: an end this worker already wrote
+        (the same state and time) is found as its own, not taken for a late one.
+        """
         with self.store.transaction() as db:
             # Guarded: a row another worker marked lost stays lost; the end goes beside it.
             row = db.execute(
                 "UPDATE jobs SET state = ?, exit_code = ?, detail = ?, finished_at = ?"
-                " WHERE job_id = ? AND state = 'running' RETURNING job_id",
-                (state.value, end.exit_code, end.detail, record.finished_at, record.job_id),
+                " WHERE job_id = ? AND (state = 'running' OR (state = ? AND finished_at = ?))"
+                " RETURNING job_id",
+                (
+                    state.value,
+                    end.exit_code,
+                    end.detail,
+                    record.finished_at,
+                    record.job_id,
+                    state.value,
+                    record.finished_at,
+                ),
             ).fetchone()
             if row is None:
                 db.execute(
@@ -437,10 +472,6 @@ class JobLane:
                         ),
                     ),
                 )
-        self._scopes.pop(record.job_id, None)
-        done = self._done.pop(record.job_id, None)
-        if done is not None:
-            done.set()
 
     # Inspecting -------------------------------------------------------------------
 
