@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,9 +61,16 @@ def large_stand_in(fd: int, size: int) -> bytes:
     return _STAND_IN + f"size {size}\nsha256 {digest.hexdigest()}\n".encode()
 
 
+_STAND_IN_FORM = re.compile(re.escape(_STAND_IN) + rb"size [0-9]+\nsha256 [0-9a-f]{64}\n\Z")
+
+
 def is_large_stand_in(data: bytes) -> bool:
-    """Whether a blob is the stand-in of a large file (its content was not copied)."""
-    return data.startswith(_STAND_IN)
+    """Whether a blob is the stand-in of a large file (its content was not copied).
+
+    The whole form is checked (marker, size, digest): a small file that merely
+    starts with the marker is restored like any other.
+    """
+    return data.startswith(_STAND_IN) and _STAND_IN_FORM.match(data) is not None
 
 
 class EditConflict(Exception):
