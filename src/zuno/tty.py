@@ -14,11 +14,14 @@ so it can step aside and not draw over the question.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import termios
+import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -88,6 +91,7 @@ async def _read_fd(fd: int) -> str:
 
 
 async def _read_line() -> str:
+    _give_echo_back()  # the line typed is echoed as it is typed
     try:
         fd = _open_terminal()
     except OSError:
@@ -113,6 +117,50 @@ _ENTER_GRACE_S = 2.0
 """After a one-key answer, an Enter pressed out of habit within this long is dropped."""
 _key_answered: list[float] = []
 
+_echo_lock = threading.Lock()
+_echo_owed: list[list[Any]] = []
+"""The terminal's settings to put back once the grace after a one-key answer is over."""
+
+
+def _settle_quietly(fd: int, saved: list[Any]) -> None:
+    """Put the terminal back after a one-key answer, but not its echo, for a moment.
+
+    An Enter pressed out of habit after the key would otherwise be echoed by the
+    terminal itself, wherever the cursor is then (in the middle of the model's
+    streamed text). Echo comes back after the grace, at the next prompt, or when
+    the process ends, whichever is first.
+    """
+    settled = [*saved[:3], saved[3] & ~termios.ECHO, *saved[4:]]
+    termios.tcsetattr(fd, termios.TCSANOW, settled)
+    if not saved[3] & termios.ECHO:
+        return
+    with _echo_lock:
+        _echo_owed[:] = [saved]
+    timer = threading.Timer(_ENTER_GRACE_S, _give_echo_back)
+    timer.daemon = True
+    timer.start()
+
+
+def _give_echo_back() -> None:
+    """Restore the settings a one-key answer left without echo (if still owed)."""
+    with _echo_lock:
+        if not _echo_owed:
+            return
+        saved = _echo_owed.pop()
+        try:
+            fd = _open_terminal()
+        except OSError:
+            return
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+        except termios.error:
+            pass
+        finally:
+            os.close(fd)
+
+
+atexit.register(_give_echo_back)
+
 
 def _without_habitual_enter(data: str) -> str:
     """``data`` less the Enter that followed a one-key answer just before (once)."""
@@ -136,6 +184,7 @@ async def _read_key(keys: str) -> str:
         line = (await _read_line()).strip().lower()
         return line[:1] if line[:1] in keys else (line[:1] or "")
     try:
+        _give_echo_back()
         saved = termios.tcgetattr(fd)
         quiet = termios.tcgetattr(fd)
         quiet[3] &= ~(termios.ICANON | termios.ECHO)  # one key at a time, not echoed
@@ -153,7 +202,7 @@ async def _read_key(keys: str) -> str:
                         _key_answered[:] = [time.monotonic()]
                         return char
         finally:
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            _settle_quietly(fd, saved)
     finally:
         os.close(fd)
 
