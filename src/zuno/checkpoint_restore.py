@@ -89,8 +89,8 @@ def _write(root: Beneath, path: str, entry: Entry, data: bytes) -> None:
     folder, name = spot.folder, spot.name
     if spot.stat is not None and stat.S_ISDIR(spot.stat.st_mode):
         try:
-            # An empty folder holds nothing a checkpoint records: it may go.
-            os.rmdir(name, dir_fd=folder.fd)
+            # Folders holding only empty folders hold nothing a checkpoint records: they may go.
+            _remove_empty_folders(folder.fd, name)
         except OSError:
             raise CheckpointError(
                 f"cannot restore {path}: a folder is in its place (with files the "
@@ -116,6 +116,23 @@ def _write(root: Beneath, path: str, entry: Entry, data: bytes) -> None:
         with contextlib.suppress(OSError):
             folder.remove(temp)
         raise
+
+
+def _remove_empty_folders(parent_fd: int, name: str) -> None:
+    """Remove the folder ``name`` if it holds nothing but (nested) empty folders.
+
+    Raises:
+        OSError: Something else is in it (a file, a symlink); what was empty may be gone.
+    """
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    try:
+        with os.scandir(fd) as entries:
+            inner = [e.name for e in entries]
+        for child in inner:
+            _remove_empty_folders(fd, child)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
 
 
 def _umask() -> int:
