@@ -36,10 +36,10 @@ from pathlib import Path
 
 import anyio
 
-from zuno.checkpoints import CHECKPOINTS_ENV
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime, SessionState
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime, SessionState
+from zuno.workspace.checkpoints.store import CHECKPOINTS_ENV
 
 __all__ = ["main"]
 

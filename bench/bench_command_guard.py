@@ -3,7 +3,7 @@
 ``bench_command_guard.py KIND [DSN]``: KIND is bubblewrap, landlock or none;
 with a postgresql:// DSN the runtime's store is there (a store machines share:
 each command then runs under its own deadline guard inside the sandbox, see
-``zuno/fencing.py``), else a SQLite file in a temporary folder. Prints the
+``zuno/durability/fencing.py``), else a SQLite file in a temporary folder. Prints the
 median and the 90th percentile of 30 calls of ``true`` after one warm-up call.
 Compare two checkouts by running it with ``PYTHONPATH=OTHER/src``.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import anyio
 
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.config.loading import Config
+from zuno.durability.store import open_store
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 
 async def measure(rt: Runtime, calls: int = 30) -> list[float]:

@@ -33,14 +33,14 @@ from typing import ClassVar
 
 import anyio
 
-from zuno.config import Config
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.recovery import inspection_block
-from zuno.runtime import Runtime
-from zuno.store import Store, open_store
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.recovery import inspection_block
+from zuno.durability.store import Store, open_store
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 
 class EchoArgs(ToolArgs):

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import anyio
 
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.sandbox import SandboxSettings
-from zuno.tool import ToolContext
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import ToolContext
+from zuno.execution.sandbox import SandboxSettings
 from zuno.tools.shell import ShellArgs, ShellTool
 
 __all__ = ["main"]

@@ -255,8 +255,8 @@ def _start_workers(n: int, env: dict[str, str], logs: Path) -> list[subprocess.P
 def run_once(
     db: str, base_url: str, workers: int, sessions: int, root: Path, pg_admin: str | None
 ) -> RunResult:
-    from zuno.fleet import submit
-    from zuno.store import open_store
+    from zuno.durability.store import open_store
+    from zuno.fleet.worker import submit
 
     ws = _workspace(root)
     logs = root / f"logs-{workers}"
@@ -369,9 +369,9 @@ def profile_one(sessions: int, steps: int, out: Path) -> None:
     """One worker in this process under cProfile, on SQLite."""
     import cProfile
 
-    from zuno.fleet import FleetWorker, submit
-    from zuno.store import open_store
-    from zuno.workers import shared_lease
+    from zuno.durability.store import open_store
+    from zuno.durability.workers import shared_lease
+    from zuno.fleet.worker import FleetWorker, submit
 
     with tempfile.TemporaryDirectory() as tmp, model_server(steps) as url:
         root = Path(tmp)

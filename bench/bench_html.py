@@ -27,7 +27,7 @@ from pathlib import Path
 
 from html_to_markdown import ConversionOptions, PreprocessingOptions, convert
 
-from zuno.html_text import html_to_text
+from zuno.integrations.html_text import html_to_text
 
 __all__ = ["main"]
 
@@ -114,12 +114,12 @@ def _old_converter(commit: str, folder: Path) -> Callable[..., object]:
     ).stdout.split()
     for name in listing:
         source = subprocess.run(
-            ["git", "show", f"{commit}:src/zuno/html_text/{name}"],
+            ["git", "show", f"{commit}:src/zuno/integrations/html_text/{name}"],
             check=True,
             capture_output=True,
             text=True,
         ).stdout
-        (package / name).write_text(source.replace("zuno.html_text", "old_html_text"))
+        (package / name).write_text(source.replace("zuno.integrations.html_text", "old_html_text"))
     sys.path.insert(0, str(folder))
     return importlib.import_module("old_html_text").html_to_text
 

@@ -30,14 +30,14 @@ from typing import Any
 
 import anyio
 
-from zuno.checkpoints import CHECKPOINTS_ENV
-from zuno.config import Config
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.patch import commit_changes, parse_patch, plan_patch
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.tool import ToolContext
+from zuno.config.loading import Config
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import ToolContext
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
+from zuno.workspace.checkpoints.store import CHECKPOINTS_ENV
+from zuno.workspace.patch import commit_changes, parse_patch, plan_patch
 
 __all__ = ["main"]
 

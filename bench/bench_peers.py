@@ -40,12 +40,12 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from zuno.config import Config
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 
 class EchoArgs(ToolArgs):

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import anyio
 
-from zuno.output import ArtifactStore, OutputLimits, format_size
-from zuno.tool import ToolContext
+from zuno.contract.output import ArtifactStore, OutputLimits, format_size
+from zuno.contract.tool import ToolContext
 from zuno.tools.read import ReadArgs, ReadTool
 
 __all__ = ["main"]

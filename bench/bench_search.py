@@ -48,9 +48,9 @@ from typing import Any
 
 import anyio
 
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.ripgrep import find_ripgrep
-from zuno.tool import Tool, ToolArgs, ToolContext
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import Tool, ToolArgs, ToolContext
+from zuno.execution.ripgrep import find_ripgrep
 from zuno.tools.search import GlobArgs, GlobTool, GrepArgs, GrepTool
 
 __all__ = ["main"]

@@ -8,7 +8,7 @@ the machine's noise falls on all of them alike:
 - ``> /dev/null``: no reader at all;
 - ``| cat > FILE``: a reader that keeps all of the output on disk (Zuno keeps
   64 MiB of it, the default ``tool_output.artifact_max_bytes``, but writes it all);
-- ``API``: :meth:`zuno.runtime.Runtime.dispatch` of one ``shell`` call in a child
+- ``API``: :meth:`zuno.session.runtime.Runtime.dispatch` of one ``shell`` call in a child
   Python process, timed around the dispatch alone (the call is recorded in a
   SQLite store, the workspace checkpointed, the sandbox started, the output
   read, bounded and kept as an artifact under the default caps), with the
@@ -51,9 +51,9 @@ _CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 import anyio
-from zuno.calls import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.contract.calls import CallRequest
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 workspace, db, command, repeat = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 

@@ -15,10 +15,10 @@ are used when present: a real install has them, an editable one run with
 
 Each ``zuno`` command is measured three ways: ``cold`` runs it in its own process
 (``ZUNO_SERVER=off``, as the very first command does; ``--help`` and ``tools``
-then come from the startup cache, :mod:`zuno.startup_cache`, filled by the
+then come from the startup cache, :mod:`zuno.cli.startup_cache`, filled by the
 warm-up round), ``nocache`` the same with ``ZUNO_STARTUP_CACHE=off`` (the first
 run after an install or upgrade), and ``served`` through
-the command server (:mod:`zuno.cmdserver`), started and awaited before the
+the command server (:mod:`zuno.cli.cmdserver`), started and awaited before the
 rounds begin, in a private run folder, and stopped at the end. For a served
 command the CPU column is the launcher's own: the work is done by the
 server's forked child.

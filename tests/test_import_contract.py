@@ -30,10 +30,10 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
         {
             "zuno.agent.compaction",
             "zuno.agent.loop",
-            "zuno.dispatch",
-            "zuno.jobs",
-            "zuno.preflight",
-            "zuno.runtime",
+            "zuno.dispatch.dispatcher",
+            "zuno.session.jobs",
+            "zuno.dispatch.preflight",
+            "zuno.session.runtime",
             "zuno.tools.background",
         }
     ),

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from zuno.process import ProcessResult, run_process
+from zuno.execution.process import ProcessResult, run_process
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""zuno.ripgrep against the real rg: locating, decoding, ordering, limits, cancellation."""
+"""zuno.execution.ripgrep against the real rg: locating, decoding, ordering, limits, cancellation."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zuno import ripgrep
-from zuno.ripgrep import (
+from zuno.execution import ripgrep
+from zuno.execution.ripgrep import (
     FileCount,
     Query,
     RipgrepError,
@@ -31,7 +31,7 @@ from zuno.ripgrep import (
     parse_version,
     search_lines,
 )
-from zuno.ripgrep._search import _Smallest  # pyright: ignore[reportPrivateUsage]
+from zuno.execution.ripgrep._search import _Smallest  # pyright: ignore[reportPrivateUsage]
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -22,31 +22,16 @@ never lets them escape.
 # parses the command line. Type checkers see ordinary imports.
 from __future__ import annotations
 
-# Not even typing at run time: the ``zuno`` launcher (zuno.launcher) imports this
+# Not even typing at run time: the ``zuno`` launcher (zuno.cli.launcher) imports this
 # package first and hands most commands to a server within a few milliseconds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from zuno.config import AgentSettings, Config, ConfigError, PermissionRule, load_config
-    from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
-    from zuno.dispatch import CallRequest, CallResult
-    from zuno.events import Event
-    from zuno.hooks import HookCall, HookDecision
-    from zuno.installed import installed_version
-    from zuno.output import OutputLimits
-    from zuno.permissions import (
-        ApprovalDecision,
-        ApprovalRequest,
-        ApproveAll,
-        Approver,
-        CallbackApprover,
-        DenyAll,
-        TerminalApprover,
-    )
-    from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
-    from zuno.store import open_store
-    from zuno.tool import (
+    from zuno.config.loading import AgentSettings, Config, ConfigError, PermissionRule, load_config
+    from zuno.contract.events import Event
+    from zuno.contract.output import OutputLimits
+    from zuno.contract.tool import (
         Tool,
         ToolArgs,
         ToolContext,
@@ -55,6 +40,21 @@ if TYPE_CHECKING:
         TransientError,
         UncertainOutcome,
     )
+    from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
+    from zuno.core.installed import installed_version
+    from zuno.dispatch.dispatcher import CallRequest, CallResult
+    from zuno.durability.store import open_store
+    from zuno.policy.hooks import HookCall, HookDecision
+    from zuno.policy.permissions import (
+        ApprovalDecision,
+        ApprovalRequest,
+        ApproveAll,
+        Approver,
+        CallbackApprover,
+        DenyAll,
+        TerminalApprover,
+    )
+    from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 
 __all__ = [
     "AgentSettings",
@@ -97,43 +97,43 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
-    "AgentSettings": "zuno.config",
-    "ApprovalDecision": "zuno.permissions",
-    "ApprovalRequest": "zuno.permissions",
-    "ApproveAll": "zuno.permissions",
-    "Approver": "zuno.permissions",
-    "BlockKind": "zuno.declarations",
-    "CallRequest": "zuno.dispatch",
-    "CallResult": "zuno.dispatch",
-    "CallbackApprover": "zuno.permissions",
-    "Concurrency": "zuno.declarations",
-    "Config": "zuno.config",
-    "ConfigError": "zuno.config",
-    "Declaration": "zuno.declarations",
-    "DenyAll": "zuno.permissions",
-    "Effect": "zuno.declarations",
-    "Event": "zuno.events",
-    "HookCall": "zuno.hooks",
-    "HookDecision": "zuno.hooks",
-    "Outcome": "zuno.declarations",
-    "OutputLimits": "zuno.output",
-    "PermissionRule": "zuno.config",
-    "Replay": "zuno.declarations",
-    "Runtime": "zuno.runtime",
-    "SessionState": "zuno.runtime",
-    "TerminalApprover": "zuno.permissions",
-    "Tool": "zuno.tool",
-    "ToolArgs": "zuno.tool",
-    "ToolContext": "zuno.tool",
-    "ToolError": "zuno.tool",
-    "ToolResult": "zuno.tool",
-    "TransientError": "zuno.tool",
-    "UncertainOutcome": "zuno.tool",
-    "UnknownAgent": "zuno.runtime",
-    "UnknownSession": "zuno.runtime",
-    "installed_version": "zuno.installed",
-    "load_config": "zuno.config",
-    "open_store": "zuno.store",
+    "AgentSettings": "zuno.config.loading",
+    "ApprovalDecision": "zuno.policy.permissions",
+    "ApprovalRequest": "zuno.policy.permissions",
+    "ApproveAll": "zuno.policy.permissions",
+    "Approver": "zuno.policy.permissions",
+    "BlockKind": "zuno.core.declarations",
+    "CallRequest": "zuno.dispatch.dispatcher",
+    "CallResult": "zuno.dispatch.dispatcher",
+    "CallbackApprover": "zuno.policy.permissions",
+    "Concurrency": "zuno.core.declarations",
+    "Config": "zuno.config.loading",
+    "ConfigError": "zuno.config.loading",
+    "Declaration": "zuno.core.declarations",
+    "DenyAll": "zuno.policy.permissions",
+    "Effect": "zuno.core.declarations",
+    "Event": "zuno.contract.events",
+    "HookCall": "zuno.policy.hooks",
+    "HookDecision": "zuno.policy.hooks",
+    "Outcome": "zuno.core.declarations",
+    "OutputLimits": "zuno.contract.output",
+    "PermissionRule": "zuno.config.loading",
+    "Replay": "zuno.core.declarations",
+    "Runtime": "zuno.session.runtime",
+    "SessionState": "zuno.session.runtime",
+    "TerminalApprover": "zuno.policy.permissions",
+    "Tool": "zuno.contract.tool",
+    "ToolArgs": "zuno.contract.tool",
+    "ToolContext": "zuno.contract.tool",
+    "ToolError": "zuno.contract.tool",
+    "ToolResult": "zuno.contract.tool",
+    "TransientError": "zuno.contract.tool",
+    "UncertainOutcome": "zuno.contract.tool",
+    "UnknownAgent": "zuno.session.runtime",
+    "UnknownSession": "zuno.session.runtime",
+    "installed_version": "zuno.core.installed",
+    "load_config": "zuno.config.loading",
+    "open_store": "zuno.durability.store",
 }
 
 

@@ -1,5 +1,5 @@
 """``python -m zuno``: the same as the ``zuno`` script (the command server included)."""
 
-from zuno.launcher import main
+from zuno.cli.launcher import main
 
 main()

@@ -8,9 +8,9 @@ from typing import Any, Literal
 from fake_api import FakeModelServer
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, provider_for
-from zuno.config import Config
-from zuno.permissions import ApproveAll, Approver
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll, Approver
+from zuno.session.runtime import Runtime
 
 Kind = Literal["openai", "anthropic"]
 MODEL = "fake:test-model"

@@ -15,7 +15,7 @@ from fake_api import FakeModelServer, Reply
 
 from zuno.agent.compaction import CompactionFailed
 from zuno.agent.loop import AgentLoop, provider_for
-from zuno.budget import session_usage
+from zuno.policy.budget import session_usage
 
 SMALL_WINDOW: dict[str, Any] = {"models": {MODEL: {"context_window": 1000}}}
 

@@ -16,14 +16,14 @@ from fake_api import Failure, FakeModelServer, Reply
 
 from zuno.agent.messages import UserMessage
 from zuno.agent.providers import ProviderError, RetryPolicy, make_provider
-from zuno.config import Config
-from zuno.declarations import Concurrency, Declaration, Effect, Outcome, Replay
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult, UncertainOutcome
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult, UncertainOutcome
+from zuno.core.declarations import Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.integrations.web._http import status_failure  # pyright: ignore[reportPrivateUsage]
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
-from zuno.web._http import status_failure  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
 

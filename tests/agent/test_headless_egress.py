@@ -18,7 +18,7 @@ from typing import Any
 from fake_api import FakeModelServer, Reply
 
 from egress_servers import served
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"

@@ -23,7 +23,7 @@ import pytest
 from fake_api import FakeModelServer, Reply, free_port
 from whole_reply_api import Whole, WholeReplyServer
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"

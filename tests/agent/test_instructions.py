@@ -16,7 +16,7 @@ from typing import Any
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.instructions import MAX_FILE_BYTES, project_instructions
-from zuno.config import user_config_path
+from zuno.config.loading import user_config_path
 
 ZUNO = [sys.executable, "-m", "zuno"]
 

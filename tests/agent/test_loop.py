@@ -12,8 +12,8 @@ from fake_api import Failure, FakeModelServer, Reply, free_port
 
 from zuno.agent.loop import AgentLoop, ModelNotConfigured, TurnStatus, load_history, resolve_model
 from zuno.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
-from zuno.config import AgentSettings, Config
-from zuno.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.config.loading import AgentSettings, Config
+from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
 
 pytestmark = pytest.mark.anyio
 KINDS: list[Kind] = ["openai", "anthropic"]
@@ -197,7 +197,7 @@ async def test_unreachable_provider_names_the_setting_to_fix(workspace: Path) ->
             }
         }
     )
-    from zuno.runtime import Runtime
+    from zuno.session.runtime import Runtime
 
     rt = Runtime(workspace, config=cfg, db_path=workspace.parent / "z.db")
     outcome = await run_turn(rt, "hello")
@@ -301,7 +301,7 @@ def _call(call_id: str, name: str, arguments: str) -> Any:
 
 
 def _request(tool: str, arguments: str, model_call_id: str) -> Any:
-    from zuno.dispatch import CallRequest
+    from zuno.dispatch.dispatcher import CallRequest
 
     return CallRequest(tool, json.loads(arguments), model_call_id)
 
@@ -337,7 +337,7 @@ async def test_a_continued_session_gets_the_recovery_notice_once(
 async def test_accepted_memories_reach_the_system_prompt(
     workspace: Path, model_server: FakeModelServer
 ) -> None:
-    from zuno.memory import decide_memory, propose_memory
+    from zuno.durability.memory import decide_memory, propose_memory
 
     model_server.enqueue(Reply(text="Noted."))
     rt = make_runtime(workspace, model_server, memory={"enabled": True})
@@ -369,7 +369,7 @@ async def test_a_failed_side_effect_makes_the_next_step_a_recovery_turn(
     second = json.dumps(model_server.requests[1].body)
     assert "Recovery notice (recovery attempt 1" in second and call.call_id in second
     # The notice was given once and recorded; resuming does not repeat it.
-    from zuno.recovery import pending_notice
+    from zuno.durability.recovery import pending_notice
 
     assert pending_notice(rt.store, outcome.session_id) is None
     rt.close()

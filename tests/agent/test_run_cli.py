@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fake_api import FakeModelServer, Reply, free_port
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"

@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 
 from zuno.agent.loop import tool_specs
 from zuno.agent.messages import ToolSpec
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 
 def test_sessions_of_two_runtimes_share_their_tool_specs(workspace: Path, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from agent_helpers import make_runtime, run_turn
 from fake_api import FakeModelServer, Reply
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 
 def _tool_results(server: FakeModelServer, request: int) -> dict[str, str]:

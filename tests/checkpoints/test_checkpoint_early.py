@@ -17,12 +17,12 @@ import anyio
 import pytest
 
 from pg_schema import scratch_schema
-from zuno.checkpoints import Checkpoints
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime, SessionState
-from zuno.store import CallRecord
+from zuno.config.loading import Config
+from zuno.durability.store import CallRecord
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime, SessionState
 from zuno.tools.undo import checkpoint_problem, find_call, undo_note
+from zuno.workspace.checkpoints.store import Checkpoints
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from zuno.checkpoints import Checkpoints
-from zuno.workspace_watch import FolderWatch
+from zuno.workspace.checkpoints.store import Checkpoints
+from zuno.workspace.watch import FolderWatch
 
 pytestmark = pytest.mark.skipif(
     FolderWatch.start(Path("/tmp")) is None, reason="inotify is not available here"
@@ -242,7 +242,7 @@ def test_a_store_of_the_earlier_layout_is_kept_and_made_private(ws: Path, stores
     first = take(cp, 0)
     cp.close()
     # The config an earlier Zuno wrote: files named in the store, no private mode.
-    from zuno.checkpoint_git import CONFIG
+    from zuno.workspace.checkpoints.git import CONFIG
 
     earlier = CONFIG.replace("\tsharedRepository = 0600\n", "").format(
         none=cp.git_dir / "zuno-none"

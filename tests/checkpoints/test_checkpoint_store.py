@@ -18,7 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from zuno.checkpoints import Checkpoints, checkpoints_for
+from zuno.workspace.checkpoints.store import Checkpoints, checkpoints_for
 
 
 def tree(root: Path) -> dict[str, tuple[str, bytes | str, bool]]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from zuno.checkpoints import Checkpoints
-from zuno.workspace_watch import FolderWatch
+from zuno.workspace.checkpoints.store import Checkpoints
+from zuno.workspace.watch import FolderWatch
 
 pytestmark = pytest.mark.skipif(
     FolderWatch.start(Path("/tmp")) is None, reason="inotify is not available here"
@@ -175,7 +175,7 @@ def test_a_lost_event_queue_makes_the_next_snapshot_look_at_all(ws: Path, stores
 
 
 def test_the_store_inside_the_workspace_stays_out(ws: Path) -> None:
-    from zuno.checkpoints import checkpoints_for
+    from zuno.workspace.checkpoints.store import checkpoints_for
 
     cp = checkpoints_for(ws / ".zuno", ws, also_exclude=[ws / "state.db"])
     take(cp, 0)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from zuno.calls import CallResult
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime, SessionState
-from zuno.store import CallRecord
+from zuno.config.loading import Config
+from zuno.contract.calls import CallResult
+from zuno.durability.store import CallRecord
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime, SessionState
 
 pytestmark = pytest.mark.anyio
 

@@ -259,7 +259,7 @@ class World:
 
     def server_processes(self) -> list[int]:
         """Live command servers of this world's run folder (whatever their key)."""
-        marker = b"zuno.cmdserver\0" + os.fsencode(self.folder) + b"\0"
+        marker = b"zuno.cli.cmdserver\0" + os.fsencode(self.folder) + b"\0"
         return processes_with(marker)
 
     def stop(self) -> None:

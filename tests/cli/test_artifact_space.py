@@ -163,9 +163,9 @@ def test_a_bad_size_is_one_clear_line(cli: _Cli) -> None:
 
 
 def test_a_session_taken_up_after_the_plan_is_left_alone(cli: _Cli) -> None:
-    from zuno.artifact_space import plan_prune
-    from zuno.store import open_store
-    from zuno.workers import this_worker
+    from zuno.durability.artifact_space import plan_prune
+    from zuno.durability.store import open_store
+    from zuno.durability.workers import this_worker
 
     idle = cli.shell(_BIG, "--new-session")
     folder = cli.artifacts / idle["session_id"]

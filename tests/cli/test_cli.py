@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 ZUNO = [sys.executable, "-m", "zuno"]
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 
 from fake_api import FakeModelServer, Reply
 
-from zuno.store import SQLiteStore
-from zuno.trust import trust
+from zuno.config.trust import trust
+from zuno.durability.store import SQLiteStore
 
 ZUNO = Path(sys.executable).parent / "zuno"
 BOUND = 120.0

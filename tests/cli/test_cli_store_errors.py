@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from zuno.store.schema import SCHEMA_VERSION
+from zuno.durability.store.schema import SCHEMA_VERSION
 
 ZUNO = [sys.executable, "-m", "zuno"]
 

@@ -651,7 +651,7 @@ def _python() -> str:
 
 _CRAFT = """
 import os, sys
-from zuno.launcher import _request
+from zuno.cli.launcher import _request
 sys.stdout.write(_request(sys.argv[1:], False).hex())
 """
 
@@ -813,7 +813,7 @@ def test_forged_identity_from_another_namespace_is_refused(world: World, tmp_pat
 
 _LANDLOCKED = """
 import os, sys
-from zuno.sandbox._landlock_exec import restrict_self
+from zuno.execution.sandbox._landlock_exec import restrict_self
 restrict_self(["/tmp"], ["/dev/null"], True)
 os.execv(sys.argv[1], sys.argv[1:])
 """

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zuno.doctor import diagnose, report_lines
-from zuno.trust import trust
+from zuno.cli.doctor import diagnose, report_lines
+from zuno.config.trust import trust
 
 ZUNO = Path(sys.executable).parent / "zuno"
 DEMO = Path(__file__).parent.parent / "mcp" / "mcp_demo_server.py"

@@ -2,7 +2,7 @@
 
 The terminal echoes what is typed whenever echo is on; an Enter that arrives after the key
 was read, while the model's text streams, would break that text in the middle of a word.
-Here a small program asks with :func:`zuno.tty.ask_key`, then writes ``left`` and waits
+Here a small program asks with :func:`zuno.core.tty.ask_key`, then writes ``left`` and waits
 until the test has pressed Enter, then writes ``right``: the two halves stay on one row, and
 once the grace is over the terminal echoes again (a line typed at the shell is seen).
 """
@@ -19,7 +19,7 @@ __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
 _PROGRAM = """
 import anyio, pathlib, sys, time
-from zuno.tty import ask_key
+from zuno.core.tty import ask_key
 
 async def main() -> None:
     key = await ask_key("go? [y/n] ", "yn")

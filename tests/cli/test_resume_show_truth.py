@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from truth_cli import MODEL, ZUNO, FakeModelServer, Reply, Zuno, session_from
 
-from zuno.store import open_store
+from zuno.durability.store import open_store
 
 
 @pytest.fixture

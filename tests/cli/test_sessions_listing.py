@@ -12,9 +12,9 @@ import pytest
 from truth_cli import MODEL, ZUNO, FakeModelServer, Reply, Zuno, session_from
 
 from zuno.agent.loop import AgentLoop, provider_for
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from zuno.events import Event
-from zuno.recovery import settle_interrupted
-from zuno.store import SQLiteStore
-from zuno.store.records import CallRecord
+from zuno.contract.events import Event
+from zuno.durability.recovery import settle_interrupted
+from zuno.durability.store import SQLiteStore
+from zuno.durability.store.records import CallRecord
 
 ZUNO = Path(sys.executable).parent / "zuno"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from zuno.startup_cache import cache_key
+from zuno.cli.startup_cache import cache_key
 
 
 class Launcher:
@@ -38,7 +38,7 @@ class Launcher:
                 "-X",
                 "importtime",
                 "-c",
-                "from zuno.launcher import main; main()",
+                "from zuno.cli.launcher import main; main()",
                 *args,
             ],
             cwd=self.workspace,

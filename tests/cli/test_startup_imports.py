@@ -71,9 +71,9 @@ def test_a_command_loads_no_sdk_it_does_not_use(workspace: Path, args: tuple[str
 # pydantic models of every tool and setting, the dispatcher, the agent loop.
 RUNTIME_MODULES = (
     "pydantic",
-    "zuno.config",
-    "zuno.runtime",
-    "zuno.dispatch",
+    "zuno.config.loading",
+    "zuno.session.runtime",
+    "zuno.dispatch.dispatcher",
     "zuno.tools",
     "zuno.agent.loop",
     "zuno.agent.providers",
@@ -98,10 +98,11 @@ def test_importing_zuno_loads_its_public_names_on_use(workspace: Path) -> None:
         "    value = getattr(zuno, name)\n"
         "    assert value is getattr(importlib.import_module(value.__module__), name), name\n"
         "from zuno import Runtime, load_config\n"
-        "import zuno.runtime, zuno.config\n"
-        "assert Runtime is zuno.runtime.Runtime and load_config is zuno.config.load_config"
+        "import zuno.session.runtime, zuno.config.loading\n"
+        "assert Runtime is zuno.session.runtime.Runtime\n"
+        "assert load_config is zuno.config.loading.load_config"
     )
-    assert "zuno.runtime" in _modules_after(workspace, code)
+    assert "zuno.session.runtime" in _modules_after(workspace, code)
 
 
 def test_importing_the_cli_and_its_help_load_no_runtime(workspace: Path) -> None:

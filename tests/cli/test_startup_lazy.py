@@ -32,10 +32,10 @@ sys.__stderr__.write("MODULES " + json.dumps([code, sorted(sys.modules)]) + "\\n
 # What listing or calling one tool never needs: the patch engine, the HTML converter,
 # the language-server client, the bash grammar, the agent's providers, rich's console.
 ENGINES = (
-    "zuno.patch.apply",
-    "zuno.html_text",
+    "zuno.workspace.patch.apply",
+    "zuno.integrations.html_text",
     "html_to_markdown",
-    "zuno.lsp.client",
+    "zuno.integrations.lsp.client",
     "tree_sitter",
     "zuno.agent.messages",
     "rich.console",
@@ -65,7 +65,7 @@ def tool_modules(modules: set[str]) -> set[str]:
 def test_help_for_a_program_imports_neither_pydantic_nor_rich(workspace: Path) -> None:
     code, modules, out = run_probe(workspace, "--help")
     assert code == 0 and "Commands:" in out and "call" in out
-    assert not modules & {"pydantic", "rich", "anyio", "typer.rich_utils", "zuno.registry"}
+    assert not modules & {"pydantic", "rich", "anyio", "typer.rich_utils", "zuno.dispatch.registry"}
 
 
 def test_call_read_imports_read_alone(workspace: Path) -> None:
@@ -75,7 +75,7 @@ def test_call_read_imports_read_alone(workspace: Path) -> None:
     # web_search is asked whether a backend is configured, to build the surface.
     assert tool_modules(modules) == {"zuno.tools.read", "zuno.tools.web_search"}
     assert not modules & set(ENGINES)
-    assert "zuno.sandbox.probing" not in modules  # no sandbox probe for a read
+    assert "zuno.execution.sandbox.probing" not in modules  # no sandbox probe for a read
 
 
 def test_tools_describes_every_tool_without_their_engines(workspace: Path) -> None:
@@ -124,7 +124,14 @@ def test_a_missing_rg_still_stops_the_search_tools_with_one_clear_line(
 
 @pytest.mark.parametrize(
     "package",
-    ["zuno", "zuno.lsp", "zuno.sandbox", "zuno.ripgrep", "zuno.patch", "zuno.agent.providers"],
+    [
+        "zuno",
+        "zuno.integrations.lsp",
+        "zuno.execution.sandbox",
+        "zuno.execution.ripgrep",
+        "zuno.workspace.patch",
+        "zuno.agent.providers",
+    ],
 )
 def test_every_public_name_of_a_lazy_package_resolves(workspace: Path, package: str) -> None:
     # A name added to __all__ but not to the package's table of homes would fail only on use.

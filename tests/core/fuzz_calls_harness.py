@@ -41,13 +41,13 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.dispatch import CallRequest
-from zuno.hooks import HookCall, HookDecision
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.store import open_store
+from zuno.policy.hooks import HookCall, HookDecision
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 __all__ = ["Campaign", "Figures", "figures_table"]

@@ -9,8 +9,8 @@ from typing import Any, ClassVar, Literal
 import anyio
 from pydantic import Field
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 
 
 @dataclass

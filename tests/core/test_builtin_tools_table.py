@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import zuno.tools
-from zuno.config import Config
-from zuno.registry import LazyTool, NeedsSetup, Registry
-from zuno.runtime import Runtime
-from zuno.tool import Tool
-from zuno.tool_names import ALL_NAMES
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool
+from zuno.core.tool_names import ALL_NAMES
+from zuno.dispatch.registry import LazyTool, NeedsSetup, Registry
+from zuno.session.runtime import Runtime
 from zuno.tools import BUILTINS, builtin_tools, lazy_builtin_tools
 
 
@@ -90,7 +90,7 @@ def test_a_runtime_imports_a_tool_only_when_it_is_used(workspace: Path) -> None:
 def test_a_startup_check_still_refuses_the_call_that_needs_it(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zuno.ripgrep import RipgrepUnavailable
+    from zuno.execution.ripgrep import RipgrepUnavailable
 
     # The probe's answer is cached by ZUNO_RG's value: a path of this test's own is fresh.
     monkeypatch.setenv("ZUNO_RG", str(workspace / "no-such-rg"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from zuno.config import ConfigError, config_schema, load_config
-from zuno.trust import trust
+from zuno.config.loading import ConfigError, config_schema, load_config
+from zuno.config.trust import trust
 
 
 def write(path: Path, data: object) -> None:

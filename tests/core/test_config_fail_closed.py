@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config, ConfigError, load_config
-from zuno.registry import ALL_NAMES, Registry
+from zuno.config.loading import Config, ConfigError, load_config
+from zuno.dispatch.registry import ALL_NAMES, Registry
 from zuno.tools import builtin_tools
 
 ZUNO = Path(sys.executable).parent / "zuno"
@@ -122,8 +122,8 @@ def test_every_builtin_tool_name_is_known() -> None:
 
 
 def test_an_mcp_pattern_selects_and_switches_that_servers_tools() -> None:
-    from zuno.declarations import READ_ONLY_SAFE_PARALLEL
-    from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+    from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+    from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL
 
     def fake(name: str) -> Tool[Any]:
         class Fake(Tool[ToolArgs]):

@@ -26,14 +26,14 @@ import pytest
 from mcp import types
 
 from zuno.agent.delegation import MAX_DEPTH
-from zuno.config import Config
-from zuno.declarations import BlockKind, Effect, Outcome
-from zuno.dispatch import CallRequest
-from zuno.mcp.remote import choose_declaration
-from zuno.mcp.settings import McpServerSettings
-from zuno.permissions import ApproveAll
-from zuno.recovery import inspection_block, pending_notice
-from zuno.runtime import Runtime, SessionState
+from zuno.config.loading import Config
+from zuno.config.mcp import McpServerSettings
+from zuno.core.declarations import BlockKind, Effect, Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.recovery import inspection_block, pending_notice
+from zuno.integrations.mcp.remote import choose_declaration
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime, SessionState
 from zuno.tools import builtin_tools
 from zuno.tools.question import Answer, CallbackQuestioner, Question
 

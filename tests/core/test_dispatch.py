@@ -11,17 +11,17 @@ import anyio
 import pytest
 
 from probe_tools import Recorder, probe_tools
-from zuno.config import ConcurrencySettings, Config, PermissionRule, PermissionSettings
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallRequest
-from zuno.permissions import (
+from zuno.config.loading import ConcurrencySettings, Config, PermissionRule, PermissionSettings
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.permissions import (
     ApprovalDecision,
     ApprovalRequest,
     ApproveAll,
     CallbackApprover,
     DenyAll,
 )
-from zuno.runtime import Runtime
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

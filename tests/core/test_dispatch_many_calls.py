@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from probe_tools import Recorder, probe_tools
-from zuno.config import Config
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

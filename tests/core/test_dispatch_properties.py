@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probe_tools import Recorder, probe_tools
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApprovalRequest, CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.session.runtime import Runtime
 
 call_strategy = st.one_of(
     st.fixed_dictionaries(

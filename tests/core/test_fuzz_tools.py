@@ -15,13 +15,13 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallRequest
-from zuno.hooks import HookCall, HookDecision
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.tool_names import OPT_IN
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.core.tool_names import OPT_IN
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.hooks import HookCall, HookDecision
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 # Calls that would start processes or agents are stopped by a hook after

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from probe_tools import Recorder, probe_tools
-from zuno.config import Config, PermissionRule
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallRequest
-from zuno.hooks import HookCall, HookDecision
-from zuno.permissions import ApproveAll, rule_matches
-from zuno.runtime import Runtime
+from zuno.config.loading import Config, PermissionRule
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.hooks import HookCall, HookDecision
+from zuno.policy.permissions import ApproveAll, rule_matches
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zuno.output import BoundedOutput, OutputLimits, bound_text
+from zuno.contract.output import BoundedOutput, OutputLimits, bound_text
 
 
 def test_small_output_is_kept_whole_and_no_artifact(tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ def test_a_cut_text_fits_the_limits_with_its_marker(tmp_path: Path) -> None:
 
 @given(st.lists(st.sampled_from([b"\n", b"a", b"\xff", b"\n\n", b"x" * 300]), max_size=200))
 def test_newlines_are_counted_exactly_sparse_or_dense(pieces: list[bytes]) -> None:
-    from zuno.output import _count_newlines  # pyright: ignore[reportPrivateUsage]
+    from zuno.contract.output import _count_newlines  # pyright: ignore[reportPrivateUsage]
 
     data = b"".join(pieces)
     assert _count_newlines(data) == data.count(b"\n")

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zuno.config import Config, ToolOutputSettings
-from zuno.output import ArtifactStore, BoundedOutput, OutputLimits
-from zuno.tool import ToolContext
+from zuno.config.loading import Config, ToolOutputSettings
+from zuno.contract.output import ArtifactStore, BoundedOutput, OutputLimits
+from zuno.contract.tool import ToolContext
 from zuno.tools.shell import ShellArgs, ShellTool
 
 

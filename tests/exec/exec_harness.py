@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from zuno.config import Config
-from zuno.permissions import CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import CallbackApprover
+from zuno.session.runtime import Runtime
 
 __all__ = [
     "EXEC_TOOLS",

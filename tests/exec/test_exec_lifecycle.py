@@ -29,11 +29,11 @@ from exec_harness import (
     with_marker,
 )
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
-from zuno.pty_exec import MAX_LIVE
-from zuno.runtime import Runtime
-from zuno.tool_names import DEFAULT_SURFACE
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
+from zuno.core.tool_names import DEFAULT_SURFACE
+from zuno.execution.pty import MAX_LIVE
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

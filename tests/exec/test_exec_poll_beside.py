@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from exec_harness import exec_runtime, gone, new_marker, sleeper
 
-from zuno.declarations import Concurrency, Outcome
-from zuno.dispatch import CallRequest
+from zuno.core.declarations import Concurrency, Outcome
+from zuno.dispatch.dispatcher import CallRequest
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from exec_harness import PROMPT, alive, appeared, exec_runtime, gone, new_marker, sleeper
 
-from zuno.declarations import Concurrency, Effect, Outcome, Replay
+from zuno.core.declarations import Concurrency, Effect, Outcome, Replay
 
 pytestmark = pytest.mark.anyio
 

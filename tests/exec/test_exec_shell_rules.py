@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from exec_harness import exec_runtime
 
-from zuno.declarations import BlockKind, Outcome
+from zuno.core.declarations import BlockKind, Outcome
 
 pytestmark = pytest.mark.anyio
 

@@ -1,8 +1,8 @@
-"""What the model reads of a terminal program's output (zuno.pty_exec.TerminalText)."""
+"""What the model reads of a terminal program's output (zuno.execution.pty.TerminalText)."""
 
 from __future__ import annotations
 
-from zuno.pty_exec import TerminalText
+from zuno.execution.pty import TerminalText
 
 
 def plain(*chunks: bytes) -> str:

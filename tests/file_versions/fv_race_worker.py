@@ -1,6 +1,6 @@
 """One Zuno worker process for the write-race tests (run as a script; imported for ``Worker``).
 
-As a script it opens a real :class:`zuno.runtime.Runtime` on the store named
+As a script it opens a real :class:`zuno.session.runtime.Runtime` on the store named
 by ``--db`` (a SQLite file or a ``postgresql://`` URL), opens one session, and
 obeys JSON commands read from stdin, one per line, answering each with one
 JSON line on stdout::
@@ -9,7 +9,7 @@ JSON line on stdout::
     {"op": "write", "path": P, "content": C}  -> {"outcome": ..., "output": ...}
     {"op": "hold", "path": P, "content": C}   -> {"held": true}, then waits for
         the line "go" and answers {"done": true}: the session's write of P taken
-        through :class:`zuno.file_versions.FileVersions` directly, holding the
+        through :class:`zuno.tools.file_versions.FileVersions` directly, holding the
         file's head between its check and its write for as long as the test likes
     {"op": "close"}                           -> exits
 
@@ -91,7 +91,7 @@ class Worker:
 
 
 def _hold(rt: Any, session_id: str, path: Path, content: str) -> None:
-    from zuno.file_versions import FileVersions
+    from zuno.tools.file_versions import FileVersions
 
     data = content.encode()
     versions = FileVersions(rt.store)
@@ -111,10 +111,10 @@ def _hold(rt: Any, session_id: str, path: Path, content: str) -> None:
 async def _serve(db: str, ws: Path) -> None:
     import anyio.to_thread
 
-    from zuno.config import Config
-    from zuno.permissions import ApproveAll
-    from zuno.runtime import Runtime
-    from zuno.store import open_store
+    from zuno.config.loading import Config
+    from zuno.durability.store import open_store
+    from zuno.policy.permissions import ApproveAll
+    from zuno.session.runtime import Runtime
 
     rt = Runtime(ws, config=Config(), store=open_store(db), approver=ApproveAll())
     async with rt:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-import zuno.file_versions as file_versions
-from zuno.calls import CallResult
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.file_versions import FileVersions, fingerprint
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime, SessionState
+import zuno.tools.file_versions as file_versions
+from zuno.config.loading import Config
+from zuno.contract.calls import CallResult
+from zuno.core.declarations import Outcome
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime, SessionState
+from zuno.tools.file_versions import FileVersions, fingerprint
 
 pytestmark = pytest.mark.anyio
 

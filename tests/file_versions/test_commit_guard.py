@@ -1,4 +1,4 @@
-"""zuno.patch.commit with a guard: every file is shown to it before any is written."""
+"""zuno.workspace.patch.commit with a guard: every file is shown to it before any is written."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from zuno.beneath import Confined
-from zuno.patch import FileChange, commit_changes
-from zuno.patch.commit import ChangedMeanwhile
+from zuno.workspace.beneath import Confined
+from zuno.workspace.patch import FileChange, commit_changes
+from zuno.workspace.patch.commit import ChangedMeanwhile
 
 
 class Refused(Exception):

@@ -25,17 +25,17 @@ from pathlib import Path
 
 import pytest
 
-from zuno.sandbox import probe_bubblewrap, probe_landlock
-from zuno.sandbox.policy import GUARD
+from zuno.execution.sandbox import probe_bubblewrap, probe_landlock
+from zuno.execution.sandbox.policy import GUARD
 
 _WORKER = """
 import json, sys
 from pathlib import Path
 import anyio
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
+from zuno.durability.store import open_store
 
 workspace, dsn, kind, timeout = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 config = Config.model_validate({"sandbox": {"kind": kind}})

@@ -18,7 +18,7 @@ from pathlib import Path
 _RUN = """
 from pathlib import Path
 import anyio
-from zuno.process import run_process
+from zuno.execution.process import run_process
 
 async def command() -> str:
     out: list[bytes] = []
@@ -36,8 +36,8 @@ async def command() -> str:
 _CLOSED_STORE = (
     """
 import sys
-from zuno.store import open_store
-from zuno.workers import WorkerLease
+from zuno.durability.store import open_store
+from zuno.durability.workers import WorkerLease
 """
     + _RUN
     + """
@@ -52,9 +52,9 @@ print(anyio.run(command), flush=True)          # runs past the old deadline
 _TWO_LEASES = (
     """
 import sys
-from zuno.store import open_store
-from zuno.workers import WorkerLease
-from zuno import fencing
+from zuno.durability.store import open_store
+from zuno.durability.workers import WorkerLease
+from zuno.durability import fencing
 """
     + _RUN
     + """
@@ -74,9 +74,9 @@ assert not fencing._fences
 _ONE_LAPSES = (
     """
 import sys
-from zuno.store import open_store
-from zuno.workers import WorkerLease
-from zuno import fencing
+from zuno.durability.store import open_store
+from zuno.durability.workers import WorkerLease
+from zuno.durability import fencing
 """
     + _RUN
     + """
@@ -113,11 +113,11 @@ _STALE_LEASE = """
 import os, sys
 from pathlib import Path
 import anyio
-from zuno import fencing
-from zuno.process import run_process
-from zuno.sandbox import NoSandbox, SandboxPolicy, prepared_launch
-from zuno.store import open_store
-from zuno.workers import WorkerLease
+from zuno.durability import fencing
+from zuno.execution.process import run_process
+from zuno.execution.sandbox import NoSandbox, SandboxPolicy, prepared_launch
+from zuno.durability.store import open_store
+from zuno.durability.workers import WorkerLease
 
 held = WorkerLease(open_store(Path(sys.argv[1])), lease_seconds=60)
 # Another lease of this process fenced long ago and was never renewed (its store

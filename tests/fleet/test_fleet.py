@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 from fleet_model import CALLS_PER_TASK, FleetModelServer, marker, prompt_for
 
-from zuno.store import Store, open_store
+from zuno.durability.store import Store, open_store
 
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"

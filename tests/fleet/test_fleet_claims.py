@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from zuno.fleet import Claim, claim_next, submit
-from zuno.store import Store, open_store
-from zuno.workers import WorkerIdentity, WorkerLease
+from zuno.durability.store import Store, open_store
+from zuno.durability.workers import WorkerIdentity, WorkerLease
+from zuno.fleet.worker import Claim, claim_next, submit
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -15,8 +15,8 @@ from typing import Any
 
 from fleet_model import FleetModelServer, prompt_for
 
-from zuno.fleet import submit
-from zuno.store import open_store
+from zuno.durability.store import open_store
+from zuno.fleet.worker import submit
 
 ZUNO = [sys.executable, "-m", "zuno"]
 

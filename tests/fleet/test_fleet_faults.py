@@ -28,8 +28,8 @@ import pytest
 from fault_kit import CarefulModel, Host, Relay, namespaces_work, pg_target, relayed_dsn
 from fleet_model import prompt_for
 
-from zuno.store import Store, open_store
-from zuno.store.postgres import PostgresStore
+from zuno.durability.store import Store, open_store
+from zuno.durability.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.skipif(
     not namespaces_work(), reason="needs root: unshare and bind mounts simulate the hosts"
@@ -275,8 +275,8 @@ def test_the_inspection_rule_holds_across_skewed_clocks(faults: Faults, shift: f
 
 _PEER = """
 import sys, time
-from zuno.store import open_store
-from zuno.workers import WorkerLease
+from zuno.durability.store import open_store
+from zuno.durability.workers import WorkerLease
 store = open_store(sys.argv[1])
 lease = WorkerLease(store)
 store.acquire_session(sys.argv[2], lease.worker_id)
@@ -328,8 +328,8 @@ def test_a_lock_held_by_a_cut_peer_is_released_and_waits_are_bounded(faults: Fau
         assert "gave up after waiting 2 s" in resume.stderr, resume.stderr
         assert _peer_holds_lock(faults.dsn)
         # The server ends the peer's transaction: the session can be taken over.
-        from zuno.fleet import claim_next
-        from zuno.workers import WorkerLease
+        from zuno.durability.workers import WorkerLease
+        from zuno.fleet.worker import claim_next
 
         with WorkerLease(faults.store) as lease:
             claim = faults.wait(

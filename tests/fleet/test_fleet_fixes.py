@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from fleet_model import FleetModelServer, prompt_for
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Outcome
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.durability.store import open_store
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 ZUNO = [sys.executable, "-m", "zuno"]
 MODEL = "openai:fake-model"
@@ -185,9 +185,9 @@ _PAUSED = """
 import os, sys
 from pathlib import Path
 import anyio
-from zuno.process import run_process
-from zuno.store import open_store
-from zuno.workers import WorkerLease
+from zuno.execution.process import run_process
+from zuno.durability.store import open_store
+from zuno.durability.workers import WorkerLease
 
 store = open_store(Path(sys.argv[1]))
 lease = WorkerLease(store, lease_seconds=3)

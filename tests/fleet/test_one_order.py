@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Outcome
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from hook_scripts import hook_command, logging_hook, read_log
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from hook_scripts import hook_command, logging_hook, read_log
 
-from zuno.config import Config, ConfigError, validate_config
-from zuno.declarations import BlockKind, Outcome
-from zuno.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config, ConfigError, validate_config
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 

@@ -1,4 +1,6 @@
-"""Image formats and pixel sizes read from headers (``zuno.images``), each layout of each format."""
+"""Image formats and pixel sizes read from headers (``zuno.contract.images``), each layout of each
+format.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +10,13 @@ from pathlib import Path
 import pytest
 from image_bytes import gif, jpeg, png, webp
 
-from zuno.images import ImageAttachment, attachment_for, image_format, image_size, newest_images
+from zuno.contract.images import (
+    ImageAttachment,
+    attachment_for,
+    image_format,
+    image_size,
+    newest_images,
+)
 
 
 def _segment(marker: int, body: bytes) -> bytes:

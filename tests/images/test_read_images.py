@@ -27,9 +27,9 @@ from fake_api import FakeModelServer, RecordedRequest, Reply
 from image_bytes import gif, jpeg, png, webp
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, provider_for
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 Kind = Literal["openai", "anthropic"]
 MODEL = "fake:test-model"
@@ -392,7 +392,7 @@ async def test_an_image_read_before_a_crash_is_sent_when_its_result_is_settled_f
 ) -> None:
     """The reply and the read's row were stored, the result message was not: resume."""
     from zuno.agent.messages import AssistantMessage, ToolCallRequest
-    from zuno.dispatch import CallRequest
+    from zuno.dispatch.dispatcher import CallRequest
 
     (workspace / "shot.png").write_bytes(png(9, 4))
     rt = runtime(workspace, server, "anthropic")

@@ -11,11 +11,11 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import Concurrency, Effect, Outcome
-from zuno.jobs import JobState
-from zuno.permissions import ApprovalRequest, CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import Concurrency, Effect, Outcome
+from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.session.jobs import JobState
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -92,9 +92,9 @@ def test_a_job_whose_process_died_is_lost(workspace: Path, tmp_path: Path) -> No
     script = f"""
 import anyio, os, sys
 from pathlib import Path
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 async def main():
     rt = Runtime(Path({str(workspace)!r}), config=Config(), db_path=Path({str(db)!r}),

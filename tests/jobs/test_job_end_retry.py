@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.jobs import JobLane
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store.errors import StoreUnavailable
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.durability.store.errors import StoreUnavailable
+from zuno.policy.permissions import ApproveAll
+from zuno.session.jobs import JobLane
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -47,8 +47,6 @@ async def test_a_job_end_is_written_once_across_a_broken_connection(
         waited = await rt.call(s, "bg", {"action": "wait", "job_id": job_id, "timeout": 120})
         assert "succeeded" in waited.output, waited.output
     assert len(tries) == 2
-    assert rt.store.query("SELECT state FROM jobs WHERE job_id = ?", (job_id,)) == [
-        ("succeeded",)
-    ]
+    assert rt.store.query("SELECT state FROM jobs WHERE job_id = ?", (job_id,)) == [("succeeded",)]
     late = rt.store.query("SELECT kind FROM events WHERE kind = 'job.late_result'", ())
     assert late == [], "the worker's own end was taken for a late one"

@@ -10,10 +10,10 @@ import anyio
 import pytest
 from lsp_support import A_PY, B_PY, C_PY
 
-from zuno.config import Config
-from zuno.lsp import LSP_SERVERS
-from zuno.permissions import DenyAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.integrations.lsp import LSP_SERVERS
+from zuno.policy.permissions import DenyAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 RuntimeFactory = Callable[..., Runtime]

@@ -18,10 +18,10 @@ import anyio
 import pytest
 from lsp_support import FAKE_SERVER, fake_server
 
-from zuno.declarations import Outcome
-from zuno.dispatch import CallResult
-from zuno.lsp import LSP_SERVERS, LspClient, LspServerSettings, RequestTimeout
-from zuno.runtime import Runtime
+from zuno.core.declarations import Outcome
+from zuno.dispatch.dispatcher import CallResult
+from zuno.integrations.lsp import LSP_SERVERS, LspClient, LspServerSettings, RequestTimeout
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -217,7 +217,7 @@ def test_servers_die_with_the_process(fake_workspace: Path, tmp_path: Path) -> N
         import sys
         from pathlib import Path
         import anyio
-        from zuno.lsp import LSP_SERVERS, LspServerSettings
+        from zuno.integrations.lsp import LSP_SERVERS, LspServerSettings
 
         async def main():
             settings = LspServerSettings(

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config, ConfigError, validate_config
-from zuno.lsp.documents import path_to_uri, to_character, to_utf16, uri_to_path
-from zuno.lsp.framing import FrameDecoder, FramingError, encode_message
-from zuno.lsp.settings import LspSettings, find_program
-from zuno.lsp.watch import CHANGED, CREATED, DELETED, WorkspaceScan
+from zuno.config.loading import Config, ConfigError, validate_config
+from zuno.config.lsp import LspSettings, find_program
+from zuno.integrations.lsp.documents import path_to_uri, to_character, to_utf16, uri_to_path
+from zuno.integrations.lsp.framing import FrameDecoder, FramingError, encode_message
+from zuno.integrations.lsp.watch import CHANGED, CREATED, DELETED, WorkspaceScan
 
 
 def test_a_message_round_trips_whatever_the_chunking() -> None:

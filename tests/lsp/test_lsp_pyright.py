@@ -15,11 +15,11 @@ import anyio
 import pytest
 from lsp_support import requires_pyright
 
-from zuno.declarations import INSPECTION, BlockKind, Outcome
-from zuno.dispatch import CallRequest, CallResult
-from zuno.lsp import LSP_SERVERS, LspClient
-from zuno.registry import SLOTS
-from zuno.runtime import Runtime
+from zuno.core.declarations import INSPECTION, BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallRequest, CallResult
+from zuno.dispatch.registry import SLOTS
+from zuno.integrations.lsp import LSP_SERVERS, LspClient
+from zuno.session.runtime import Runtime
 
 pytestmark = [pytest.mark.anyio, requires_pyright]
 

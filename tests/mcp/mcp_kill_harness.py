@@ -2,7 +2,7 @@
 
 A campaign runs rounds until it has sent the asked number of kills. Each round
 starts a fault server over streamable HTTP on 127.0.0.1 (``mcp_fault_server.py``)
-and a :class:`~zuno.runtime.Runtime` that connects it and a stdio fault server
+and a :class:`~zuno.session.runtime.Runtime` that connects it and a stdio fault server
 itself, as the CLI's runtime does. It dispatches one step of calls that run
 together: a ``slow`` call to each server (it records the call, waits a random
 while, then answers; declared SideEffecting / Never / ParallelSafe in the
@@ -40,13 +40,13 @@ from typing import Any
 
 import anyio
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.dispatch import CallRequest, CallResult
-from zuno.mcp.client import McpServerError
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store.records import CallRecord
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.dispatch.dispatcher import CallRequest, CallResult
+from zuno.durability.store.records import CallRecord
+from zuno.integrations.mcp.client import McpServerError
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 __all__ = ["McpKillFigures", "describe", "figures_table", "run_mcp_campaign"]
 

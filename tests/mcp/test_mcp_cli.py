@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 

@@ -16,14 +16,14 @@ import anyio
 import mcp_types as types
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
-from zuno.dispatch import CallRequest
-from zuno.mcp.client import McpServerError, McpServers, connect_mcp_servers
-from zuno.mcp.remote import choose_declaration, describe_content, tool_name
-from zuno.mcp.settings import McpServerSettings
-from zuno.permissions import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.config.mcp import McpServerSettings
+from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.integrations.mcp.client import McpServerError, McpServers, connect_mcp_servers
+from zuno.integrations.mcp.remote import choose_declaration, describe_content, tool_name
+from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -380,7 +380,7 @@ def test_content_other_than_text_is_described() -> None:
 def test_a_schema_that_forbids_extra_properties_names_them() -> None:
     from pydantic import ValidationError
 
-    from zuno.mcp.remote import McpArguments
+    from zuno.integrations.mcp.remote import McpArguments
 
     class Strict(McpArguments):
         json_schema = {

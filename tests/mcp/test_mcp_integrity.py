@@ -22,13 +22,13 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
-from zuno.dispatch import CallRequest
-from zuno.mcp.remote import choose_declaration
-from zuno.mcp.settings import McpServerSettings
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.config.mcp import McpServerSettings
+from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.integrations.mcp.remote import choose_declaration
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from zuno.trust import trust
+from zuno.config.trust import trust
 
 pytestmark = pytest.mark.anyio
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.trust import trust
+from zuno.config.loading import Config
+from zuno.config.trust import trust
+from zuno.core.declarations import Outcome
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

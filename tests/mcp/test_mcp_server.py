@@ -19,10 +19,10 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from zuno.declarations import Effect
-from zuno.mcp.server import annotations_for
+from zuno.config.trust import trust
+from zuno.core.declarations import Effect
+from zuno.serve.mcp_server import annotations_for
 from zuno.tools import builtin_tools
-from zuno.trust import trust
 
 pytestmark = pytest.mark.anyio
 

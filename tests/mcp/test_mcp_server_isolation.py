@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from zuno.config import load_config
-from zuno.declarations import BlockKind, Outcome
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.trust import trust
+from zuno.config.loading import load_config
+from zuno.config.trust import trust
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 ZUNO = Path(sys.executable).parent / "zuno"

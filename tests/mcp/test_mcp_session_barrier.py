@@ -15,13 +15,13 @@ import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from zuno.config import Config
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.scheduling import SessionBarrier
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.dispatch.scheduling import SessionBarrier
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

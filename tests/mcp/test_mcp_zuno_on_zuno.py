@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config, ConfigError, load_config
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallRequest
-from zuno.hooks import HookCall
-from zuno.modes import stored_mode
-from zuno.permissions import MODES, ApprovalDecision, ApprovalRequest
-from zuno.runtime import Runtime, SessionState
-from zuno.trust import trust
+from zuno.config.loading import Config, ConfigError, load_config
+from zuno.config.trust import trust
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.hooks import HookCall
+from zuno.policy.modes import stored_mode
+from zuno.policy.permissions import MODES, ApprovalDecision, ApprovalRequest
+from zuno.session.runtime import Runtime, SessionState
 
 pytestmark = pytest.mark.anyio
 

@@ -11,11 +11,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from pg_schema import scratch_schema
-from zuno.declarations import BlockKind
-from zuno.modes import stored_mode
-from zuno.permissions import DenyAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.core.declarations import BlockKind
+from zuno.durability.store import open_store
+from zuno.policy.modes import stored_mode
+from zuno.policy.permissions import DenyAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.patch import PatchPlan, apply_patch, plan_patch
-from zuno.tool import ToolContext
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import ToolContext
+from zuno.workspace.patch import PatchPlan, apply_patch, plan_patch
 
 __all__ = ["apply_in", "context_for", "plan_in", "snapshot", "wrap"]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from patch_support import context_for
 
-from zuno.declarations import Declaration
-from zuno.tool import PathOutsideWorkspace, ToolError
+from zuno.contract.tool import PathOutsideWorkspace, ToolError
+from zuno.core.declarations import Declaration
 from zuno.tools.edit import EditArgs, EditTool
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from patch_support import apply_in, context_for, wrap  # pyright: ignore[reportMissingImports]
 
-from zuno.patch import TextFile
 from zuno.tools.read import ReadArgs, ReadTool
+from zuno.workspace.patch import TextFile
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from patch_support import wrap
 
-from zuno.patch import AddFile, BodyLine, DeleteFile, PatchError, UpdateFile, parse_patch
+from zuno.workspace.patch import AddFile, BodyLine, DeleteFile, PatchError, UpdateFile, parse_patch
 
 
 def _update(text: str) -> UpdateFile:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from patch_support import context_for
 
-from zuno.patch import PatchError, TextFile, parse_patch, plan_patch
+from zuno.workspace.patch import PatchError, TextFile, parse_patch, plan_patch
 
 # Any character but line breaks (the patch is split on \n and \r\n) and NUL (binary).
 _LINE_TEXT = st.text(

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from patch_support import context_for, snapshot, wrap
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.tool import ToolError
+from zuno.contract.tool import ToolError
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 
 

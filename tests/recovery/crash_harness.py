@@ -1,7 +1,7 @@
 """Fault injection: sessions of side-effecting calls killed with SIGKILL, then resumed.
 
 A campaign runs rounds. In each round a forked child process opens its own
-:class:`~zuno.runtime.Runtime` on a shared SQLite file, resumes the session and
+:class:`~zuno.session.runtime.Runtime` on a shared SQLite file, resumes the session and
 behaves like an agent that keeps working: it asks for ``append`` calls (each
 appends a unique id to the session's effects file) mixed with read-only
 ``peek`` calls, several per step. The parent kills the child with SIGKILL after
@@ -43,8 +43,9 @@ from typing import ClassVar, Literal
 import anyio
 from pydantic import Field
 
-from zuno.config import Config
-from zuno.declarations import (
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import (
     INSPECTION,
     BlockKind,
     Concurrency,
@@ -53,12 +54,11 @@ from zuno.declarations import (
     Outcome,
     Replay,
 )
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.recovery import RecoveryNotice, issue_notice, pending_notice
-from zuno.runtime import Runtime
-from zuno.store import Store
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.recovery import RecoveryNotice, issue_notice, pending_notice
+from zuno.durability.store import Store
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 __all__ = [
     "AppendTool",

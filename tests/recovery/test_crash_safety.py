@@ -22,8 +22,8 @@ from crash_harness import (
     warm_up,
 )
 
-from zuno.dispatch import CallRequest
-from zuno.recovery import RecoveryNotice, issue_notice, pending_notice
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.recovery import RecoveryNotice, issue_notice, pending_notice
 
 
 def test_200_random_kills_never_run_a_call_twice_nor_lose_a_row(tmp_path: Path) -> None:

@@ -18,14 +18,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from zuno.config import Config
-from zuno.events import Event
-from zuno.permissions import ApproveAll
-from zuno.recovery import INTERRUPTED, settle_interrupted
-from zuno.runtime import Runtime
-from zuno.store import SQLiteStore
-from zuno.store.records import CallRecord
-from zuno.workers import WorkerLease
+from zuno.config.loading import Config
+from zuno.contract.events import Event
+from zuno.durability.recovery import INTERRUPTED, settle_interrupted
+from zuno.durability.store import SQLiteStore
+from zuno.durability.store.records import CallRecord
+from zuno.durability.workers import WorkerLease
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 BOUND = 90.0
 
@@ -66,9 +66,9 @@ def test_a_result_for_a_settled_row_goes_beside_it(tmp_path: Path) -> None:
 _OWNER = """
 import anyio, sys
 from pathlib import Path
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 async def main() -> None:
     rt = Runtime(Path(sys.argv[1]), config=Config(), db_path=Path(sys.argv[2]),
@@ -141,7 +141,7 @@ def test_a_paused_owner_that_wakes_up_does_not_overwrite(workspace: Path, tmp_pa
 def test_a_job_that_ends_after_it_was_marked_lost_stays_lost(
     workspace: Path, tmp_path: Path
 ) -> None:
-    from zuno.jobs import JobEnd, JobLane, JobState, _record
+    from zuno.session.jobs import JobEnd, JobLane, JobState, _record
 
     store = SQLiteStore(tmp_path / "z.db")
     store.create_session("s1", "build", str(workspace))

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.recovery import issue_notice, pending_notice
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.recovery import issue_notice, pending_notice
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -108,9 +108,9 @@ def test_a_call_left_started_by_a_dead_process_becomes_uncertain(
     script = f"""
 import anyio, os
 from pathlib import Path
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 async def main():
     rt = Runtime(Path({str(workspace)!r}), config=Config(), db_path=Path({str(db)!r}),

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from egress_servers import Served, served
-from zuno.calls import CallResult
 from zuno.cli.approvals import LearningApprover
-from zuno.config import Config, ConfigError, load_config
-from zuno.learned_rules import save_network_hosts
-from zuno.permissions import ApprovalDecision, ApprovalRequest, Approver, CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config, ConfigError, load_config
+from zuno.contract.calls import CallResult
+from zuno.policy.learned_rules import save_network_hosts
+from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, Approver, CallbackApprover
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from egress_servers import Served, served
-from zuno.config import Config
-from zuno.permissions import CallbackApprover
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import CallbackApprover
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

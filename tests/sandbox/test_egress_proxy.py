@@ -21,11 +21,11 @@ import pytest
 
 from egress_servers import Served, served
 from sandboxed_shell import run_shell
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.permissions import ApprovalRequest, CallbackApprover
-from zuno.runtime import Runtime
-from zuno.tool import ToolResult
+from zuno.config.loading import Config
+from zuno.contract.tool import ToolResult
+from zuno.core.declarations import Outcome
+from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -8,12 +8,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from zuno.config import Config, validate_config
-from zuno.narrowing import narrow
-from zuno.sandbox import BackendProbe, SandboxError, SandboxSettings, select_sandbox, selection
-from zuno.sandbox.egress.ledger import suggested_rules
-from zuno.sandbox.egress.rules import EgressRules, RuleError, parse_rule
-from zuno.sandbox.probing import probe_landlock_proxy
+from zuno.config.egress import EgressRules, RuleError, parse_rule
+from zuno.config.loading import Config, validate_config
+from zuno.config.narrowing import narrow
+from zuno.execution.sandbox import (
+    BackendProbe,
+    SandboxError,
+    SandboxSettings,
+    select_sandbox,
+    selection,
+)
+from zuno.execution.sandbox.egress.ledger import suggested_rules
+from zuno.execution.sandbox.probing import probe_landlock_proxy
 
 
 def test_names_wildcards_ports_and_presets() -> None:

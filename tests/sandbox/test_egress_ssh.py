@@ -1,7 +1,7 @@
 """``git`` over SSH in ``proxy`` network mode: through the call's SOCKS5 proxy.
 
 Zuno sets ``GIT_SSH_COMMAND`` to ``ssh`` with a ``ProxyCommand`` that asks the
-call's proxy for the host (``zuno.sandbox.egress._socks_connect``), so a clone
+call's proxy for the host (``zuno.execution.sandbox.egress._socks_connect``), so a clone
 from an allowed ``host:22`` works and any other port or host is refused with
 its reason in the result. The SSH server (``egress_ssh_server.py``) runs in a
 network namespace made for the test, joined to the host by a veth pair on a

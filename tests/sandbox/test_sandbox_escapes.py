@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sandboxed_shell import run_shell
-from zuno.tool import ToolResult
+from zuno.contract.tool import ToolResult
 
 KINDS = ["bubblewrap", "landlock"]
 

@@ -28,13 +28,13 @@ import anyio
 import pytest
 
 from sandboxed_shell import run_shell
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.jobs import JobState
-from zuno.permissions import ApprovalRequest, CallbackApprover
-from zuno.runtime import Runtime
-from zuno.sandbox import SandboxSettings
-from zuno.tool import ToolResult
+from zuno.config.loading import Config
+from zuno.contract.tool import ToolResult
+from zuno.core.declarations import Outcome
+from zuno.execution.sandbox import SandboxSettings
+from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.session.jobs import JobState
+from zuno.session.runtime import Runtime
 
 KINDS = ["bubblewrap", "landlock"]
 REAPING_KINDS = [*KINDS, "none"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from zuno.sandbox import (
+from zuno.execution.sandbox import (
     BubblewrapSandbox,
     LandlockSandbox,
     NoSandbox,

@@ -37,11 +37,11 @@ from typing import Any
 
 import pytest
 
-from zuno.calls import CallResult
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover, DenyAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.contract.calls import CallResult
+from zuno.core.declarations import Outcome
+from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover, DenyAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 pytestmark = pytest.mark.anyio

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from sandboxed_shell import run_shell
-from zuno.sandbox import DEFAULT_ENV_REMOVE, SandboxSettings, command_environment
-from zuno.tool import ToolResult
+from zuno.contract.tool import ToolResult
+from zuno.execution.sandbox import DEFAULT_ENV_REMOVE, SandboxSettings, command_environment
 
 KINDS = ["bubblewrap", "landlock"]
 
@@ -254,9 +254,9 @@ EOF
 _ZUNO = """
 import asyncio, os, sys
 from pathlib import Path
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.sandbox import SandboxSettings
-from zuno.tool import ToolContext
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.execution.sandbox import SandboxSettings
+from zuno.contract.tool import ToolContext
 from zuno.tools.shell import ShellArgs, ShellTool
 
 class Config:

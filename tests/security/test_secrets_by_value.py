@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from zuno.sandbox import DEFAULT_ENV_REMOVE
-from zuno.sandbox.environment import looks_like_credential, withheld_names
+from zuno.execution.sandbox import DEFAULT_ENV_REMOVE
+from zuno.execution.sandbox.environment import looks_like_credential, withheld_names
 
 ZUNO = str(Path(sys.executable).with_name("zuno"))
 

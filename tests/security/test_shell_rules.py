@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config import PermissionRule, PermissionSettings
-from zuno.permissions import evaluate
-from zuno.shell_rules import analyse
+from zuno.config.loading import PermissionRule, PermissionSettings
+from zuno.policy.permissions import evaluate
+from zuno.policy.shell_rules import analyse
 from zuno.tools.shell import ShellTool
 
 ZUNO = str(Path(sys.executable).with_name("zuno"))

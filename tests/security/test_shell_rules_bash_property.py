@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config import PermissionRule, PermissionSettings
-from zuno.permissions import evaluate
-from zuno.shell_inert import BUILTINS
-from zuno.shell_wrappers import SHELLS, STRING_RUNNERS, WRAPPERS
+from zuno.config.loading import PermissionRule, PermissionSettings
+from zuno.policy.permissions import evaluate
+from zuno.policy.shell_inert import BUILTINS
+from zuno.policy.shell_wrappers import SHELLS, STRING_RUNNERS, WRAPPERS
 from zuno.tools.shell import ShellTool
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

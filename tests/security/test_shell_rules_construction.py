@@ -19,9 +19,9 @@ from typing import Any, cast
 
 import pytest
 
-from zuno.config import PermissionRule, PermissionSettings
-from zuno.permissions import evaluate
-from zuno.shell_inert import BUILTINS
+from zuno.config.loading import PermissionRule, PermissionSettings
+from zuno.policy.permissions import evaluate
+from zuno.policy.shell_inert import BUILTINS
 from zuno.tools.shell import ShellTool
 
 ZUNO = str(Path(sys.executable).with_name("zuno"))

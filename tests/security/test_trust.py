@@ -399,7 +399,7 @@ def test_run_on_a_terminal_asks_once_default_no(attack: Attack, answer: str) -> 
             term.proc.kill()
             term.proc.wait()
     assert term.output.count("Trust this folder") == 1
-    from zuno.trust import TrustState, is_trusted
+    from zuno.config.trust import TrustState, is_trusted
 
     os.environ["ZUNO_CONFIG_HOME"] = str(attack.home)  # the autouse fixture restores it
     expected = TrustState.TRUSTED if answer == "y" else TrustState.UNTRUSTED
@@ -412,8 +412,8 @@ def test_run_on_a_terminal_asks_once_default_no(attack: Attack, answer: str) -> 
 
 
 def test_load_config_narrows_an_untrusted_file(attack: Attack) -> None:
-    from zuno.config import load_config
-    from zuno.trust import TrustState
+    from zuno.config.loading import load_config
+    from zuno.config.trust import TrustState
 
     attack.write_config(attack.hostile())
     config = load_config(attack.ws, user_file=attack.home / "zuno.json")
@@ -430,9 +430,9 @@ def test_load_config_narrows_an_untrusted_file(attack: Attack) -> None:
 def test_runtime_on_an_untrusted_file_runs_no_hook(attack: Attack, tmp_path: Path) -> None:
     import anyio
 
-    from zuno.dispatch import CallRequest
-    from zuno.permissions import DenyAll
-    from zuno.runtime import Runtime
+    from zuno.dispatch.dispatcher import CallRequest
+    from zuno.policy.permissions import DenyAll
+    from zuno.session.runtime import Runtime
 
     data = attack.hostile()
     del data["mcp"]
@@ -461,7 +461,7 @@ def test_runtime_on_an_untrusted_file_runs_no_hook(attack: Attack, tmp_path: Pat
 
 
 def test_trust_records_follow_the_content(tmp_path: Path) -> None:
-    from zuno.trust import TrustState, is_trusted, revoke, trust, trust_file, trusted_folders
+    from zuno.config.trust import TrustState, is_trusted, revoke, trust, trust_file, trusted_folders
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -489,8 +489,8 @@ def test_trust_records_follow_the_content(tmp_path: Path) -> None:
 
 
 def _narrowed(user: dict[str, Any], workspace: dict[str, Any]) -> tuple[Any, list[str]]:
-    from zuno.config import Config, validate_config
-    from zuno.narrowing import narrow
+    from zuno.config.loading import Config, validate_config
+    from zuno.config.narrowing import narrow
 
     user_config = validate_config(user, "user")
     ws_config = validate_config(workspace, "workspace")
@@ -575,14 +575,14 @@ def test_a_lowered_timeout_max_pulls_the_users_default_down() -> None:
 
 def test_every_config_section_has_a_decision() -> None:
     """Sections not in the table are ignored anyway; this makes adding one a visible choice."""
-    from zuno.config import Config
-    from zuno.narrowing import UNTRUSTED_POLICY
+    from zuno.config.loading import Config
+    from zuno.config.narrowing import UNTRUSTED_POLICY
 
     assert set(Config.model_fields) - {"sources"} == set(UNTRUSTED_POLICY)
 
 
 def test_a_key_nobody_decided_is_ignored() -> None:
-    from zuno.narrowing import narrow
+    from zuno.config.narrowing import narrow
 
     user = {"permission": {"mode": "strict", "rules": []}, "future": {"open": False}}
     ws = {"future": {"open": True}, "permission": {"future_switch": True}}
@@ -738,7 +738,7 @@ def _assert_not_wider(user: Any, got: Any) -> None:
 
 
 def _valid(data: dict[str, Any]) -> bool:
-    from zuno.config import ConfigError, validate_config
+    from zuno.config.loading import ConfigError, validate_config
 
     try:
         validate_config(data, "generated")
@@ -752,7 +752,7 @@ def _valid(data: dict[str, Any]) -> bool:
 def test_an_untrusted_file_never_widens_the_users_config(
     user: dict[str, Any], workspace: dict[str, Any]
 ) -> None:
-    from zuno.config import validate_config
+    from zuno.config.loading import validate_config
 
     assume(_valid(user) and _valid(workspace))
     got, ignored = _narrowed(user, workspace)

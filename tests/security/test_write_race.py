@@ -6,7 +6,7 @@ the workspace with a symlink to a file outside, as fast as it can: started by
 the test outside any sandbox, or as a background job of the shell tool under
 bubblewrap and under Landlock. Meanwhile writes, edits and patches (add,
 update, delete, move) run through the tools, some of them through the Python
-API (:class:`zuno.runtime.Runtime` and its dispatcher): 2,160 in one run, 3,000
+API (:class:`zuno.session.runtime.Runtime` and its dispatcher): 2,160 in one run, 3,000
 over the four setups. Judged on disk
 afterwards: nothing outside changed, no temporary file was left anywhere,
 every call that reported success made its change inside, and every refused
@@ -33,18 +33,18 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno import beneath
-from zuno.config import Config, PermissionRule, PermissionSettings
-from zuno.declarations import Outcome
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.permissions import ApproveAll, CallbackApprover
-from zuno.runtime import Runtime
-from zuno.sandbox.probing import probe_bubblewrap, probe_landlock
-from zuno.sandbox.settings import SandboxSettings
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, UncertainOutcome
+from zuno.config.loading import Config, PermissionRule, PermissionSettings
+from zuno.config.sandbox import SandboxSettings
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, UncertainOutcome
+from zuno.core.declarations import Outcome
+from zuno.execution.sandbox.probing import probe_bubblewrap, probe_landlock
+from zuno.policy.permissions import ApproveAll, CallbackApprover
+from zuno.session.runtime import Runtime
 from zuno.tools.edit import EditArgs, EditTool
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.tools.write import WriteArgs, WriteTool
+from zuno.workspace import beneath
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,14 +20,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from zuno.calls import CallRequest
-from zuno.config import Config
-from zuno.events import Event
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import SessionBusy, SQLiteStore
-from zuno.store.records import CallRecord
-from zuno.workers import WorkerIdentity, this_worker
+from zuno.config.loading import Config
+from zuno.contract.calls import CallRequest
+from zuno.contract.events import Event
+from zuno.durability.store import SessionBusy, SQLiteStore
+from zuno.durability.store.records import CallRecord
+from zuno.durability.workers import WorkerIdentity, this_worker
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 BOUND = 60.0
 
@@ -47,10 +47,10 @@ def runtime(workspace: Path, db: Path) -> Runtime:
 _OPEN = """
 import json, sys
 from pathlib import Path
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import SessionBusy
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
+from zuno.durability.store import SessionBusy
 
 rt = Runtime(Path(sys.argv[1]), config=Config(), db_path=Path(sys.argv[2]), approver=ApproveAll())
 try:
@@ -106,9 +106,9 @@ def test_a_second_process_is_refused_while_the_owner_lives(workspace: Path, tmp_
 _HOLD = """
 import sys, time
 from pathlib import Path
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 rt = Runtime(Path(sys.argv[1]), config=Config(), db_path=Path(sys.argv[2]), approver=ApproveAll())
 s = rt.open_session()

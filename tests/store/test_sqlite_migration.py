@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from zuno.events import Event
-from zuno.store import SQLiteStore
-from zuno.store.records import CallRecord
+from zuno.contract.events import Event
+from zuno.durability.store import SQLiteStore
+from zuno.durability.store.records import CallRecord
 
 
 def _call(call_id: str, **extra: object) -> CallRecord:

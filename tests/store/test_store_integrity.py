@@ -18,13 +18,13 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.calls import CallRequest
-from zuno.declarations import BlockKind, Outcome
-from zuno.events import Event
-from zuno.runtime import Runtime
-from zuno.store import SQLiteStore
-from zuno.store.errors import StoreUnavailable
-from zuno.store.records import CallRecord
+from zuno.contract.calls import CallRequest
+from zuno.contract.events import Event
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.durability.store import SQLiteStore
+from zuno.durability.store.errors import StoreUnavailable
+from zuno.durability.store.records import CallRecord
+from zuno.session.runtime import Runtime
 
 SURROGATE = "\ud800"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from zuno.events import Event
-from zuno.store import SQLiteStore, StoreVersionError, open_store
-from zuno.store.records import CallRecord
-from zuno.store.schema import SCHEMA_VERSION
+from zuno.contract.events import Event
+from zuno.durability.store import SQLiteStore, StoreVersionError, open_store
+from zuno.durability.store.records import CallRecord
+from zuno.durability.store.schema import SCHEMA_VERSION
 
 
 def _layout(path: Path) -> list[tuple[str, str, str]]:

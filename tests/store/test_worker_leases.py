@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from zuno.events import Event
-from zuno.recovery import settle_interrupted
-from zuno.store import SQLiteStore
-from zuno.store.records import CallRecord
-from zuno.workers import (
+from zuno.contract.events import Event
+from zuno.durability.recovery import settle_interrupted
+from zuno.durability.store import SQLiteStore
+from zuno.durability.store.records import CallRecord
+from zuno.durability.workers import (
     WorkerIdentity,
     WorkerLease,
     lease_seconds,
@@ -188,10 +188,10 @@ def test_a_legacy_runner_is_judged_by_proc_on_sqlite(store: SQLiteStore) -> None
 _OWNER = """
 import sys, time
 from pathlib import Path
-from zuno.events import Event
-from zuno.store import SQLiteStore
-from zuno.store.records import CallRecord
-from zuno.workers import WorkerLease, this_worker
+from zuno.contract.events import Event
+from zuno.durability.store import SQLiteStore
+from zuno.durability.store.records import CallRecord
+from zuno.durability.workers import WorkerLease, this_worker
 
 store = SQLiteStore(Path(sys.argv[1]))
 lease = WorkerLease(store, lease_seconds=float(sys.argv[2]))

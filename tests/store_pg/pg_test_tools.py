@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 
 __all__ = ["Append", "Echo", "TextArgs"]
 

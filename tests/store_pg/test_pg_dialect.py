@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from zuno.store.dialect import to_postgres
+from zuno.durability.store.dialect import to_postgres
 
 
 def keys(table: str) -> Sequence[str]:

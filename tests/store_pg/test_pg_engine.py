@@ -30,14 +30,14 @@ import psycopg
 import pytest
 from pg_test_tools import Append, Echo, TextArgs
 
-from zuno.config import Config
-from zuno.declarations import Concurrency, Declaration, Effect, Outcome, Replay
-from zuno.events import Event
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store.errors import StoreUnavailable
-from zuno.store.postgres import PostgresStore
-from zuno.tool import Tool, ToolContext, ToolResult
+from zuno.config.loading import Config
+from zuno.contract.events import Event
+from zuno.contract.tool import Tool, ToolContext, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Outcome, Replay
+from zuno.durability.store.errors import StoreUnavailable
+from zuno.durability.store.postgres import PostgresStore
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -206,11 +206,11 @@ WRITER = textwrap.dedent(
     """
     import asyncio, json, os, sys, time
     from pathlib import Path
-    from zuno.config import Config
-    from zuno.events import Event
-    from zuno.permissions import ApproveAll
-    from zuno.runtime import Runtime
-    from zuno.store.postgres import PostgresStore
+    from zuno.config.loading import Config
+    from zuno.contract.events import Event
+    from zuno.policy.permissions import ApproveAll
+    from zuno.session.runtime import Runtime
+    from zuno.durability.store.postgres import PostgresStore
 
     dsn, shared, rounds, go, workspace = sys.argv[1:6]
     errors = []

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from zuno.events import Event
-from zuno.recovery import settle_interrupted
-from zuno.store import SessionBusy
-from zuno.store.postgres import PostgresStore
-from zuno.store.records import CallRecord
-from zuno.workers import WorkerIdentity, WorkerLease, runner_settleable, this_worker
+from zuno.contract.events import Event
+from zuno.durability.recovery import settle_interrupted
+from zuno.durability.store import SessionBusy
+from zuno.durability.store.postgres import PostgresStore
+from zuno.durability.store.records import CallRecord
+from zuno.durability.workers import WorkerIdentity, WorkerLease, runner_settleable, this_worker
 
 BOUND = 60.0
 
@@ -116,9 +116,9 @@ def test_a_late_result_never_overwrites(store: PostgresStore) -> None:
 
 _OPEN = """
 import json, sys
-from zuno.store import SessionBusy
-from zuno.store.postgres import PostgresStore
-from zuno.workers import WorkerLease, this_worker
+from zuno.durability.store import SessionBusy
+from zuno.durability.store.postgres import PostgresStore
+from zuno.durability.workers import WorkerLease, this_worker
 
 store = PostgresStore(sys.argv[1])
 with WorkerLease(store, lease_seconds=30):

@@ -17,11 +17,11 @@ import pytest
 from pg_test_tools import Append, Echo
 from psycopg import pq
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store.postgres import PostgresStore
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.durability.store.postgres import PostgresStore
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -106,7 +106,7 @@ async def test_a_side_effecting_call_takes_at_most_three_round_trips(
 ) -> None:
     """Three: the step, the started row, the result (each one pipelined transaction).
 
-    With the inspection rule on, the rule's read (zuno.recovery) rides with the
+    With the inspection rule on, the rule's read (zuno.durability.recovery) rides with the
     step's opening: still three.
     """
     rt = make_runtime(workspace, pg_dsn, inspection=inspection)

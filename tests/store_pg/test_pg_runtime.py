@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.dispatch import CallRequest
-from zuno.memory import decide_memory, list_memories, propose_memory
-from zuno.permissions import ApproveAll
-from zuno.recovery import issue_notice, pending_notice
-from zuno.runtime import Runtime
-from zuno.store.postgres import PostgresStore
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.memory import decide_memory, list_memories, propose_memory
+from zuno.durability.recovery import issue_notice, pending_notice
+from zuno.durability.store.postgres import PostgresStore
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 from probe_tools import Recorder, probe_tools
@@ -105,9 +105,9 @@ def test_a_call_left_started_by_a_dead_process_becomes_uncertain(
     script = f"""
 import anyio, os
 from pathlib import Path
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 async def main():
     rt = Runtime(Path({str(workspace)!r}), config=Config(), approver=ApproveAll())

@@ -14,12 +14,12 @@ import pytest
 from pg_test_tools import Echo
 from test_pg_round_trips import libpq_trace, round_trips
 
-from zuno.config import Config
-from zuno.declarations import Outcome
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store.postgres import PostgresStore
+from zuno.config.loading import Config
+from zuno.core.declarations import Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.durability.store.postgres import PostgresStore
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from zuno.events import Event
-from zuno.store import SQLiteStore, open_store
-from zuno.store.postgres import PostgresStore
-from zuno.store.records import CallRecord
+from zuno.contract.events import Event
+from zuno.durability.store import SQLiteStore, open_store
+from zuno.durability.store.postgres import PostgresStore
+from zuno.durability.store.records import CallRecord
 
 
 def call(call_id: str, step: int, index: int, status: str = "started") -> CallRecord:

@@ -9,11 +9,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from zuno.events import Event
-from zuno.store import StoreUnavailable, StoreVersionError, open_store
-from zuno.store.postgres import PostgresStore
-from zuno.store.records import CallRecord
-from zuno.store.schema import SCHEMA_VERSION
+from zuno.contract.events import Event
+from zuno.durability.store import StoreUnavailable, StoreVersionError, open_store
+from zuno.durability.store.postgres import PostgresStore
+from zuno.durability.store.records import CallRecord
+from zuno.durability.store.schema import SCHEMA_VERSION
 
 
 def _row(call_id: str, index: int = 0, **extra: Any) -> CallRecord:

@@ -1,7 +1,7 @@
 """Workers as separate processes, each in its own PID namespace, for the multi-process tests.
 
 Run as a script, this module is one worker: it builds a real
-:class:`zuno.runtime.Runtime` on the store named by ``--db`` (a
+:class:`zuno.session.runtime.Runtime` on the store named by ``--db`` (a
 ``postgresql://`` URL or a SQLite file) with one test tool, ``gate``, and
 obeys JSON commands read from stdin, one per line, answering with JSON lines
 on stdout::
@@ -61,8 +61,8 @@ SETTLE_DEADLINE = 120.0
 def _gate_tool(workspace: Path) -> Any:
     from pydantic import Field
 
-    from zuno.declarations import Concurrency, Declaration, Effect, Replay
-    from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+    from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+    from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 
     class GateArgs(ToolArgs):
         tag: str = Field(min_length=1, max_length=60)
@@ -119,7 +119,7 @@ def _gate_tool(workspace: Path) -> Any:
         async def run(self, args: GateJobArgs, ctx: ToolContext) -> ToolResult:
             import anyio
 
-            from zuno.jobs import JobEnd, JobIO
+            from zuno.session.jobs import JobEnd, JobIO
 
             async def body(io: JobIO) -> JobEnd:
                 fd = os.open(workspace / "effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -161,7 +161,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 def _worker_id() -> str | None:
     try:
-        from zuno.workers import this_worker  # pyright: ignore
+        from zuno.durability.workers import this_worker  # pyright: ignore
     except ImportError:
         return None
     return str(this_worker().id)  # pyright: ignore
@@ -169,9 +169,9 @@ def _worker_id() -> str | None:
 
 class _Worker:
     def __init__(self, db: str, workspace: Path) -> None:
-        from zuno.config import Config
-        from zuno.permissions import ApproveAll
-        from zuno.runtime import Runtime
+        from zuno.config.loading import Config
+        from zuno.policy.permissions import ApproveAll
+        from zuno.session.runtime import Runtime
 
         self.workspace = workspace
         self.rt = Runtime(
@@ -205,7 +205,7 @@ class _Worker:
 
     def look(self, session: str) -> dict[str, Any]:
         """What another worker does with a session: try to open it, then settle it."""
-        from zuno.recovery import settle_interrupted
+        from zuno.durability.recovery import settle_interrupted
 
         opened = self.open(session)
         try:
@@ -215,14 +215,14 @@ class _Worker:
         return {"ok": True, "opened": opened, "settled": settled}
 
     def notice(self, session: str) -> dict[str, Any]:
-        from zuno.recovery import pending_notice
+        from zuno.durability.recovery import pending_notice
 
         notice = pending_notice(self.rt.store, session)
         return {"ok": True, "notice": None if notice is None else notice.as_dict()}
 
     def jobs_look(self, job_id: str) -> dict[str, Any]:
         """What another worker does with jobs: a new lane (as at start-up), a sweep, a read."""
-        from zuno.jobs import JobLane
+        from zuno.session.jobs import JobLane
 
         lane = JobLane(self.rt.store, self.workspace / "lane")
         swept = lane.mark_lost()
@@ -251,7 +251,7 @@ class _Worker:
 
     async def burst(self, rounds: int, prefix: str) -> dict[str, Any]:
         """Steps of two read-only calls and one side-effecting call, one after another."""
-        from zuno.dispatch import CallRequest
+        from zuno.dispatch.dispatcher import CallRequest
 
         outcomes: dict[str, int] = {}
         errors: list[str] = []

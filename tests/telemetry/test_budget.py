@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.loop import AgentLoop, TurnStatus, provider_for
-from zuno.budget import Budget, SessionUsage, session_budget, session_usage
-from zuno.config import Config
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.config.loading import Config
+from zuno.durability.store import open_store
+from zuno.policy.budget import Budget, SessionUsage, session_budget, session_usage
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 
 MODEL = "openai:fake-model"
 PRICE = {"input": 1000.0, "output": 2000.0}  # USD per million tokens: USD 2.00 a reply
@@ -236,7 +236,7 @@ async def test_child_agents_count_against_the_runtimes_budget(workspace: Path) -
 def test_spending_that_cannot_be_counted_stops_the_next_request() -> None:
     """A reply without token counts: a cap can no longer be kept, so it fails closed."""
     from zuno.agent.messages import Usage
-    from zuno.budget import ModelPrice, step_cost
+    from zuno.policy.budget import ModelPrice, step_cost
 
     price = ModelPrice(input=1.0, output=1.0)
     for budget in (Budget(max_usd=10.0), Budget(max_tokens=100_000)):

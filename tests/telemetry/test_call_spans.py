@@ -29,14 +29,21 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from zuno.agent.loop import AgentLoop, TurnStatus, provider_for
-from zuno.calls import CallRequest
-from zuno.config import Config
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.permissions import CallbackApprover
-from zuno.runtime import Runtime
-from zuno.store import open_store
-from zuno.store.records import CallRecord
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult, TransientError, UncertainOutcome
+from zuno.config.loading import Config
+from zuno.contract.calls import CallRequest
+from zuno.contract.tool import (
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolResult,
+    TransientError,
+    UncertainOutcome,
+)
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.durability.store import open_store
+from zuno.durability.store.records import CallRecord
+from zuno.policy.permissions import CallbackApprover
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 _EXPORTER = InMemorySpanExporter()
@@ -146,7 +153,7 @@ def _check_against_rows(spans: list[dict[str, Any]], rows: list[dict[str, Any]])
         span = keyed[(row["call_id"], row["attempt"])]
         attrs = span["attributes"]
         assert span["name"] == f"zuno.call {row['tool']}"
-        assert attrs["zuno.tool"] == row["tool"]
+        assert attrs["zuno.contract.tool"] == row["tool"]
         assert attrs["zuno.session_id"] == row["session_id"]
         assert attrs["zuno.outcome"] == row["outcome"]
         assert attrs.get("zuno.block_kind") == row["block_kind"]
@@ -225,7 +232,7 @@ async def test_every_attempt_of_a_step_has_one_span_under_the_programs_span(
             assert span["parent"] == outer_id
             assert span["trace_id"] == program["trace_id"]
     kinds = {
-        s["attributes"]["zuno.tool"]: s["attributes"].get("zuno.block_kind")
+        s["attributes"]["zuno.contract.tool"]: s["attributes"].get("zuno.block_kind")
         for s in captured
         if s["name"].startswith("zuno.call ")
     }
@@ -479,7 +486,7 @@ def test_the_api_alone_records_nothing(workspace: Path) -> None:
         "import opentelemetry.trace as t\n"
         "from pathlib import Path\n"
         "from zuno import telemetry\n"
-        "from zuno.runtime import Runtime\n"
+        "from zuno.session.runtime import Runtime\n"
         "rt = Runtime(Path('.'), db_path=Path('z.db'))\n"
         "s = rt.open_session()\n"
         "r = asyncio.run(rt.call(s, 'read', {'path': 'notes.txt'}))\n"

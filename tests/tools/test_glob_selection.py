@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.ripgrep import (
+from zuno.execution.ripgrep import (
     Query,
     RipgrepError,
     files_with_matches,

@@ -1,4 +1,4 @@
-"""Where a path argument really leads (zuno.real_paths), on a real file system and /proc."""
+"""Where a path argument really leads (zuno.workspace.real_paths), on a real file system and /proc."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zuno.real_paths import proc_refusal, real_path, touch
+from zuno.workspace.real_paths import proc_refusal, real_path, touch
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Permission rule patterns as rg exclusions: rg leaves out exactly what the rule matches.
 
-The result filter of :mod:`zuno.search_fence` would catch what the globs miss,
+The result filter of :mod:`zuno.policy.search_fence` would catch what the globs miss,
 so these tests switch it off and judge the globs alone against the rule
 matcher, with real rg listing a real tree: a glob that left out too little
 would make rg read denied files, one that left out too much would hide
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config import PermissionRule
-from zuno.permissions import path_pattern_matches
-from zuno.ripgrep import Exclusion, list_files
-from zuno.search_fence import search_exclusion
+from zuno.config.loading import PermissionRule
+from zuno.execution.ripgrep import Exclusion, list_files
+from zuno.policy.permissions import path_pattern_matches
+from zuno.policy.search_fence import search_exclusion
 
 FILES = [
     "a.pem",

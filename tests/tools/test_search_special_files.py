@@ -16,11 +16,11 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.calls import CallResult
-from zuno.config import Config
-from zuno.declarations import BlockKind, Outcome
-from zuno.permissions import DenyAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.contract.calls import CallResult
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.policy.permissions import DenyAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 pytestmark = pytest.mark.anyio

@@ -13,10 +13,16 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.declarations import Concurrency, Effect, Replay
-from zuno.output import ArtifactStore, BoundedOutput, OutputLimits
-from zuno.sandbox import SandboxSettings
-from zuno.tool import ArgumentsRejected, PathOutsideWorkspace, ToolContext, ToolError, ToolResult
+from zuno.contract.output import ArtifactStore, BoundedOutput, OutputLimits
+from zuno.contract.tool import (
+    ArgumentsRejected,
+    PathOutsideWorkspace,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
+from zuno.core.declarations import Concurrency, Effect, Replay
+from zuno.execution.sandbox import SandboxSettings
 from zuno.tools.shell import ExecuteArgs, ExecuteTool, ShellArgs, ShellTool
 
 

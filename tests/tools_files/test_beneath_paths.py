@@ -1,4 +1,4 @@
-"""zuno.beneath: resolving and writing beneath a root, with openat2 and with the walk."""
+"""zuno.workspace.beneath: resolving and writing beneath a root, with openat2 and with the walk."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from zuno.beneath import Beneath, EscapesRoot, openat2_available
+from zuno.workspace.beneath import Beneath, EscapesRoot, openat2_available
 
 
 @pytest.fixture(params=["openat2", "walk"])

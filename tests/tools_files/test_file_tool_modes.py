@@ -13,13 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Outcome
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
-from zuno.sandbox.settings import SandboxMode, SandboxSettings
-from zuno.tool import (
+from zuno.config.loading import Config
+from zuno.config.sandbox import SandboxMode, SandboxSettings
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import (
     ArgumentsRejected,
     PathOutsideWorkspace,
     Tool,
@@ -27,6 +24,9 @@ from zuno.tool import (
     ToolContext,
     WritesNotAllowed,
 )
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 from zuno.tools.edit import EditArgs, EditTool
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.tools.write import WriteArgs, WriteTool
@@ -190,7 +190,7 @@ def test_read_only_through_the_cli(ws: Path, tmp_path: Path) -> None:
     assert tree(ws) == before
     # The same calls land once the mode allows them: the refusal was the mode's.
     assert _cli(ws, tmp_path, "workspace-write", "write", write) == 0
-    # A file is deleted only after the session has read it (zuno.file_versions).
+    # A file is deleted only after the session has read it (zuno.tools.file_versions).
     assert _cli(ws, tmp_path, "workspace-write", "read", {"path": "a.txt"}) == 0
     assert _cli(ws, tmp_path, "workspace-write", "apply_patch", delete) == 0
     assert tree(ws) == {"cli.txt": b"x\n"}
@@ -277,9 +277,9 @@ _LIMITED = r"""
 import json, resource, signal, sys
 from pathlib import Path
 import anyio
-from zuno.config import Config
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.tool import ToolContext, ToolError
+from zuno.config.loading import Config
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import ToolContext, ToolError
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.tools.write import WriteArgs, WriteTool
 
@@ -345,7 +345,7 @@ def test_read_only_refuses_in_pre_flight_without_asking(ws: Path, tmp_path: Path
         return True
 
     async def main() -> list[tuple[Outcome, BlockKind | None, str]]:
-        from zuno.permissions import CallbackApprover
+        from zuno.policy.permissions import CallbackApprover
 
         rt = Runtime(
             ws,

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zuno.declarations import INSPECTION
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.tool import ToolContext, ToolError, ToolResult
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import ToolContext, ToolError, ToolResult
+from zuno.core.declarations import INSPECTION
 from zuno.tools.read import MAX_LINE_CHARS, ReadArgs, ReadTool
 
 GIB = 1 << 30

@@ -1,4 +1,4 @@
-"""zuno.landing: a symlink may not redirect a write onto a control file or a denied path."""
+"""zuno.dispatch.landing: a symlink may not redirect a write onto a control file or a denied path."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.config import Config, PermissionRule, PermissionSettings
-from zuno.landing import Redirected
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.tool import Tool, ToolArgs, ToolContext
+from zuno.config.loading import Config, PermissionRule, PermissionSettings
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import Tool, ToolArgs, ToolContext
+from zuno.dispatch.landing import Redirected
 from zuno.tools.edit import EditArgs, EditTool
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.tools.write import WriteArgs, WriteTool

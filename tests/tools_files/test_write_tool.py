@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.tool import PathOutsideWorkspace, ToolContext, ToolError, ToolResult
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import PathOutsideWorkspace, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.tools.write import WriteArgs, WriteTool
 
 

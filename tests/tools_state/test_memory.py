@@ -12,18 +12,18 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Effect, Outcome
-from zuno.memory import (
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Effect, Outcome
+from zuno.durability.memory import (
     UnknownMemory,
     accepted_memories_text,
     decide_memory,
     list_memories,
     propose_memory,
 )
-from zuno.permissions import DenyAll
-from zuno.runtime import Runtime
-from zuno.store import open_store
+from zuno.durability.store import open_store
+from zuno.policy.permissions import DenyAll
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

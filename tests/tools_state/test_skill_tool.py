@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from zuno.config import Config
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
-from zuno.permissions import DenyAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
+from zuno.policy.permissions import DenyAll
+from zuno.session.runtime import Runtime
 from zuno.tools.skill import MAX_LISTED_FILES, discover_skills, user_skills_dir
 
 pytestmark = pytest.mark.anyio

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zuno.config import Config
-from zuno.declarations import BlockKind, Effect, Outcome
-from zuno.permissions import ApprovalRequest, ApproveAll, CallbackApprover, DenyAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.core.declarations import BlockKind, Effect, Outcome
+from zuno.policy.permissions import ApprovalRequest, ApproveAll, CallbackApprover, DenyAll
+from zuno.session.runtime import Runtime
 from zuno.tools.state import MAX_TODOS, TodoItem, TodoUpdateArgs
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from web_test_server import LocalServer, running_server
 
-from zuno.config import Config
-from zuno.permissions import DenyAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config
+from zuno.policy.permissions import DenyAll
+from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 
 

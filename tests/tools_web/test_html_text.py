@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zuno.html_text import MAX_DEPTH, MAX_LINKS, html_to_text, looks_like_html
+from zuno.integrations.html_text import MAX_DEPTH, MAX_LINKS, html_to_text, looks_like_html
 
 
 def md(html: str, base: str = "https://site.test/dir/page.html") -> str:

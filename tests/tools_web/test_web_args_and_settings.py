@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zuno.config import Config, ConfigError, load_config
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallRequest
-from zuno.permissions import ApproveAll
-from zuno.runtime import Runtime
+from zuno.config.loading import Config, ConfigError, load_config
+from zuno.config.trust import trust
+from zuno.config.web import MAX_DOWNLOAD_CEILING
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.permissions import ApproveAll
+from zuno.session.runtime import Runtime
 from zuno.tools.web import WebFetchArgs, WebFetchTool
 from zuno.tools.web_search import MAX_QUERIES, MAX_RESULTS, WebSearchArgs, WebSearchTool
-from zuno.trust import trust
-from zuno.web_settings import MAX_DOWNLOAD_CEILING
 
 json_values = st.recursive(
     st.one_of(

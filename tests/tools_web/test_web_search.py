@@ -8,9 +8,9 @@ import pytest
 from web_test_server import LocalServer
 
 from conftest import RuntimeFactory
-from zuno.declarations import BlockKind, Outcome
-from zuno.dispatch import CallResult
-from zuno.runtime import Runtime
+from zuno.core.declarations import BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallResult
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -13,9 +13,9 @@ import pytest
 from web_test_server import HUGE_SIZE, LocalServer, running_server
 
 from conftest import RuntimeFactory
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
-from zuno.dispatch import CallResult
-from zuno.runtime import Runtime
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
+from zuno.dispatch.dispatcher import CallResult
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ import pytest
 from web_test_server import LocalServer
 
 from conftest import RuntimeFactory
-from zuno.declarations import Outcome
-from zuno.web._decoding import BodyDecoder
+from zuno.core.declarations import Outcome
+from zuno.integrations.web._decoding import BodyDecoder
 
 pytestmark = pytest.mark.anyio
 
@@ -43,9 +43,9 @@ _CHILD = textwrap.dedent(
     import http.server, json, resource, sys, threading
     from pathlib import Path
     import anyio
-    from zuno.config import Config
-    from zuno.permissions import DenyAll
-    from zuno.runtime import Runtime
+    from zuno.config.loading import Config
+    from zuno.policy.permissions import DenyAll
+    from zuno.session.runtime import Runtime
     from zuno.tools import builtin_tools
 
     body = Path(sys.argv[1]).read_bytes()
@@ -129,7 +129,7 @@ def test_raw_deflate_and_identity_decode() -> None:
 
 @pytest.mark.parametrize("header", ["br", "gzip, gzip, gzip, gzip, gzip", "compress"])
 def test_undecodable_or_too_deep_encodings_are_refused(header: str) -> None:
-    from zuno.tool import ToolError
+    from zuno.contract.tool import ToolError
 
     with pytest.raises(ToolError, match="encod"):
         BodyDecoder(header)

@@ -35,13 +35,13 @@ from zuno.agent.messages import (
     stored_messages,
 )
 from zuno.agent.providers import Provider, ProviderError
-from zuno.budget import price_for, step_cost
-from zuno.events import Event
+from zuno.contract.events import Event
+from zuno.policy.budget import price_for, step_cost
 
 if TYPE_CHECKING:
-    from zuno.budget import Budget
-    from zuno.config import Config
-    from zuno.runtime import Runtime, SessionState
+    from zuno.config.loading import Config
+    from zuno.policy.budget import Budget
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = [
     "COMPACTION_META",

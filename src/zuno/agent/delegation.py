@@ -9,7 +9,7 @@ its own; approving the delegation approves none of the child's effects.
 
 A delegation the parent cannot give (an unknown agent, tools it lacks, past
 :data:`MAX_DEPTH`) is refused before anything starts, with
-:class:`~zuno.tool.ArgumentsRejected`: the call is ``blocked:
+:class:`~zuno.contract.tool.ArgumentsRejected`: the call is ``blocked:
 invalid_arguments``, not a failure.
 
 At most ``concurrency.delegations`` children run at once (the runtime's
@@ -30,10 +30,10 @@ import anyio
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, provider_for
 from zuno.agent.providers import ProviderError
-from zuno.tool import ArgumentsRejected, ToolError
+from zuno.contract.tool import ArgumentsRejected, ToolError
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime, SessionState
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["MAX_DEPTH", "ChildRun", "check_depth", "child_tools", "run_child", "session_model"]
 

@@ -18,7 +18,7 @@ finished row gives its stored result, a ``started`` row is an uncertain
 outcome, and no row means the call never reached the dispatcher.
 
 A continued session (one that already has a conversation) first receives the
-recovery notice of :mod:`zuno.recovery`, when there is one: the Never calls
+recovery notice of :mod:`zuno.durability.recovery`, when there is one: the Never calls
 that failed or ended uncertain and were not yet reported, built from rows.
 
 A provider failure ends the turn with its message; nothing is lost and the
@@ -56,20 +56,20 @@ from zuno.agent.messages import (
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
 from zuno.agent.tool_specs import tool_specs
-from zuno.budget import price_for, session_budget, step_cost
-from zuno.config import AgentSettings, Config, user_config_path
-from zuno.dispatch import CallRequest, CallResult
-from zuno.events import Event
-from zuno.images import ImageAttachment, attachment_for, image_max_bytes
-from zuno.memory import accepted_memories_text
-from zuno.store import Store
-from zuno.telemetry import model_span, turn_span
+from zuno.config.loading import AgentSettings, Config, user_config_path
+from zuno.contract.events import Event
+from zuno.contract.images import ImageAttachment, attachment_for, image_max_bytes
+from zuno.dispatch.dispatcher import CallRequest, CallResult
+from zuno.durability.memory import accepted_memories_text
+from zuno.durability.store import Store
+from zuno.durability.telemetry import model_span, turn_span
+from zuno.policy.budget import price_for, session_budget, step_cost
 from zuno.tools.undo import undo_note
 
 if TYPE_CHECKING:
-    from zuno.budget import Budget
-    from zuno.runtime import Runtime, SessionState
-    from zuno.store.records import CallRecord
+    from zuno.durability.store.records import CallRecord
+    from zuno.policy.budget import Budget
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -475,7 +475,7 @@ class AgentLoop:
 
     def _recovery_notice(self, history: list[Message]) -> None:
         """A continued session first hears of its failed or uncertain Never calls, from SQL."""
-        from zuno.recovery import issue_notice, pending_notice
+        from zuno.durability.recovery import issue_notice, pending_notice
 
         notice = pending_notice(self.runtime.store, self.session.session_id)
         if notice is None:
@@ -521,7 +521,7 @@ class AgentLoop:
 
     def _queue_reply(self, number: int, reply: ModelReply, cost: float | None) -> None:
         # The token counts, the model and the cost are what session totals and
-        # budgets are summed from (zuno.budget): one event per reply, durable.
+        # budgets are summed from (zuno.policy.budget): one event per reply, durable.
         self._queue(
             "agent.reply",
             step=number,

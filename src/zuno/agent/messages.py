@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from zuno.images import ImageAttachment
+from zuno.contract.images import ImageAttachment
 
 __all__ = [
     "META_KEY",

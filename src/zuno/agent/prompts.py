@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from zuno.config import AgentSettings
+from zuno.config.loading import AgentSettings
 
 __all__ = [
     "BUILD_PROMPT",

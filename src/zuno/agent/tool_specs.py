@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from zuno.agent.messages import ToolSpec
-from zuno.registry import Surface
-from zuno.tool import Tool
+from zuno.contract.tool import Tool
+from zuno.dispatch.registry import Surface
 
 __all__ = ["tool_specs"]
 

@@ -45,7 +45,7 @@ from zuno.cli.app import (
 )
 from zuno.cli.resuming import ResumeRefused, move_session, resume_folder, stored_session
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.store import StoreError
+from zuno.durability.store import StoreError
 
 # The agent loop, the providers, the runtime and the live view are imported by the
 # commands that run them: registering `run` and `resume` (and `zuno --help`) needs none.
@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.cli.headless_run import HeadlessOptions
-    from zuno.config import PermissionMode
-    from zuno.runtime import Runtime, SessionState
+    from zuno.config.loading import PermissionMode
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = [
     "ResumeRefused",
@@ -163,7 +163,7 @@ def _finish(
     last_message: Path | None = None,
 ) -> None:
     from zuno.agent.loop import TurnStatus
-    from zuno.mcp.errors import McpServerError
+    from zuno.integrations.mcp.errors import McpServerError
 
     try:
         outcome = run_until_stopped(_drive, rt, state, provider, prompt, steps)
@@ -206,7 +206,7 @@ def _set_budget(rt: Runtime, model: str, max_usd: float | None, max_tokens: int 
     """Give the runtime its spending cap; a cap that cannot be kept is a usage error."""
     if max_usd is None and max_tokens is None:
         return
-    from zuno.budget import Budget, BudgetError
+    from zuno.policy.budget import Budget, BudgetError
 
     try:
         budget = Budget(max_usd, max_tokens)
@@ -251,7 +251,7 @@ def run(
     """
     from zuno.agent.loop import resolve_model
     from zuno.agent.providers import ProviderError
-    from zuno.runtime import UnknownAgent
+    from zuno.session.runtime import UnknownAgent
 
     prompt = prompt_text(prompt)
     if json_ or output_format is not OutputFormat.TEXT:
@@ -339,7 +339,7 @@ def resume(
     from zuno.agent.messages import AssistantMessage
     from zuno.agent.providers import ProviderError
     from zuno.cli.transcript import moved_note
-    from zuno.runtime import UnknownAgent, UnknownSession
+    from zuno.session.runtime import UnknownAgent, UnknownSession
 
     if prompt is not None:
         prompt = prompt_text(prompt)

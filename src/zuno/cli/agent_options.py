@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
-    from zuno.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
-    from zuno.runtime import Runtime, SessionState
+    from zuno.policy.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
+    from zuno.session.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
 
 __all__ = [
@@ -115,9 +115,9 @@ def open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     """
     from zuno.cli.approvals import LearningApprover
     from zuno.cli.trust_cmds import offer_trust
-    from zuno.config import ConfigError
-    from zuno.permissions import ApproveAll, DenyAll
-    from zuno.runtime import Runtime
+    from zuno.config.loading import ConfigError
+    from zuno.policy.permissions import ApproveAll, DenyAll
+    from zuno.session.runtime import Runtime
     from zuno.tools.question import TerminalQuestioner
 
     on_terminal = interactive()
@@ -129,7 +129,7 @@ def open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
         # Asked once, before anything from the file is used; never without a terminal.
         offer_trust(workspace)
     from zuno.cli.headless import ExitStatus
-    from zuno.store import StoreUnavailable
+    from zuno.durability.store import StoreUnavailable
 
     try:
         rt = Runtime(workspace, db_path=db, approver=shared)
@@ -192,7 +192,7 @@ async def run_one_turn(
 
 def spent(rt: Runtime, session_id: str) -> str:
     """The session's tokens and cost, child agents included ("" before any model reply)."""
-    from zuno.budget import price_for, session_usage
+    from zuno.policy.budget import price_for, session_usage
 
     usage = session_usage(rt.store, session_id, price_of=lambda m: price_for(m, rt.config))
     return usage.describe() if usage.requests else ""

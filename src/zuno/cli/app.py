@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 import typer
 
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.store import SessionRecord, Store, StoreError, open_store
-from zuno.store.errors import SessionBusy
+from zuno.durability.store import SessionRecord, Store, StoreError, open_store
+from zuno.durability.store.errors import SessionBusy
 
 # The runtime, the configuration and the dispatcher (pydantic models, every tool)
 # are imported by the commands that use them: `zuno --help` needs none of them.
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from zuno.config import PermissionMode
-    from zuno.dispatch import CallRequest, CallResult
-    from zuno.mcp.errors import McpServerError
-    from zuno.runtime import Runtime, SessionState
+    from zuno.config.loading import PermissionMode
+    from zuno.dispatch.dispatcher import CallRequest, CallResult
+    from zuno.integrations.mcp.errors import McpServerError
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["app", "escape", "lazy_console", "main", "only", "prebuild"]
 
@@ -42,7 +42,7 @@ app.add_typer(config_app, name="config")
 
 def _print_version(wanted: bool) -> None:
     if wanted:
-        from zuno.installed import installed_version
+        from zuno.core.installed import installed_version
 
         sys.stdout.write(f"zuno {installed_version()}\n")
         raise typer.Exit(0)
@@ -147,7 +147,9 @@ DIRECT_CALLS = "direct calls (zuno call, zuno batch)"
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose tools are active.")]
 
 MODE_NAMES = ("plan", "accept-edits", "strict", "permissive")
-"""The permission modes (zuno.permissions.MODES, named here so that --help imports no models)."""
+"""The permission modes (zuno.policy.permissions.MODES, named here so that --help imports no
+models).
+"""
 
 
 def check_mode_name(value: str | None) -> str | None:
@@ -183,11 +185,11 @@ def fail(message: str, code: int = 2) -> NoReturn:
 @contextmanager
 def user_errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
-    from zuno.config import ConfigError
-    from zuno.mcp.errors import McpServerError
-    from zuno.ripgrep import RipgrepUnavailable
-    from zuno.runtime import UnknownAgent, UnknownSession
-    from zuno.sandbox import SandboxError
+    from zuno.config.loading import ConfigError
+    from zuno.execution.ripgrep import RipgrepUnavailable
+    from zuno.execution.sandbox import SandboxError
+    from zuno.integrations.mcp.errors import McpServerError
+    from zuno.session.runtime import UnknownAgent, UnknownSession
 
     try:
         yield
@@ -240,8 +242,8 @@ def warn_control_paths(rt: Any) -> None:
 
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
-    from zuno.permissions import ApproveAll, default_approver
-    from zuno.runtime import Runtime
+    from zuno.policy.permissions import ApproveAll, default_approver
+    from zuno.session.runtime import Runtime
 
     with user_errors():
         rt = Runtime(
@@ -389,7 +391,7 @@ def _batch_item(file: Path, n: int, item: dict[str, Any]) -> CallRequest:
         )
     if "args" in item and "arguments" in item:
         fail(f'{file}: entry {n} has both "args" and "arguments"; keep one')
-    from zuno.dispatch import CallRequest
+    from zuno.dispatch.dispatcher import CallRequest
 
     return CallRequest(item["tool"], item.get("args", item.get("arguments")), item.get("id"))
 
@@ -432,7 +434,7 @@ def call(
     A command's output shows as it runs: its last lines at the bottom of a terminal,
     or all of it on stderr with --stream.
     """
-    from zuno.dispatch import CallRequest
+    from zuno.dispatch.dispatcher import CallRequest
 
     request = CallRequest(tool, _parse_args_json(args_json))
     where = _Where(session, new_session, agent, wait, mode)
@@ -570,7 +572,7 @@ def _direct_session(store: Store, workspace: str, agent: str) -> str | None:
 
 def _print_json_example(rt: Runtime, result: CallResult, given: object) -> None:
     """Arguments given as plain text: one line with the JSON form they take."""
-    from zuno.arguments import example_arguments
+    from zuno.dispatch.arguments import example_arguments
 
     tool = rt.registry.get(result.tool)
     if result.block_kind is None or tool is None or not isinstance(given, str):
@@ -642,7 +644,7 @@ def _denied_unasked(rt: Runtime) -> set[str]:
     Filled as the approvals are decided. A call a deny rule refuses is never
     put to the approver, so it is not among them: ``--yes`` would not help it.
     """
-    from zuno.permissions import DenyAll
+    from zuno.policy.permissions import DenyAll
 
     denied: set[str] = set()
     if not isinstance(rt.approver, DenyAll):
@@ -663,8 +665,8 @@ def rule_file(rt: Runtime) -> Path:
     only narrow, so an allow rule there would be ignored); the user's own file
     otherwise.
     """
-    from zuno.config import CONFIG_NAME, user_config_path
-    from zuno.trust import TrustState
+    from zuno.config.loading import CONFIG_NAME, user_config_path
+    from zuno.config.trust import TrustState
 
     if rt.config.workspace_trust == TrustState.TRUSTED:
         return rt.workspace / CONFIG_NAME
@@ -691,7 +693,7 @@ def _print_how_to_allow(rt: Runtime, tool: str, arguments: Any) -> None:
     setting = f'{{"permission": {{"rules": [{rule}]}}}}'
     how = f", or allow it with a permission rule in {rule_file(rt)}: {setting}"
     if found is not None and found.rule_match == "prefix" and pattern != "*":
-        from zuno.shell_rules import analyse
+        from zuno.policy.shell_rules import analyse
 
         if not analyse(pattern).allowable:
             # An allow rule covers one plain command that runs nothing it is given.
@@ -771,7 +773,7 @@ def find_session(store: Store, prefix: str) -> SessionRecord:
     Raises:
         UnknownSession: No session matches, or several do (they are named).
     """
-    from zuno.runtime import UnknownSession
+    from zuno.session.runtime import UnknownSession
 
     record = store.get_session(prefix)
     if record is not None:
@@ -814,7 +816,7 @@ def show(
     """The transcript of a session, from the store: prompts, steps, calls, notices, answer."""
     from zuno.cli.render import print_transcript
     from zuno.cli.transcript import build_transcript
-    from zuno.recovery import last_notice, pending_notice, settle_interrupted
+    from zuno.durability.recovery import last_notice, pending_notice, settle_interrupted
 
     with user_errors():
         store = open_store(db, migrate=False)  # reads: never changes the schema
@@ -872,7 +874,7 @@ def show(
 def doctor(workspace: Workspace = Path("."), db: Db = None, json_: Json = False) -> None:
     """Check what Zuno needs: rg, the store, the configuration files and folder trust, the
     language servers, each MCP server, the web_search backend and the sandbox."""
-    from zuno.doctor import diagnose, report_lines
+    from zuno.cli.doctor import diagnose, report_lines
 
     report = diagnose(workspace, db)
     if json_:
@@ -887,7 +889,7 @@ def doctor(workspace: Workspace = Path("."), db: Db = None, json_: Json = False)
 @config_app.command("schema")
 def config_schema_command() -> None:
     """Print the JSON Schema of zuno.json."""
-    from zuno.config import config_schema
+    from zuno.config.loading import config_schema
 
     _print_json(config_schema())
 
@@ -895,7 +897,7 @@ def config_schema_command() -> None:
 @config_app.command("show")
 def config_show(workspace: Workspace = Path(".")) -> None:
     """Print the effective configuration (user file, then workspace file)."""
-    from zuno.config import load_config
+    from zuno.config.loading import load_config
 
     with user_errors():
         config = load_config(workspace.resolve())
@@ -954,7 +956,7 @@ def main() -> None:
     # rich renderer imports rich's markdown and traceback machinery (~150 ms) to draw
     # panels nobody sees. A terminal keeps the rich help.
     from zuno.cli.plain import is_plain
-    from zuno.telemetry import export_from_environment
+    from zuno.durability.telemetry import export_from_environment
 
     if is_plain(sys.stdout):
         app.rich_markup_mode = None

@@ -2,7 +2,7 @@
 
 Answering ``a`` to a command or a file edit offers two scopes: this exact call
 for the rest of the session, or a rule one step wider (a command prefix, a
-folder glob; see :mod:`zuno.learned_rules`) saved to the user's ``zuno.json``.
+folder glob; see :mod:`zuno.policy.learned_rules`) saved to the user's ``zuno.json``.
 The offer says how many of the calls already made in this folder (any session
 in the store) the rule would have allowed, so the person sees how wide it is
 before saying yes. A chosen rule holds for the rest of the session at once.
@@ -19,9 +19,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from zuno.config import ConfigError, PermissionRule, user_config_path
-from zuno.learned_rules import save_network_hosts, save_rule, suggest_rule
-from zuno.permissions import (
+from zuno.config.loading import ConfigError, PermissionRule, user_config_path
+from zuno.policy.learned_rules import save_network_hosts, save_rule, suggest_rule
+from zuno.policy.permissions import (
     ApprovalAnswer,
     ApprovalDecision,
     ApprovalRequest,
@@ -31,7 +31,7 @@ from zuno.permissions import (
 )
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime
+    from zuno.session.runtime import Runtime
 
 __all__ = ["LearningApprover", "past_matches"]
 

@@ -5,7 +5,7 @@ bounded as before):
 
 * :class:`RawStream` (``--stream``, on a pipe or a terminal): every byte the
   command prints, stdout and stderr alike, as the reader takes it from the
-  command's pipes (see :attr:`zuno.tool.ToolContext.output_tap`). A writer
+  command's pipes (see :attr:`zuno.contract.tool.ToolContext.output_tap`). A writer
   thread of its own copies it out, so a slow reader of stderr slows the
   command (as a pipe would) but never holds it past its deadline: when stderr
   is not read for a few seconds, what comes meanwhile is left out and a last
@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from zuno.cli.output_tail import OutputTail
-from zuno.output import format_size
+from zuno.contract.output import format_size
 
 if TYPE_CHECKING:
-    from zuno.dispatch import CallRequest
-    from zuno.events import Event
-    from zuno.runtime import Runtime
+    from zuno.contract.events import Event
+    from zuno.dispatch.dispatcher import CallRequest
+    from zuno.session.runtime import Runtime
 
 __all__ = ["RawStream", "RunningTail", "follow_calls"]
 
@@ -211,7 +211,7 @@ class RunningTail:
         return cast(dict[str, Any], given) if isinstance(given, dict) else {}
 
     def _describe(self, tool: str, values: dict[str, Any]) -> str:
-        from zuno.call_text import describe_call
+        from zuno.contract.call_text import describe_call
 
         found = self._rt.registry.get(tool)
         return describe_call(tool, values, found.args_model if found is not None else None)

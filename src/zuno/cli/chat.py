@@ -37,8 +37,8 @@ from zuno.cli.app import AgentOpt, Db, ModeOpt, Workspace, Yes, app, fail, lazy_
 if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
-    from zuno.config import PermissionMode
-    from zuno.runtime import Runtime, SessionState
+    from zuno.config.loading import PermissionMode
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["Chat", "chat", "history_path", "run_chat"]
 
@@ -180,7 +180,7 @@ class Chat:
 def run_chat(chat_: Chat, *, first_turn: bool = False, first_prompt: str | None = None) -> None:
     """Run the chat to its end; the terminal's mode is restored whatever happens."""
     from zuno.cli.signals import Stopped, run_until_stopped
-    from zuno.mcp.errors import McpServerError
+    from zuno.integrations.mcp.errors import McpServerError
 
     saved = _terminal_mode()
     try:
@@ -238,7 +238,7 @@ def chat(
 
     from zuno.agent.loop import resolve_model
     from zuno.agent.providers import ProviderError
-    from zuno.runtime import UnknownAgent
+    from zuno.session.runtime import UnknownAgent
 
     if not interactive():
         fail("zuno chat needs a terminal; for one prompt without one: zuno run PROMPT")

@@ -4,7 +4,7 @@ While a turn runs, the terminal is put in cbreak mode (keys arrive one by one,
 not echoed; Ctrl-C still sends SIGINT) and read in the event loop. Escape
 alone calls back; an arrow or function key (Escape followed by ``[`` or
 ``O``) does not, and other keys are dropped. Whenever a prompt asks something
-(:func:`zuno.tty.on_prompt`) the watcher lets go: the terminal's own mode comes
+(:func:`zuno.core.tty.on_prompt`) the watcher lets go: the terminal's own mode comes
 back for the prompt, and nothing is read until it is answered.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import anyio
 
-from zuno.tty import on_prompt
+from zuno.core.tty import on_prompt
 
 __all__ = ["watch_escape"]
 

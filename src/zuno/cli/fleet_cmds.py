@@ -3,7 +3,7 @@
 ``zuno submit PROMPT`` queues a session (it prints the session id); any
 number of ``zuno worker`` processes, on any machine that reaches the store
 (a ``postgresql://`` URL for several machines, a SQLite file for one), take
-queued sessions and run them. See :mod:`zuno.fleet`.
+queued sessions and run them. See :mod:`zuno.fleet.worker`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from zuno.cli.app import (
     user_errors,
     warn_untrusted,
 )
-from zuno.store import open_store
+from zuno.durability.store import open_store
 
 # The configuration and the agent loop are imported by the commands that use them.
 if TYPE_CHECKING:
-    from zuno.config import AgentSettings, Config
+    from zuno.config.loading import AgentSettings, Config
 
 __all__ = ["submit", "worker"]
 
@@ -45,7 +45,7 @@ _MODEL_HELP = (
 
 
 def _agent_settings(config: Config, name: str) -> AgentSettings:
-    from zuno.runtime import BUILTIN_AGENTS, UnknownAgent
+    from zuno.session.runtime import BUILTIN_AGENTS, UnknownAgent
 
     if name in config.agents:
         return config.agents[name]
@@ -80,8 +80,8 @@ def submit(
     """
     from zuno.agent.loop import resolve_model
     from zuno.agent.providers import ProviderError
-    from zuno.config import load_config
-    from zuno.fleet import submit as queue
+    from zuno.config.loading import load_config
+    from zuno.fleet.worker import submit as queue
 
     with user_errors():
         if not workspace.is_dir():
@@ -93,7 +93,7 @@ def submit(
         except ProviderError as exc:
             fail(str(exc))
         if max_budget is not None or max_tokens_budget is not None:
-            from zuno.budget import Budget, BudgetError
+            from zuno.policy.budget import Budget, BudgetError
 
             try:  # a cap the worker could not keep is refused now, not when it runs
                 Budget(max_budget, max_tokens_budget).check_model(chosen, config)
@@ -152,8 +152,8 @@ def worker(
     may have done is run again). SIGTERM or Ctrl-C: the session in hand goes
     back to the queue and the worker exits.
     """
-    from zuno.fleet import FleetWorker, WorkerCannotRun, WorkerStopped, short_worker
-    from zuno.workers import shared_lease
+    from zuno.durability.workers import shared_lease
+    from zuno.fleet.worker import FleetWorker, WorkerCannotRun, WorkerStopped, short_worker
 
     if lease is not None:
         # Every lease of this process (the sessions' runtimes share the worker's) lasts as long.
@@ -185,7 +185,7 @@ def worker(
                 )
                 raise typer.Exit(128 + exc.signum) from None
             except Exception as exc:  # unrecoverable: one line (the details go to the log)
-                logging.getLogger("zuno.fleet").debug("the worker stopped", exc_info=True)
+                logging.getLogger("zuno.fleet.worker").debug("the worker stopped", exc_info=True)
                 fail(
                     f"worker {short_worker(fleet.worker_id)} stopped after {fleet.ran} "
                     f"session(s): {_one_line(exc)} (its session went back to the queue)"

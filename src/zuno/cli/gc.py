@@ -1,6 +1,6 @@
 """``zuno gc``: free the disk that old sessions' artifacts and checkpoints take.
 
-See :mod:`zuno.artifact_space` for what is removed and what never is.
+See :mod:`zuno.durability.artifact_space` for what is removed and what never is.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from zuno.cli.app import Db, Json, app, fail, out, user_errors
-from zuno.output import format_size
-from zuno.store import open_store
+from zuno.contract.output import format_size
+from zuno.durability.store import open_store
 
 __all__ = ["gc", "parse_size"]
 
@@ -66,7 +66,7 @@ def gc(
 
     The sessions' rows stay in the store: `zuno show` still tells what they did.
     """
-    from zuno.artifact_space import plan_prune
+    from zuno.durability.artifact_space import plan_prune
 
     limit: int | None = None
     if max_size is not None:

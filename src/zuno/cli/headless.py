@@ -23,10 +23,10 @@ from typing import IO, Any
 
 from zuno.agent.loop import TurnOutcome, TurnStatus
 from zuno.cli.run_report import RunClock, changed_files
-from zuno.events import Event
-from zuno.installed import installed_version
-from zuno.runtime import Runtime, SessionState
-from zuno.sandbox.egress.ledger import egress_summary
+from zuno.contract.events import Event
+from zuno.core.installed import installed_version
+from zuno.execution.sandbox.egress.ledger import egress_summary
+from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["FORMAT_VERSION", "ExitStatus", "HeadlessWriter"]
 

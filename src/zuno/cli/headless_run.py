@@ -21,14 +21,14 @@ import typer
 
 from zuno.agent.loop import TurnOutcome, TurnStatus, resolve_model
 from zuno.agent.providers import Provider, ProviderError, make_provider
-from zuno.budget import Budget, BudgetError
 from zuno.cli.headless import ExitStatus, HeadlessWriter
 from zuno.cli.run_report import write_last_message
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.config import ConfigError, PermissionMode
-from zuno.permissions import ApproveAll, DenyAll
-from zuno.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
-from zuno.store import StoreError, StoreUnavailable
+from zuno.config.loading import ConfigError, PermissionMode
+from zuno.durability.store import StoreError, StoreUnavailable
+from zuno.policy.budget import Budget, BudgetError
+from zuno.policy.permissions import ApproveAll, DenyAll
+from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 
 __all__ = [
     "HeadlessOptions",
@@ -101,8 +101,8 @@ def startup_problem(exc: BaseException) -> str | None:
     Tools load when the agent first lists them, inside the turn's task group, so
     the error may come wrapped in exception groups.
     """
-    from zuno.ripgrep import RipgrepUnavailable
-    from zuno.sandbox import SandboxError
+    from zuno.execution.ripgrep import RipgrepUnavailable
+    from zuno.execution.sandbox import SandboxError
 
     found = _found(exc, (RipgrepUnavailable, SandboxError))
     return None if found is None else str(found)
@@ -190,7 +190,7 @@ async def _drive(
 
 def _main(options: HeadlessOptions, body: Callable[[_Run], ExitStatus]) -> NoReturn:
     """Run ``body``; every way it ends becomes the ``end`` event and the exit status."""
-    from zuno.mcp.errors import McpServerError
+    from zuno.integrations.mcp.errors import McpServerError
 
     sys.stdout.flush()
     writer = HeadlessWriter(sys.stdout.buffer, stream=options.output == "stream-json")

@@ -13,7 +13,7 @@ last lines of output show under it as they come. The bottom is redrawn by a
 small thread a few times a second at most, from the files the output already
 goes to (a command's artifacts, a job's log), so following it costs the run
 nothing. It steps aside whenever a prompt asks something (see
-:func:`zuno.tty.on_prompt`) and while the model's text is mid-line.
+:func:`zuno.core.tty.on_prompt`) and while the model's text is mid-line.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from rich.console import Console
 from rich.text import Text
 
 from zuno.agent.loop import TurnStatus
-from zuno.call_text import describe_call, file_diff, for_person, read_range, result_lines
 from zuno.cli.output_tail import OutputTail
 from zuno.cli.render import outcome_style, styled_diff
-from zuno.events import Event
-from zuno.runtime import Runtime, SessionState
-from zuno.tty import on_prompt
+from zuno.contract.call_text import describe_call, file_diff, for_person, read_range, result_lines
+from zuno.contract.events import Event
+from zuno.core.tty import on_prompt
+from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["LiveView"]
 

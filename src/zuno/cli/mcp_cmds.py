@@ -32,13 +32,13 @@ from zuno.cli.app import (
     warn_untrusted,
 )
 from zuno.cli.signals import run_until_stopped
-from zuno.mcp import APPROVAL_NOTE
+from zuno.integrations.mcp import APPROVAL_NOTE
 
 if TYPE_CHECKING:
     # The MCP SDK takes about a second to import: only the commands that speak MCP load
     # it; the configuration (pydantic models) is imported by the commands that read it.
-    from zuno.config import Config
-    from zuno.mcp.client import McpConnection
+    from zuno.config.loading import Config
+    from zuno.integrations.mcp.client import McpConnection
 
 __all__ = ["mcp_app"]
 
@@ -84,9 +84,9 @@ def serve(
     db: Db = None,
 ) -> None:
     """Serve Zuno over MCP."""
-    from zuno.mcp.server import NoApprovalsOverMcp, ZunoMcpServer, bind_http
-    from zuno.permissions import ApproveAll
-    from zuno.runtime import Runtime
+    from zuno.policy.permissions import ApproveAll
+    from zuno.serve.mcp_server import NoApprovalsOverMcp, ZunoMcpServer, bind_http
+    from zuno.session.runtime import Runtime
 
     chosen = _transport(transport, port)
     listener: socket.socket | None = None
@@ -140,7 +140,7 @@ def _transport(transport: str, port: int | None) -> Literal["stdio", "http"]:
 
 
 def _tool_rows(connection: McpConnection) -> list[dict[str, Any]]:
-    from zuno.mcp.remote import McpTool, remote_tools
+    from zuno.integrations.mcp.remote import McpTool, remote_tools
 
     rows: list[dict[str, Any]] = []
     for tool in remote_tools(connection):
@@ -181,7 +181,7 @@ def _tool_rows(connection: McpConnection) -> list[dict[str, Any]]:
 
 
 async def _collect(config: Config, workspace: Path, only: list[str] | None) -> list[dict[str, Any]]:
-    from zuno.mcp.client import connect_mcp_servers
+    from zuno.integrations.mcp.client import connect_mcp_servers
 
     async with connect_mcp_servers(config, workspace, only=only) as servers:
         return [row for c in servers.connections for row in _tool_rows(c)]
@@ -197,7 +197,7 @@ def tools(
     workspace: Workspace = Path("."),
 ) -> None:
     """Connect the configured MCP servers and list their tools with Zuno's declarations."""
-    from zuno.config import load_config
+    from zuno.config.loading import load_config
 
     with user_errors():
         config = load_config(workspace.resolve())

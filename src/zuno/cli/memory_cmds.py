@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from zuno.cli.app import Db, Json, app, escape, fail, out, user_errors
-from zuno.memory import Memory, MemoryStatus, UnknownMemory, decide_memory, list_memories
-from zuno.store import open_store
+from zuno.durability.memory import Memory, MemoryStatus, UnknownMemory, decide_memory, list_memories
+from zuno.durability.store import open_store
 
 __all__ = ["memory_app"]
 

@@ -1,7 +1,7 @@
 """``zuno network suggest [SESSION]``: rules for the hosts proxy mode refused.
 
 It reads the egress ledgers (the ``egress`` rows of ``call.finished`` and ``job.egress`` events,
-see :mod:`zuno.sandbox.egress.ledger`) of one session, or of the most recent
+see :mod:`zuno.execution.sandbox.egress.ledger`) of one session, or of the most recent
 sessions, and prints each refused ``host:port`` with how often it was
 refused, as entries ready to paste into ``sandbox.network_allow``.
 """
@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from zuno.cli.app import Db, Json, app, find_session, out, user_errors
-from zuno.sandbox.egress.ledger import LEDGER_EVENTS, suggested_rules
-from zuno.store import open_store
+from zuno.durability.store import open_store
+from zuno.execution.sandbox.egress.ledger import LEDGER_EVENTS, suggested_rules
 
 __all__ = ["network_app"]
 

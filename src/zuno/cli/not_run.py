@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zuno.store.records import CallRecord, EventRecord
-from zuno.workers import runner_running
+from zuno.durability.store.records import CallRecord, EventRecord
+from zuno.durability.workers import runner_running
 
 __all__ = ["NotRun", "calls_not_run"]
 

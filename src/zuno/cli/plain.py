@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from zuno.dispatch import CallResult
-    from zuno.mcp.errors import McpServerError
-    from zuno.registry import Surface
+    from zuno.dispatch.dispatcher import CallResult
+    from zuno.dispatch.registry import Surface
+    from zuno.integrations.mcp.errors import McpServerError
 
 __all__ = [
     "SURFACE_HEADERS",
@@ -74,7 +74,7 @@ def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str,
     ``parameters=False`` leaves out each tool's JSON Schema: building it is
     most of the cost of a listing, and the table does not show it.
     """
-    from zuno.registry import place_of
+    from zuno.dispatch.registry import place_of
 
     rows: list[dict[str, Any]] = []
     for tool in surface.described():
@@ -86,7 +86,9 @@ def surface_rows(surface: Surface, *, parameters: bool = True) -> list[dict[str,
             "mixed": tool.mixed,
             "description": _summary(tool.description),
         }
-        choice: Any = getattr(tool, "choice", None)  # an MCP server's tool (zuno.mcp.remote)
+        choice: Any = getattr(
+            tool, "choice", None
+        )  # an MCP server's tool (zuno.integrations.mcp.remote)
         if choice is not None:
             # Why the declaration is this one, and which of the server's hints were not believed.
             row["declared_by"] = choice.source
@@ -116,7 +118,9 @@ def surface_table_notes(surface: Surface) -> list[str]:
     """One line per MCP server tool: what decided its declaration, and the hints not believed."""
     lines: list[str] = []
     for tool in surface.described():
-        choice: Any = getattr(tool, "choice", None)  # an MCP server's tool (zuno.mcp.remote)
+        choice: Any = getattr(
+            tool, "choice", None
+        )  # an MCP server's tool (zuno.integrations.mcp.remote)
         if choice is not None:
             why = "; ".join([f"declared by {choice.source}", *choice.notes])
             lines.append(f"{tool.name}: {why}")

@@ -17,14 +17,14 @@ from zuno.cli.plain import (
     surface_rows,
     surface_table_rows,
 )
-from zuno.registry import Surface
-from zuno.sandbox.egress.ledger import egress_line
-from zuno.store.records import CallRecord, SessionRecord, iso
+from zuno.dispatch.registry import Surface
+from zuno.durability.store.records import CallRecord, SessionRecord, iso
+from zuno.execution.sandbox.egress.ledger import egress_line
 
 if TYPE_CHECKING:
     from zuno.cli.transcript import LateResult, Said, Step, Transcript
-    from zuno.dispatch import CallResult
-    from zuno.mcp.errors import McpServerError
+    from zuno.dispatch.dispatcher import CallResult
+    from zuno.integrations.mcp.errors import McpServerError
 
 __all__ = [
     "outcome_style",
@@ -48,7 +48,7 @@ def outcome_style(outcome: str | None) -> str:
 
 def styled_diff(lines: Sequence[str], indent: str = "") -> Text:
     """Unified-diff lines coloured as a terminal shows them: additions green, removals red."""
-    from zuno.call_text import diff_style
+    from zuno.contract.call_text import diff_style
 
     text = Text()
     for number, line in enumerate(lines):
@@ -168,7 +168,7 @@ def print_sessions(
 
 def _short_worker(worker: str) -> str:
     """A worker id as people read it elsewhere (``pid@machine``), to fit a column."""
-    from zuno.workers import WorkerIdentity
+    from zuno.durability.workers import WorkerIdentity
 
     who = WorkerIdentity.parse(worker)
     return who.short if who is not None else worker

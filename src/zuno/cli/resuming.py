@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zuno.cli.app import lazy_console
-from zuno.events import Event
-from zuno.store import SessionRecord
+from zuno.contract.events import Event
+from zuno.durability.store import SessionRecord
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime
+    from zuno.session.runtime import Runtime
 
 __all__ = ["ResumeRefused", "move_session", "resume_folder", "stored_session"]
 
@@ -34,7 +34,7 @@ def stored_session(prefix: str, db: Path | None) -> SessionRecord:
         StoreError: The store cannot be read.
     """
     from zuno.cli.app import find_session
-    from zuno.store import open_store
+    from zuno.durability.store import open_store
 
     store = open_store(db)
     try:

@@ -65,7 +65,7 @@ def changed_files(store: Any, workspace: Path, call_ids: Iterable[str]) -> list[
     Calls without a checkpoint (read-only ones, or checkpoints switched off)
     add nothing.
     """
-    from zuno.checkpoints import CheckpointError, checkpoints_of_store
+    from zuno.workspace.checkpoints.store import CheckpointError, checkpoints_of_store
 
     ids = list(dict.fromkeys(call_ids))
     if not ids:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from zuno.cli.app import app
-from zuno.server_wire import ask_server, server_state
+from zuno.cli.server_wire import ask_server, server_state
 
 __all__ = ["server_status", "server_stop"]
 

@@ -23,8 +23,8 @@ from zuno.cli.app import lazy_console
 
 if TYPE_CHECKING:
     from zuno.agent.providers import Provider
-    from zuno.config import PermissionMode
-    from zuno.runtime import Runtime, SessionState
+    from zuno.config.loading import PermissionMode
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["COMMANDS", "ChatSession", "run_command"]
 
@@ -77,8 +77,8 @@ async def _diff(chat: ChatSession, args: list[str]) -> None:
         _say("usage: /diff [CALL]  (default: the last call that changed a file here)", "yellow")
         return
     if not args:
-        from zuno.checkpoints import CheckpointError, checkpoints_of_store
         from zuno.tools.undo import last_changing_call
+        from zuno.workspace.checkpoints.store import CheckpointError, checkpoints_of_store
 
         try:
             last = last_changing_call(
@@ -95,7 +95,7 @@ async def _diff(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _mode(chat: ChatSession, args: list[str]) -> None:
-    from zuno.permissions import MODES
+    from zuno.policy.permissions import MODES
 
     if len(args) != 1 or args[0] not in MODES:
         _say(f"usage: /mode MODE, one of {', '.join(MODES)}", "yellow")
@@ -135,8 +135,8 @@ async def _sessions(chat: ChatSession, args: list[str]) -> None:
 
 async def _resume(chat: ChatSession, args: list[str]) -> None:
     from zuno.cli.app import find_session
-    from zuno.runtime import UnknownSession
-    from zuno.store import StoreError
+    from zuno.durability.store import StoreError
+    from zuno.session.runtime import UnknownSession
 
     if len(args) != 1:
         _say("usage: /resume SESSION  (/sessions lists them)", "yellow")

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from zuno.budget import SessionUsage, session_usage, usage_from_events
 from zuno.cli.not_run import NotRun, calls_not_run
-from zuno.recovery import RecoveryNotice
-from zuno.sandbox.egress.ledger import LEDGER_EVENTS
-from zuno.store import Store
-from zuno.store.records import CallRecord, EventRecord, SessionRecord, iso
+from zuno.durability.recovery import RecoveryNotice
+from zuno.durability.store import Store
+from zuno.durability.store.records import CallRecord, EventRecord, SessionRecord, iso
+from zuno.execution.sandbox.egress.ledger import LEDGER_EVENTS
+from zuno.policy.budget import SessionUsage, session_usage, usage_from_events
 
 __all__ = [
     "GivenNotice",
@@ -167,14 +167,14 @@ class Transcript:
     late: tuple[LateResult, ...] = ()
     """Late results, in the order they arrived (``zuno show`` prints them beside their call)."""
     usage: SessionUsage = field(default_factory=SessionUsage)
-    """Tokens and cost of this session's own model replies (:mod:`zuno.budget`)."""
+    """Tokens and cost of this session's own model replies (:mod:`zuno.policy.budget`)."""
     children_usage: SessionUsage = field(default_factory=SessionUsage)
     """The same for its child agents' sessions, theirs included."""
     instructions: tuple[str, ...] = ()
     """The project instruction files (``AGENTS.md``) its turns were given, in prompt order."""
     egress: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=lambda: {})
     """The egress ledger of each call attempt run in proxy network mode, by
-    (call id, attempt): one row per connection (:mod:`zuno.sandbox.egress.ledger`)."""
+    (call id, attempt): one row per connection (:mod:`zuno.execution.sandbox.egress.ledger`)."""
 
     @property
     def prompt(self) -> str | None:

@@ -1,7 +1,7 @@
 """``zuno trust``: accept (or revoke) a workspace's ``zuno.json``, and the prompt of ``zuno run``.
 
 Until a folder is trusted its ``zuno.json`` can only narrow what the user's
-file allows (see :mod:`zuno.narrowing`). ``zuno trust`` shows what the file
+file allows (see :mod:`zuno.config.narrowing`). ``zuno trust`` shows what the file
 would widen, then records the folder with the SHA-256 of the file as shown;
 any later change makes it untrusted again.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from zuno.cli.app import Json, app, err, escape, fail, out, user_errors
-from zuno.trust import (
+from zuno.config.trust import (
     TrustError,
     TrustState,
     content_digest,
@@ -32,7 +32,7 @@ from zuno.trust import (
 
 # The configuration (pydantic models) is imported by the commands that read it.
 if TYPE_CHECKING:
-    from zuno.config import Config
+    from zuno.config.loading import Config
 
 __all__ = ["offer_trust", "pinned_lines", "trust_command", "widening_lines"]
 
@@ -81,7 +81,7 @@ def _revoke(workspace: Path, json_: bool) -> None:
 
 
 def _trust(workspace: Path, *, show: bool, yes: bool, json_: bool) -> None:
-    from zuno.config import CONFIG_NAME, load_config
+    from zuno.config.loading import CONFIG_NAME, load_config
 
     path = workspace / CONFIG_NAME
     if not path.is_file():
@@ -138,7 +138,7 @@ def _trust(workspace: Path, *, show: bool, yes: bool, json_: bool) -> None:
 
 def _show(workspace: Path, config: Config, files: dict[str, str]) -> None:
     """Print what trusting would honour: each widening setting, each pinned file."""
-    from zuno.config import CONFIG_NAME
+    from zuno.config.loading import CONFIG_NAME
 
     lines = widening_lines(workspace, config)
     if lines:
@@ -163,7 +163,7 @@ def pinned_lines(files: dict[str, str]) -> list[str]:
 
 def widening_lines(workspace: Path, config: Config) -> list[str]:
     """One line per ignored key of an untrusted file: its name and the value it sets."""
-    from zuno.config import CONFIG_NAME
+    from zuno.config.loading import CONFIG_NAME
 
     data: Any
     try:
@@ -194,7 +194,7 @@ def offer_trust(workspace: Path) -> None:
     The default answer is no. A yes records the digest of the content that was
     shown, so a file changed while the question was open stays untrusted.
     """
-    from zuno.config import CONFIG_NAME, ConfigError, load_config
+    from zuno.config.loading import CONFIG_NAME, ConfigError, load_config
 
     try:
         config = load_config(workspace.resolve())

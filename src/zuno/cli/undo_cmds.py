@@ -1,7 +1,7 @@
 """``zuno diff CALL`` and ``zuno undo [CALL | --to CALL]``: what a call changed, and taking it back.
 
 Both read the checkpoints the dispatcher takes before every side-effecting
-call (:mod:`zuno.checkpoints`). ``zuno undo`` dispatches the ``undo`` tool
+call (:mod:`zuno.workspace.checkpoints.store`). ``zuno undo`` dispatches the ``undo`` tool
 (:mod:`zuno.tools.undo`) in the workspace's session of direct calls, so the
 undo has its own checkpoint, row and events, and can itself be undone. The
 person typing the command is the approval: nothing is asked (a deny rule on
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from zuno.cli.app import Db, Json, Workspace, app, err, fail, out, user_errors
-from zuno.store import open_store
+from zuno.durability.store import open_store
 
 if TYPE_CHECKING:
-    from zuno.calls import CallResult
-    from zuno.checkpoints import Change
+    from zuno.contract.calls import CallResult
+    from zuno.workspace.checkpoints.store import Change
 
 __all__ = ["diff_command", "undo_command"]
 
@@ -48,8 +48,8 @@ def diff_command(
     The checkpoint taken before CALL is compared with the next one taken in
     that workspace, or with the current state when CALL was the last.
     """
-    from zuno.checkpoints import CheckpointError, checkpoints_of_store
     from zuno.tools.undo import checkpoint_problem, find_call
+    from zuno.workspace.checkpoints.store import CheckpointError, checkpoints_of_store
 
     with user_errors():
         store = open_store(db, migrate=False)  # reads: never changes the schema
@@ -138,8 +138,8 @@ def undo_command(
     direct calls, with a checkpoint of its own: `zuno undo` again undoes it.
     Exit status 1 unless it succeeded.
     """
-    from zuno.checkpoints import CheckpointError, checkpoints_of_store
     from zuno.tools.undo import find_call, last_changing_call
+    from zuno.workspace.checkpoints.store import CheckpointError, checkpoints_of_store
 
     if call is not None and to is not None:
         fail("give CALL or --to CALL, not both")
@@ -174,8 +174,8 @@ def _dispatch_undo(
     """Dispatch the ``undo`` tool in the workspace's session of direct calls; print; exit."""
     from zuno.cli.app import _dispatch_now, _exit_for, _Where, runtime  # pyright: ignore[reportPrivateUsage]
     from zuno.cli.render import print_result
-    from zuno.dispatch import CallRequest
-    from zuno.registry import Surface, switched
+    from zuno.dispatch.dispatcher import CallRequest
+    from zuno.dispatch.registry import Surface, switched
 
     with runtime(workspace, db, yes=True) as rt:
         tool = rt.registry.get("undo")
@@ -214,8 +214,8 @@ def _in_cli_words(result: CallResult, call: str) -> CallResult:
 def _denied_in(workspace: Path) -> list[str] | None:
     """The deny patterns on reading in the workspace's config (None: it cannot be read,
     and the store's own record of them holds)."""
-    from zuno.checkpoints import denied_patterns
-    from zuno.config import ConfigError, load_config
+    from zuno.config.loading import ConfigError, load_config
+    from zuno.workspace.checkpoints.store import denied_patterns
 
     try:
         return denied_patterns(load_config(workspace).permission.rules)
@@ -230,7 +230,7 @@ def _status_word(change: Change) -> str:
 @contextmanager
 def _tool_errors() -> Generator[None]:
     """Refusals of the undo lookups (an unknown call id) as one line, not a traceback."""
-    from zuno.tool import ToolError
+    from zuno.contract.tool import ToolError
 
     try:
         yield

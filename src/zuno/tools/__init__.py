@@ -2,11 +2,11 @@
 
 :data:`BUILTINS` names each tool and where it is defined, so a runtime can
 register every tool without importing any: a tool's module is imported the
-first time the tool is described or called (:class:`~zuno.registry.LazyTool`).
+first time the tool is described or called (:class:`~zuno.dispatch.registry.LazyTool`).
 ``zuno call read`` then loads ``read`` alone, and ``zuno --help`` none.
 
 Adding a tool is one :class:`Builtin` line below (and its name in
-:mod:`zuno.tool_names` when the specification places it). tests/core/
+:mod:`zuno.core.tool_names` when the specification places it). tests/core/
 test_builtin_tools_table.py checks every line against the class it names.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from zuno.registry import LazyTool, import_factory
+from zuno.dispatch.registry import LazyTool, import_factory
 
 if TYPE_CHECKING:
-    from zuno.config import Config
-    from zuno.tool import Tool
+    from zuno.config.loading import Config
+    from zuno.contract.tool import Tool
 
 __all__ = ["BUILTINS", "Builtin", "builtin_tools", "lazy_builtin_tools"]
 
@@ -34,7 +34,9 @@ class Builtin:
     takes: Literal["", "sandbox", "config"] = ""
     """What the constructor is given: nothing, ``config.sandbox`` or the configuration."""
     needs_setup: bool = False
-    """The tool implements :class:`~zuno.registry.NeedsSetup` (web_search needs a backend)."""
+    """The tool implements :class:`~zuno.dispatch.registry.NeedsSetup` (web_search needs a
+    backend).
+    """
 
     def make(self, config: Config | None) -> Tool[Any]:
         """A fresh instance (imports the tool's module)."""

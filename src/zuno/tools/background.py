@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Self
 import anyio
 from pydantic import Field, model_validator
 
-from zuno.declarations import INSPECTION, Declaration
-from zuno.jobs import JobEnd, JobIO, JobLane, JobRecord, JobState
-from zuno.output import format_size
-from zuno.sandbox import Sandbox, SandboxPolicy, SandboxSettings, prepared_launch
-from zuno.store.records import iso
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.contract.output import format_size
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import INSPECTION, Declaration
+from zuno.durability.store.records import iso
+from zuno.execution.sandbox import Sandbox, SandboxPolicy, SandboxSettings, prepared_launch
+from zuno.session.jobs import JobEnd, JobIO, JobLane, JobRecord, JobState
 
 if TYPE_CHECKING:
-    from zuno.sandbox.egress.proxy import CallProxy
-    from zuno.sandbox.egress.rules import EgressRules
+    from zuno.config.egress import EgressRules
+    from zuno.execution.sandbox.egress.proxy import CallProxy
 
 __all__ = ["BgTool", "JobTool", "job_lane", "start_command_job"]
 
@@ -80,7 +80,7 @@ async def start_command_job(
     is written into its output as it happens, and its ledger is stored when it
     ends (a ``job.egress`` event of the call that started it).
     """
-    from zuno.process import run_process
+    from zuno.execution.process import run_process
 
     if time_limit is None:
         time_limit = job_timeout_default(ctx)
@@ -91,7 +91,7 @@ async def start_command_job(
             async with AsyncExitStack() as stack:
                 launch_policy = policy
                 if egress is not None:
-                    from zuno.sandbox.egress.proxy import call_proxy
+                    from zuno.execution.sandbox.egress.proxy import call_proxy
 
                     proxy = await stack.enter_async_context(call_proxy(egress))
                     proxy.on_refused = lambda r: io.write(f"[{r.reason}]\n".encode())

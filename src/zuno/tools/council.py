@@ -29,11 +29,11 @@ from pydantic import Field
 from zuno.agent.delegation import ChildRun, check_depth, child_tools, run_child
 from zuno.agent.loop import TurnStatus
 from zuno.agent.prompts import COUNCIL_MEMBER_PROMPT, SYNTHESIS_PROMPT
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime, SessionState
+    from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["CouncilArgs", "CouncilTool"]
 
@@ -74,7 +74,7 @@ def _member_system(runtime: Runtime, agent: str) -> str:
 
 def _read_only_tools(runtime: Runtime, parent: SessionState, agent: str) -> list[str]:
     explore = runtime.agent_settings(_MODEL_MEMBER_AGENT).tools or []
-    from zuno.runtime import BUILTIN_AGENTS
+    from zuno.session.runtime import BUILTIN_AGENTS
 
     # The built-in explore list is the read-only set, even if zuno.json redefines explore.
     read_only = BUILTIN_AGENTS[_MODEL_MEMBER_AGENT].tools or explore

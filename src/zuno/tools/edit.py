@@ -5,12 +5,12 @@ default editing path). The replacement is exact: a missing ``old_string`` is
 refused (with a hint when the text exists with different whitespace or
 punctuation), and so is one that occurs several times unless ``replace_all``
 says so. The file's line endings, byte-order mark and final-newline state are
-kept; the write is atomic (see :mod:`zuno.patch.commit`). The file is read and
+kept; the write is atomic (see :mod:`zuno.workspace.patch.commit`). The file is read and
 written relative to its root without following a symlink out of it (see
-:mod:`zuno.beneath`); in ``read-only`` sandbox mode the tool refuses to run.
+:mod:`zuno.workspace.beneath`); in ``read-only`` sandbox mode the tool refuses to run.
 The edit needs no prior read: it is anchored on ``old_string``, and written only
 while the file still holds the bytes it was matched in (see
-:mod:`zuno.file_versions`).
+:mod:`zuno.tools.file_versions`).
 
 edit keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -24,19 +24,7 @@ from dataclasses import dataclass
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.beneath import Beneath, Confined, EscapesRoot
-from zuno.file_versions import FileChanged, claim_writes
-from zuno.landing import LandingGuard, landing_guard
-from zuno.patch import (
-    BOM,
-    FileChange,
-    PatchWriteError,
-    TextFile,
-    ascii_punctuation,
-    commit_changes,
-)
-from zuno.patch.commit import ChangedMeanwhile
-from zuno.tool import (
+from zuno.contract.tool import (
     ArgumentsRejected,
     PathOutsideWorkspace,
     Tool,
@@ -46,6 +34,18 @@ from zuno.tool import (
     ToolResult,
     UncertainOutcome,
 )
+from zuno.dispatch.landing import LandingGuard, landing_guard
+from zuno.tools.file_versions import FileChanged, claim_writes
+from zuno.workspace.beneath import Beneath, Confined, EscapesRoot
+from zuno.workspace.patch import (
+    BOM,
+    FileChange,
+    PatchWriteError,
+    TextFile,
+    ascii_punctuation,
+    commit_changes,
+)
+from zuno.workspace.patch.commit import ChangedMeanwhile
 
 __all__ = ["EditArgs", "EditTool"]
 

@@ -4,7 +4,7 @@
 keeps running between calls, and returns what it printed within ``yield_ms``
 with the process's number; ``write_stdin`` types into it, ``exec_poll``
 returns what is new, ``exec_kill`` ends it. Each call returns early when the
-process ends or waits for input (see :mod:`zuno.pty_exec`).
+process ends or waits for input (see :mod:`zuno.execution.pty`).
 
 Declarations: starting and typing change the world (SideEffecting / Never /
 Exclusive); polling only observes processes Zuno started (ReadOnly / Safe /
@@ -15,7 +15,7 @@ does move the process's read position (each call returns what is new), which
 is Zuno's bookkeeping, not an effect: the transcript file keeps every byte,
 so output a failed poll took is never lost.
 
-These names form the opt-in ``INTERACTIVE`` group of :mod:`zuno.tool_names`:
+These names form the opt-in ``INTERACTIVE`` group of :mod:`zuno.core.tool_names`:
 they are not on the default surface, and an agent's ``tools`` list or the
 ``tools`` map switches them on. Permission rules name them as they are
 (``exec_command`` rules match the command like ``shell`` rules; rules for
@@ -37,9 +37,10 @@ from typing import Annotated, Any, ClassVar, Literal
 import anyio
 from pydantic import Field
 
-from zuno.declarations import INSPECTION, Declaration
-from zuno.output import OutputLimits, bound_text, format_size
-from zuno.pty_exec import (
+from zuno.contract.output import OutputLimits, bound_text, format_size
+from zuno.contract.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import INSPECTION, Declaration
+from zuno.execution.pty import (
     InteractiveProcess,
     Launched,
     ProcessGone,
@@ -49,10 +50,9 @@ from zuno.pty_exec import (
     TooManyProcesses,
     processes_for,
 )
-from zuno.sandbox import SandboxError, command_environment, policy_for, select_sandbox
-from zuno.sandbox.egress.grants import egress_rules
-from zuno.sandbox.egress.ledger import refusal_lines
-from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.execution.sandbox import SandboxError, command_environment, policy_for, select_sandbox
+from zuno.execution.sandbox.egress.grants import egress_rules
+from zuno.execution.sandbox.egress.ledger import refusal_lines
 from zuno.tools.shell import sandbox_settings
 
 __all__ = [
@@ -340,7 +340,7 @@ class WriteStdinTool(Tool[WriteStdinArgs]):
     args_model = WriteStdinArgs
     declaration: ClassVar[Declaration] = _SIDE_EFFECTING
     # Rules match what is typed (a deny rule for shell commands included, see
-    # zuno.permissions.rule_matches); approval is asked once per process.
+    # zuno.policy.permissions.rule_matches); approval is asked once per process.
     rule_argument: ClassVar[str | None] = "chars"
     rule_match: ClassVar[Literal["path", "prefix", "glob"]] = "prefix"
     scope_approved_once: ClassVar[bool] = True

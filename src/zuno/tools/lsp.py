@@ -4,7 +4,7 @@ A registered slot: not in the default surface, active when an agent names it
 or ``"tools": {"lsp": true}``. Every action is an inspection (ReadOnly / Safe /
 ParallelSafe): the server only reads. Servers come from ``lsp.servers`` (by
 file extension; pyright for Python by default), are started on first use and
-kept for the process (see :mod:`zuno.lsp.pool`). Requests in flight are
+kept for the process (see :mod:`zuno.integrations.lsp.pool`). Requests in flight are
 bounded by ``concurrency.lsp_requests`` per runtime.
 
 Failures::
@@ -25,8 +25,18 @@ from typing import Any, Literal, Self
 import anyio.to_thread
 from pydantic import Field, model_validator
 
-from zuno.declarations import INSPECTION
-from zuno.lsp import (
+from zuno.contract.output import bound_text
+from zuno.contract.tool import (
+    ArgumentsRejected,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    TransientError,
+)
+from zuno.core.declarations import INSPECTION
+from zuno.integrations.lsp import (
     LSP_SERVERS,
     LspClient,
     LspServerSettings,
@@ -37,9 +47,9 @@ from zuno.lsp import (
     ServerUnavailable,
     find_program,
 )
-from zuno.lsp.documents import OpenDocument, path_to_uri, to_utf16
-from zuno.lsp.framing import json_array
-from zuno.lsp.render import (
+from zuno.integrations.lsp.documents import OpenDocument, path_to_uri, to_utf16
+from zuno.integrations.lsp.framing import json_array
+from zuno.integrations.lsp.render import (
     MAX_ITEMS,
     SourceLines,
     parse_locations,
@@ -48,16 +58,6 @@ from zuno.lsp.render import (
     render_hover,
     render_locations,
     render_workspace_symbols,
-)
-from zuno.output import bound_text
-from zuno.tool import (
-    ArgumentsRejected,
-    Tool,
-    ToolArgs,
-    ToolContext,
-    ToolError,
-    ToolResult,
-    TransientError,
 )
 
 __all__ = ["LspAction", "LspArgs", "LspTool"]

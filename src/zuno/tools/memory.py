@@ -2,16 +2,16 @@
 
 It is on the surface only when ``memory.enabled`` is true. A proposal changes
 nothing an agent can observe: it waits until a person accepts it with
-``zuno memory accept ID`` (see :mod:`zuno.memory`).
+``zuno memory accept ID`` (see :mod:`zuno.durability.memory`).
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.memory import MAX_MEMORY_CHARS, MemoryScope, propose_memory
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.durability.memory import MAX_MEMORY_CHARS, MemoryScope, propose_memory
 
 __all__ = ["MemoryProposeArgs", "MemoryProposeTool"]
 

@@ -1,6 +1,6 @@
 """The ``apply_patch`` tool: localized, context-verified edits of several files.
 
-The engine is :mod:`zuno.patch`; this module only adapts it to the tool
+The engine is :mod:`zuno.workspace.patch`; this module only adapts it to the tool
 contract. The whole patch is verified against the files before anything is
 written, and then written all or nothing, so a failed call changed nothing
 (unless the write phase itself failed and could not restore, which is reported
@@ -16,7 +16,7 @@ current lines and written only while the file still holds what they matched,
 so they need no prior read. A file the patch replaces or deletes whole
 (``Delete File``, ``Add File`` or ``Move to`` onto an existing file) must be one
 this session has seen as it is now, checked for all of them before any is
-written (see :mod:`zuno.file_versions`); new files need no read.
+written (see :mod:`zuno.tools.file_versions`); new files need no read.
 
 apply_patch keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -29,11 +29,8 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.beneath import EscapesRoot
-from zuno.file_versions import FileChanged, claim_writes
-from zuno.landing import LandingGuard, landing_guard
-from zuno.output import ArtifactStore, OutputLimits
-from zuno.tool import (
+from zuno.contract.output import ArtifactStore, OutputLimits
+from zuno.contract.tool import (
     ArgumentsRejected,
     Tool,
     ToolArgs,
@@ -42,10 +39,13 @@ from zuno.tool import (
     ToolResult,
     UncertainOutcome,
 )
+from zuno.dispatch.landing import LandingGuard, landing_guard
+from zuno.tools.file_versions import FileChanged, claim_writes
+from zuno.workspace.beneath import EscapesRoot
 
 # The patch engine is imported when a patch is read or applied: describing the tool needs none.
 if TYPE_CHECKING:
-    from zuno.patch import PatchPlan, PathResolver
+    from zuno.workspace.patch import PatchPlan, PathResolver
 
 __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
@@ -120,7 +120,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
             workspace: Where relative paths start; defaults to the one given at
                 construction, then the process's folder.
         """
-        from zuno.patch import PatchError, plan_patch
+        from zuno.workspace.patch import PatchError, plan_patch
 
         base = workspace or self._workspace or Path.cwd()
         try:
@@ -134,7 +134,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
         Returns an empty list for a patch that does not parse.
         """
-        from zuno.patch import PatchError, UpdateFile, parse_patch
+        from zuno.workspace.patch import PatchError, UpdateFile, parse_patch
 
         try:
             patch = parse_patch(args.patch)
@@ -156,8 +156,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
-        from zuno.patch import PatchError, PatchWriteError
-        from zuno.patch.commit import ChangedMeanwhile
+        from zuno.workspace.patch import PatchError, PatchWriteError
+        from zuno.workspace.patch.commit import ChangedMeanwhile
 
         ctx.ensure_writes_allowed("files with a patch")  # read-only mode: before even parsing
         try:
@@ -178,7 +178,7 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
 def _apply(patch: str, ctx: ToolContext, check: LandingGuard) -> PatchPlan:
     """Verify the patch, then write it if this session has seen every file it replaces."""
-    from zuno.patch import PatchError, commit_changes, plan_patch
+    from zuno.workspace.patch import PatchError, commit_changes, plan_patch
 
     plan = plan_patch(patch, ctx.resolve_writable)
     with claim_writes(ctx, [change.path.path for change in plan.changes]) as claim:

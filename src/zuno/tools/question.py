@@ -24,8 +24,8 @@ import anyio
 import anyio.to_thread
 from pydantic import Field, model_validator
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 
 __all__ = [
     "Answer",
@@ -165,7 +165,7 @@ def _render(question: Question, index: int, total: int) -> str:
 class TerminalQuestioner:
     """Asks at the terminal, one question at a time.
 
-    By default the answer is read with :func:`zuno.tty.ask_line`, so Ctrl-C at the
+    By default the answer is read with :func:`zuno.core.tty.ask_line`, so Ctrl-C at the
     question ends it at once; ``read`` (a blocking callable given the prompt) replaces it.
     """
 
@@ -175,7 +175,7 @@ class TerminalQuestioner:
 
     async def _line(self, prompt: str) -> str:
         if self.read is None:
-            from zuno.tty import ask_line
+            from zuno.core.tty import ask_line
 
             return await ask_line(prompt)
         return await anyio.to_thread.run_sync(self.read, prompt, abandon_on_cancel=True)

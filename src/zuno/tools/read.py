@@ -10,16 +10,16 @@ output limits, whatever the file.
 
 A PNG, JPEG, GIF or WebP file (known by its first bytes, not its name) is
 answered with a line naming its format, pixel size and byte size, and the image
-itself rides with the result (see :mod:`zuno.images`): its bytes are saved as
+itself rides with the result (see :mod:`zuno.contract.images`): its bytes are saved as
 an artifact of the call and the provider sends them as image content, or says
 plainly that the model cannot see images. An image over
-``tool_output.image_max_bytes``, with a side over :data:`~zuno.images.MAX_SIDE`
+``tool_output.image_max_bytes``, with a side over :data:`~zuno.contract.images.MAX_SIDE`
 pixels is only described; one whose header cannot be read is refused as binary.
 
 Read is a plain inspection (ReadOnly / Safe / ParallelSafe). It may open any
 path, including absolute ones outside the workspace and the runtime's artifact
 files; ``permission.rules`` on ``path`` are what narrow that, matched on where
-the path really leads (see :mod:`zuno.real_paths`), and in strict mode a path
+the path really leads (see :mod:`zuno.workspace.real_paths`), and in strict mode a path
 outside the workspace, the artifacts and ``permission.read_roots`` is asked
 about first. Processes' secrets under ``/proc`` are never read. The file is
 read through the descriptor that was checked, so a symlink swapped in after the
@@ -41,9 +41,7 @@ from typing import BinaryIO
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.declarations import INSPECTION
-from zuno.file_versions import remember_read
-from zuno.images import (
+from zuno.contract.images import (
     MAX_SIDE,
     ImageAttachment,
     image_format,
@@ -51,12 +49,14 @@ from zuno.images import (
     image_refusal,
     image_size,
 )
-from zuno.link_rules import link_refusal
-from zuno.output import bound_text, format_size
-from zuno.permissions import rule_matches
-from zuno.real_paths import proc_refusal, relative_subject, special_file_kind
-from zuno.signatures import binary_signature
-from zuno.tool import NotFound, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.contract.output import bound_text, format_size
+from zuno.contract.tool import NotFound, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import INSPECTION
+from zuno.core.signatures import binary_signature
+from zuno.policy.link_rules import link_refusal
+from zuno.policy.permissions import rule_matches
+from zuno.tools.file_versions import remember_read
+from zuno.workspace.real_paths import proc_refusal, relative_subject, special_file_kind
 
 __all__ = [
     "DEFAULT_LIMIT",

@@ -1,6 +1,6 @@
 """The ``glob`` and ``grep`` tools: finding files and searching their contents.
 
-Both are thin: typed arguments, a call into :mod:`zuno.ripgrep` (which runs the
+Both are thin: typed arguments, a call into :mod:`zuno.execution.ripgrep` (which runs the
 real rg, orders the answer and stops early), and model-visible text. Paths are
 shown relative to the workspace, results are sorted by path then line so the
 same tree always gives the same answer, and a limit that cut the answer is
@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, field_validator
 
-from zuno.declarations import INSPECTION, Declaration
-from zuno.output import bound_text
-from zuno.real_paths import is_inside, special_file_kind
-from zuno.ripgrep import (
+from zuno.contract.output import bound_text
+from zuno.contract.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import INSPECTION, Declaration
+from zuno.execution.ripgrep import (
     Exclusion,
     FileCount,
     Line,
@@ -33,8 +33,8 @@ from zuno.ripgrep import (
     list_files,
     search_lines,
 )
-from zuno.search_fence import file_link_refusal, search_exclusion
-from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.policy.search_fence import file_link_refusal, search_exclusion
+from zuno.workspace.real_paths import is_inside, special_file_kind
 
 __all__ = ["GlobArgs", "GlobTool", "GrepArgs", "GrepTool"]
 
@@ -400,7 +400,9 @@ def _existing(path: str | None, ctx: ToolContext) -> Path:
 
 
 def _exclusion(tool: str, root: Path, ctx: ToolContext) -> Exclusion:
-    """What the session's permission rules keep this search from (see :mod:`zuno.search_fence`)."""
+    """What the session's permission rules keep this search from (see
+    :mod:`zuno.policy.search_fence`).
+    """
     permissions = ctx.permissions
     rules = permissions.rules if permissions is not None else []
     workspace = os.path.realpath(ctx.workspace)

@@ -1,7 +1,7 @@
 """The ``shell`` and ``execute`` tools: commands under the active sandbox.
 
-Both run one command with a hard deadline (see :mod:`zuno.process`), under the
-sandbox the configuration selects (see :mod:`zuno.sandbox`), and report its
+Both run one command with a hard deadline (see :mod:`zuno.execution.process`), under the
+sandbox the configuration selects (see :mod:`zuno.execution.sandbox`), and report its
 exit status (first line) and its stdout and stderr within the output limits,
 with the full streams saved as artifacts.
 
@@ -31,12 +31,21 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 import anyio
 from pydantic import Field, field_validator
 
-from zuno.artifact_space import removal_notice, trim_session
-from zuno.config import Config
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.output import BoundedOutput, BoundedText, OutputLimits
-from zuno.process import OutputSink, ProcessResult, run_process
-from zuno.sandbox import (
+from zuno.config.loading import Config
+from zuno.contract.output import BoundedOutput, BoundedText, OutputLimits
+from zuno.contract.tool import (
+    ArgumentsRejected,
+    OutputTap,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.durability.artifact_space import removal_notice, trim_session
+from zuno.execution.process import OutputSink, ProcessResult, run_process
+from zuno.execution.sandbox import (
     Sandbox,
     SandboxError,
     SandboxPolicy,
@@ -46,19 +55,10 @@ from zuno.sandbox import (
     prepared_launch,
     select_sandbox,
 )
-from zuno.tool import (
-    ArgumentsRejected,
-    OutputTap,
-    Tool,
-    ToolArgs,
-    ToolContext,
-    ToolError,
-    ToolResult,
-)
 
 if TYPE_CHECKING:
-    from zuno.sandbox.egress.proxy import CallProxy
-    from zuno.sandbox.egress.rules import EgressRules
+    from zuno.config.egress import EgressRules
+    from zuno.execution.sandbox.egress.proxy import CallProxy
 
 __all__ = ["ExecuteArgs", "ExecuteTool", "ShellArgs", "ShellTool", "sandbox_settings"]
 
@@ -276,8 +276,8 @@ async def run_sandboxed(
     try:
         async with AsyncExitStack() as stack:
             if settings.proxied:
-                from zuno.sandbox.egress.grants import egress_rules
-                from zuno.sandbox.egress.proxy import call_proxy
+                from zuno.execution.sandbox.egress.grants import egress_rules
+                from zuno.execution.sandbox.egress.proxy import call_proxy
 
                 egress = await stack.enter_async_context(call_proxy(egress_rules(settings, ctx)))
                 policy = replace(policy, egress_fd=egress.child_fd)
@@ -336,7 +336,7 @@ async def run_sandboxed(
         rendered += "\n" + room
     if egress is not None:
         data["egress"] = [r.to_json() for r in egress.records]
-        from zuno.sandbox.egress.ledger import refusal_lines
+        from zuno.execution.sandbox.egress.ledger import refusal_lines
 
         # The model reads why a host was refused, so it asks rather than guesses.
         refused = refusal_lines(egress.records)
@@ -358,7 +358,7 @@ _BACKGROUND = Declaration(Effect.SIDE_EFFECTING, Replay.NEVER, Concurrency.ISOLA
 
 
 def _egress_rules(settings: SandboxSettings, ctx: ToolContext) -> EgressRules:
-    from zuno.sandbox.egress.grants import egress_rules
+    from zuno.execution.sandbox.egress.grants import egress_rules
 
     return egress_rules(settings, ctx)
 
@@ -375,7 +375,7 @@ class _SandboxedCommand:
         return sandbox_settings(ctx, self._settings)
 
     def startup_check(self) -> None:
-        """Raise :class:`~zuno.sandbox.SandboxError` when the sandbox cannot start."""
+        """Raise :class:`~zuno.execution.sandbox.SandboxError` when the sandbox cannot start."""
         select_sandbox(self._settings or SandboxSettings())
 
 
@@ -405,7 +405,7 @@ class ShellArgs(ToolArgs):
     @classmethod
     def _readable_hosts(cls, value: list[str] | None) -> list[str] | None:
         if value:
-            from zuno.sandbox.egress.rules import parse_rules
+            from zuno.config.egress import parse_rules
 
             parse_rules(value)  # RuleError is a ValueError: invalid arguments
         return value

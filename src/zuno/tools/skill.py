@@ -32,8 +32,8 @@ import anyio.to_thread
 import platformdirs
 from pydantic import Field
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL
 
 __all__ = [
     "MAX_BODY_BYTES",

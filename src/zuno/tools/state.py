@@ -10,7 +10,7 @@ durable state, so they keep the strict defaults (SideEffecting / Never /
 Exclusive): strict mode asks before each one unless a permission rule allows
 it, and an update is never replayed by the runtime.
 
-The state itself, and its tables, are :mod:`zuno.work_state`.
+The state itself, and its tables, are :mod:`zuno.durability.work_state`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.store import Store
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
-from zuno.work_state import (
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.durability.store import Store
+from zuno.durability.work_state import (
     STATE_SCHEMA,
     Goal,
     GoalStatus,

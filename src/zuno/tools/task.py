@@ -10,7 +10,7 @@ The child's final answer is the result. A delegation the parent cannot give
 Declaration: Delegating / Never / ParallelSafe. Several tasks in one reply
 run side by side, at most ``concurrency.delegations`` children at once. With
 ``background: true`` the task is IsolatedBackground: it starts a job in the
-runtime's background lane (:mod:`zuno.jobs`) and returns its id at once; the
+runtime's background lane (:mod:`zuno.session.jobs`) and returns its id at once; the
 child's answer becomes the job's output, seen through ``job`` and ``bg``.
 """
 
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from zuno.config import Config
-from zuno.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.jobs import JobEnd, JobIO, JobState
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.config.loading import Config
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.session.jobs import JobEnd, JobIO, JobState
 
 # The agent loop is imported when a task runs: describing the tool needs none of it.
 if TYPE_CHECKING:
     from zuno.agent.delegation import ChildRun
-    from zuno.runtime import Runtime
+    from zuno.session.runtime import Runtime
 
 __all__ = ["TaskArgs", "TaskTool"]
 
@@ -83,7 +83,7 @@ _BASE = (
 
 
 def _describe(config: Config | None) -> str:
-    from zuno.runtime import BUILTIN_AGENTS
+    from zuno.session.runtime import BUILTIN_AGENTS
 
     agents = {**BUILTIN_AGENTS, **(config.agents if config is not None else {})}
     listed = "; ".join(

@@ -1,7 +1,7 @@
 """``undo``: put the workspace back as a checkpoint recorded it.
 
 The dispatcher takes a checkpoint before every side-effecting call
-(:mod:`zuno.checkpoints`); this tool restores from them. It is a call like
+(:mod:`zuno.workspace.checkpoints.store`); this tool restores from them. It is a call like
 any other: side-effecting, never replayed, exclusive. So it gets its own
 checkpoint first (the state it replaces), its own row and events, and can
 itself be undone.
@@ -31,10 +31,8 @@ from typing import Any, ClassVar, Literal
 import anyio
 from pydantic import Field
 
-from zuno.calls import CallResult
-from zuno.checkpoints import Change, CheckpointError, Checkpoints, Entry, checkpoints_of_store
-from zuno.declarations import Effect, Outcome
-from zuno.tool import (
+from zuno.contract.calls import CallResult
+from zuno.contract.tool import (
     ArgumentsRejected,
     Tool,
     ToolArgs,
@@ -42,6 +40,14 @@ from zuno.tool import (
     ToolResult,
     ToolUnavailable,
     UncertainOutcome,
+)
+from zuno.core.declarations import Effect, Outcome
+from zuno.workspace.checkpoints.store import (
+    Change,
+    CheckpointError,
+    Checkpoints,
+    Entry,
+    checkpoints_of_store,
 )
 
 __all__ = [
@@ -373,7 +379,7 @@ def undo_note(store: Any, result: CallResult, model_call_id: str, has_undo: bool
 
 def _changes_no_files(tool: str) -> bool:
     """Whether the built-in ``tool`` keeps its effect in the store, never in workspace files."""
-    from zuno.registry import import_factory
+    from zuno.dispatch.registry import import_factory
     from zuno.tools import BUILTINS
 
     home = next((b.home for b in BUILTINS if b.name == tool), None)

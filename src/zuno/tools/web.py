@@ -12,14 +12,14 @@ Permission rules match the host (``{"tool": "webfetch", "pattern":
     HTTP 5xx, 408, 425, 429, lost link            TransientError (retried after backoff)
     no answer within web.timeout                 ToolError (the deadline covers every attempt)
 
-Reaching the network is guarded and capped by :mod:`zuno.web`: every hop is
+Reaching the network is guarded and capped by :mod:`zuno.integrations.web`: every hop is
 checked against the domain lists and, unless ``web.allow_private_networks`` is
 set, must resolve to public addresses only; the connection goes to a checked
 address. The body is streamed and capped (``web.max_download_bytes``, or a
 smaller ``max_bytes``); the whole fetch has one deadline (``web.timeout``).
 
 This module renders what came back: HTML is made readable by
-:mod:`zuno.html_text`; images, PDFs and other binaries are described, never
+:mod:`zuno.integrations.html_text`; images, PDFs and other binaries are described, never
 shown. The result is bounded by the tool output limits, the whole text kept as
 an artifact the ``read`` tool can open.
 """
@@ -34,16 +34,16 @@ import anyio
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
-from zuno.output import OutputLimits, bound_text, format_size
-from zuno.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
-from zuno.web import Page, check_domain, decode, fetch, parse_url
-from zuno.web_settings import MAX_DOWNLOAD_CEILING, WebSettings, domain_matches
+from zuno.config.web import MAX_DOWNLOAD_CEILING, WebSettings, domain_matches
+from zuno.contract.output import OutputLimits, bound_text, format_size
+from zuno.contract.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL
+from zuno.integrations.web import Page, check_domain, decode, fetch, parse_url
 
 if TYPE_CHECKING:
     import httpx
 
-    from zuno.config import Config
+    from zuno.config.loading import Config
 
 __all__ = ["WebFetchArgs", "WebFetchTool", "room_for_marker"]
 
@@ -185,7 +185,9 @@ class WebFetchTool(Tool[WebFetchArgs]):
 
 
 _REDIRECT_REFUSED = ("(a redirect to ", "is not in web.allowed_domains")
-"""What :func:`zuno.web.check_domain` says of a redirect to a host the domain list lacks."""
+"""What :func:`zuno.integrations.web.check_domain` says of a redirect to a host the domain list
+lacks.
+"""
 
 
 def _redirect_scope(url: httpx.URL, web: WebSettings, ctx: ToolContext) -> WebSettings:
@@ -220,7 +222,9 @@ def _private_address(host: str) -> bool:
 
 
 def _is_html(page: Page, text: str) -> bool:
-    from zuno.html_text import looks_like_html  # imported on use: listing tools needs none
+    from zuno.integrations.html_text import (
+        looks_like_html,  # imported on use: listing tools needs none
+    )
 
     if page.mime in ("text/html", "application/xhtml+xml"):
         return True
@@ -233,7 +237,9 @@ def _is_html_mime(page: Page) -> bool:
 
 def _render(page: Page, fmt: Format) -> tuple[str, str]:
     """The model-visible text of a page, and its title."""
-    from zuno.html_text import html_to_text  # imported on use: listing tools needs none
+    from zuno.integrations.html_text import (
+        html_to_text,  # imported on use: listing tools needs none
+    )
 
     text, encoding = decode(page.body, page.charset, _is_html_mime(page), page.cut)
     title = ""

@@ -1,6 +1,6 @@
 """The ``web_search`` tool: up to five queries at once against the configured backend.
 
-The backend is ``web.search`` in ``zuno.json`` (see :mod:`zuno.web_settings`):
+The backend is ``web.search`` in ``zuno.json`` (see :mod:`zuno.config.web`):
 
 - ``searxng``: ``GET {base_url}/search?q=...&format=json`` (the instance must
   allow the json format); an optional key is sent as a bearer token;
@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import anyio
 from pydantic import AfterValidator, Field, StringConstraints
 
-from zuno.declarations import READ_ONLY_SAFE_PARALLEL
-from zuno.output import bound_text
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
-from zuno.web_settings import SearchSettings
+from zuno.config.web import SearchSettings
+from zuno.contract.output import bound_text
+from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult, TransientError
+from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL
 
 if TYPE_CHECKING:
     import httpx
 
-    from zuno.config import Config
+    from zuno.config.loading import Config
 
 __all__ = [
     "DEFAULT_RESULTS",
@@ -144,8 +144,8 @@ class WebSearchTool(Tool[WebSearchArgs]):
 
     async def run(self, args: WebSearchArgs, ctx: ToolContext) -> ToolResult:
         # Imported on use: every surface loads this tool to ask whether it is set up.
+        from zuno.integrations.web import USER_AGENT
         from zuno.tools.web import room_for_marker
-        from zuno.web import USER_AGENT
 
         """Run every query against the backend and list the results."""
         import httpx  # imported on use: slow to import
@@ -227,7 +227,7 @@ async def _query(
 ) -> list[SearchHit]:
     import httpx  # imported on use: slow to import
 
-    from zuno.web import http_failure
+    from zuno.integrations.web import http_failure
 
     base = backend.url
     bearer = {"Authorization": f"Bearer {key}"} if key else {}
@@ -271,7 +271,7 @@ def _searxng(backend: SearchSettings) -> bool:
 
 
 def _backend_status(response: httpx.Response, backend: SearchSettings) -> ToolError:
-    from zuno.web import status_failure
+    from zuno.integrations.web import status_failure
 
     excerpt = " ".join(response.text[:300].split())
     if response.status_code in (401, 403):

@@ -6,13 +6,13 @@ to disk, takes the old file's permission bits and owner, and then replaces the
 target by a rename in that folder. A reader therefore sees the old file or the
 new one, never half of either. The target must lie beneath the workspace (or a
 folder of ``sandbox.writable_roots``), and every step opens it relative to that
-root without following a symlink out of it (see :mod:`zuno.beneath`), so a
+root without following a symlink out of it (see :mod:`zuno.workspace.beneath`), so a
 process that swaps a folder for a symlink mid-write cannot redirect it. A link
 that stays inside is written through, so the link itself survives. In
 ``read-only`` sandbox mode the tool refuses to run.
 
 An existing file is replaced only when this session has seen its current
-content (read it, or wrote it last): see :mod:`zuno.file_versions`. A new file
+content (read it, or wrote it last): see :mod:`zuno.tools.file_versions`. A new file
 may always be created.
 
 Write keeps the strict default declaration (SideEffecting / Never / Exclusive).
@@ -29,11 +29,18 @@ from pathlib import Path, PurePosixPath
 import anyio.to_thread
 from pydantic import Field
 
-from zuno.beneath import Beneath, Confined, EscapesRoot
-from zuno.file_versions import WriteClaim, claim_writes
-from zuno.landing import LandingGuard, landing_guard
-from zuno.output import format_size
-from zuno.tool import PathOutsideWorkspace, Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from zuno.contract.output import format_size
+from zuno.contract.tool import (
+    PathOutsideWorkspace,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
+from zuno.dispatch.landing import LandingGuard, landing_guard
+from zuno.tools.file_versions import WriteClaim, claim_writes
+from zuno.workspace.beneath import Beneath, Confined, EscapesRoot
 
 __all__ = ["WriteArgs", "WriteTool"]
 

@@ -1,7 +1,7 @@
 """Which images of a conversation one request sends, and the words for the rest.
 
 Both providers ask the same questions of a tool result's images (see
-:mod:`zuno.images`): does the model see images at all, is this one among the
+:mod:`zuno.contract.images`): does the model see images at all, is this one among the
 newest a request may carry, is its artifact still there. An image that passes
 is sent as base64 in the provider's own shape; any other is a sentence the
 model reads in its place.
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zuno.agent.messages import Message, ToolResultMessage
-from zuno.images import CANNOT_SEE, GONE, TOO_MANY, newest_images, unseen_image_text
+from zuno.contract.images import CANNOT_SEE, GONE, TOO_MANY, newest_images, unseen_image_text
 
 __all__ = ["ImagePlan", "SentImage"]
 

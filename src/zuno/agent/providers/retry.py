@@ -31,7 +31,7 @@ from zuno.agent.providers.errors import (
     ProviderRejected,
     ProviderUnreachable,
 )
-from zuno.sentences import full_stop
+from zuno.core.sentences import full_stop
 
 __all__ = ["Endpoint", "RetryPolicy", "SdkErrors", "request_with_retries"]
 

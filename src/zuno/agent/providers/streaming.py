@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from zuno.agent.messages import Message, ModelReply, ToolSpec
 from zuno.agent.providers.errors import UnreadableReply
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors, request_with_retries
-from zuno.sentences import full_stop
+from zuno.core.sentences import full_stop
 
 __all__ = ["NotAReply", "ReplyAssembly", "SdkStream", "StreamingProvider"]
 

@@ -1,0 +1,3 @@
+"""Configuration: loading and merging zuno.json, its sections, trust of workspace configs,
+narrowing.
+"""

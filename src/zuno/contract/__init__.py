@@ -1,0 +1,1 @@
+"""The contract between a tool and the runtime: the tool base, calls, events, output limits."""

@@ -1,0 +1,1 @@
+"""The dispatcher: arguments, pre-flight, scheduling, dispatch and landing of results."""

@@ -1,0 +1,3 @@
+"""What survives a crash: the store, recovery of calls, worker leases and fencing, session
+options, telemetry.
+"""

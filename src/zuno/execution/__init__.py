@@ -1,0 +1,3 @@
+"""Running programs: processes, the PTY, sandboxes and the egress proxy, ripgrep, launching
+servers.
+"""

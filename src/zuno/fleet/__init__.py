@@ -1,0 +1,1 @@
+"""Fleet workers: sessions queued in PostgreSQL and the workers that run them."""

@@ -1,0 +1,1 @@
+"""What a call may do: permissions and modes, shell rules, hooks, search fences, budgets."""

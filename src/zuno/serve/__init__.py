@@ -1,0 +1,1 @@
+"""Zuno as a server: its tools served over MCP (stdio and HTTP)."""

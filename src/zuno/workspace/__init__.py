@@ -1,0 +1,3 @@
+"""Effects on the workspace: confined file access, real paths, checkpoints, the patch engine,
+watching for changes.
+"""
