@@ -195,7 +195,7 @@ class _Fingerprint:
     """
 
     def __init__(self) -> None:
-        self.package = Path(__file__).resolve().parent
+        self.package = Path(__file__).resolve().parents[1]  # the zuno package
         self.modules = sorted(
             {
                 path

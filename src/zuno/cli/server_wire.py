@@ -144,7 +144,7 @@ def identity() -> list[bytes]:
     parts = [
         PROTOCOL,
         os.fsencode(sys.executable),
-        os.fsencode(os.path.dirname(os.path.abspath(__file__))),
+        os.fsencode(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),  # zuno/
         repr([getattr(sys.flags, name) for name in _FLAGS]).encode(),
         repr(search_path).encode(),
     ]

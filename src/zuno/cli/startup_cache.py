@@ -168,7 +168,7 @@ def cache_key(argv: Sequence[str], package: str | None = None) -> str:
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         parts.append(os.fsencode(folder) + b" " + _stat_line(folder or "."))
     digest.update(b"\0\0".join(parts))
-    root = package or os.path.dirname(os.path.abspath(__file__))
+    root = package or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # zuno/
     _tree(digest, root)
     if os.path.isdir(".zuno"):
         _tree(digest, ".zuno")

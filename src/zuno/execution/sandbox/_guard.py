@@ -86,7 +86,8 @@ def _load_kill_tree() -> Callable[..., None]:
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(os.path.dirname(here), "_kill_tree.py")
+    package = os.path.dirname(os.path.dirname(here))
+    path = os.path.join(package, "core", "_kill_tree.py")
     spec = importlib.util.spec_from_file_location("_zuno_kill_tree", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

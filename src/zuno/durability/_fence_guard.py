@@ -42,10 +42,11 @@ def _now() -> float:
 
 
 def _load_kill_tree() -> Callable[..., None]:
-    """The shared stop-then-kill routine (``_kill_tree.py`` beside this file; no Zuno import)."""
+    """The shared stop-then-kill routine (``zuno/core/_kill_tree.py``; no Zuno import)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kill_tree.py")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(package, "core", "_kill_tree.py")
     spec = importlib.util.spec_from_file_location("_zuno_kill_tree", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
