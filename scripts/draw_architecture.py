@@ -216,7 +216,7 @@ def legend() -> list[str]:
     lines = [
         ("title", "Zuno's packages by layer: each imports only those below it"),
         ("key", "one band per layer, the bottom first; a box gives the package's size"),
-        ("key", "grey arrow: imports from the package below; wider means more module imports"),
+        ("key", "grey arrow: a package's imports of one below it; the wider, the more modules"),
         ("up", "red dashed arrow: an import up the layers, a debt listed in tests/test_layers.py"),
         ("key", "zuno/__init__.py (the public face) and __main__ stand above every layer"),
         ("key", "drawn from the import graph by scripts/draw_architecture.py"),
