@@ -1,4 +1,4 @@
-"""zuno.execution.ripgrep against the real rg: locating, decoding, ordering, limits, cancellation."""
+"""zuno.execution.ripgrep against the real rg: locating, decoding, ordering, limits, cancelling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a path argument really leads (zuno.workspace.real_paths), on a real file system and /proc."""
+"""Where a path argument really leads (zuno.workspace.real_paths), on a real file system, /proc."""
 
 from __future__ import annotations
 
