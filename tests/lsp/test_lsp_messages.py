@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from lsp_support import fake_server
+from lsp_support import fake_server, requires_pyright
 
+from zuno.config.lsp import LspSettings, find_program
 from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallResult
-from zuno.integrations.lsp import LSP_SERVERS, ResponseError
+from zuno.integrations.lsp import LSP_SERVERS, LspClient, ResponseError
 from zuno.integrations.lsp.client import CLIENT_CAPABILITIES
 from zuno.integrations.lsp.protocol import answer_of, to_json
 from zuno.session.runtime import Runtime
@@ -112,3 +114,23 @@ async def test_answers_that_are_not_lsp_are_errors_and_the_server_is_kept(
     assert "no diagnostics were published" in diagnostics.output
     (client,) = LSP_SERVERS.clients(fake_workspace)
     assert client.alive
+
+
+@requires_pyright
+async def test_a_sandboxed_server_outlives_its_client_pid_watchdog(tmp_path: Path) -> None:
+    # Servers built on vscode-languageserver check every 3 s that the processId of
+    # initialize is alive; inside the sandbox's process namespace Zuno's pid is not.
+    (tmp_path / "a.py").write_text("x = 1\n")
+    settings = LspSettings().server_for(tmp_path / "a.py")
+    assert settings is not None and settings.sandbox
+    program = find_program(settings.command[0])
+    assert program is not None
+    client = LspClient([program, *settings.command[1:]], tmp_path, settings, [".py"])
+    try:
+        await client.start(timeout=60)
+        doc = await client.open_document(tmp_path / "a.py", "python")
+        await anyio.sleep(4)
+        hover = await client.hover(doc.uri, (0, 0), timeout=30)
+        assert hover is not None and client.alive
+    finally:
+        await client.aclose()

@@ -115,6 +115,7 @@ class LspClient:
             wrap = _confined_argv(
                 launch, sandbox or SandboxSettings(), workspace, server.network, protected
             )
+        self._confined = wrap is not None
         self._connection = ServerConnection(
             launch.argv, launch.cwd, self._inbound, env=launch.env, wrap=wrap
         )
@@ -180,7 +181,9 @@ class LspClient:
     def _initialize_params(self) -> Any:
         root = path_to_uri(self.workspace)
         params = types.InitializeParams(
-            process_id=os.getpid(),
+            # In the sandbox's own process namespace Zuno's pid names no process, and
+            # servers that watch their client's pid (pyright) would exit within seconds.
+            process_id=None if self._confined else os.getpid(),
             client_info=types.ClientInfo(name="zuno"),
             root_uri=root,
             root_path=str(self.workspace),
