@@ -4,9 +4,11 @@ One :class:`LspClient` is one session with one server process (see
 :mod:`zuno.integrations.lsp.connection` for the process and the message stream). It
 performs ``initialize``/``initialized``, opens files on demand (and sends the
 full text again, with a new version, when a file changed on disk), reports
-other files changed on disk, sends requests with deadlines, waits for
-diagnostics of the current text, and on close sends ``shutdown``/``exit``
-before making sure the process is gone. Its errors are drawn in
+other files changed on disk, asks questions with deadlines (hover,
+definition, references, symbols), waits for diagnostics of the current text,
+and on close sends ``shutdown``/``exit`` before making sure the process is
+gone. What it sends and reads back are ``lsprotocol`` objects (see
+:mod:`zuno.integrations.lsp.protocol`); its errors are drawn in
 :mod:`zuno.integrations.lsp.errors`.
 """
 
