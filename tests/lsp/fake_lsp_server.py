@@ -9,7 +9,12 @@ appended to ``$FAKE_LSP_PID``. Modes change how ``textDocument/hover`` is met:
 - ``crash``: the server exits;
 - ``garbage``: the server writes something that is not LSP framing;
 - ``config``: the server asks ``workspace/configuration`` for section
-  ``fake.answer`` and answers the hover with what it got.
+  ``fake.answer`` and answers the hover with what it got;
+- ``shapes``: the answers take the protocol's less common shapes: a hover of
+  marked strings, definitions as links, flat symbols, a workspace symbol that
+  names its file only;
+- ``malformed``: the hover answer and the diagnostics published on ``didOpen``
+  are not valid LSP.
 
 Mode ``fail-start`` writes to stderr and exits before ``initialize``.
 """
@@ -58,6 +63,13 @@ def hover(mode: str, request_id: Any) -> None:
         sys.stdout.buffer.write(b"this is not a header\r\n\r\n")
         sys.stdout.buffer.flush()
         return
+    if mode == "shapes":
+        contents: Any = ["plain part", {"language": "fake", "value": "marked part"}]
+        send({"id": request_id, "result": {"contents": contents}})
+        return
+    if mode == "malformed":
+        send({"id": request_id, "result": {"contents": {"kind": "plaintext"}}})
+        return
     text = "fake hover"
     if mode == "config":
         send(
@@ -75,6 +87,29 @@ def hover(mode: str, request_id: Any) -> None:
     send({"id": request_id, "result": {"contents": {"kind": "plaintext", "value": text}}})
 
 
+def span(line: int, start: int, end: int) -> dict[str, Any]:
+    return {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}}
+
+
+def shapes(method: str, params: dict[str, Any], root: str) -> Any:
+    """The ``shapes`` mode's answer to ``method``."""
+    if method == "textDocument/definition":
+        uri = params["textDocument"]["uri"]
+        link = {
+            "targetUri": uri,
+            "targetRange": span(0, 0, 9),
+            "targetSelectionRange": span(0, 5, 9),
+        }
+        return [link]
+    if method == "textDocument/documentSymbol":
+        uri = params["textDocument"]["uri"]
+        return [
+            {"name": "Some", "kind": 23, "location": {"uri": uri, "range": span(0, 0, 4)}},
+            {"name": "TEXT", "kind": 22, "location": {"uri": uri, "range": span(0, 5, 9)}},
+        ]
+    return [{"name": "Some", "kind": 26, "location": {"uri": root + "/m.fake"}}]
+
+
 def main() -> None:
     mode = sys.argv[1]
     pid_file = os.environ.get("FAKE_LSP_PID")
@@ -85,12 +120,27 @@ def main() -> None:
         sys.stderr.write("fake: cannot start without a license\n")
         sys.exit(3)
     capabilities = {"hoverProvider": True, "textDocumentSync": 1}
+    if mode == "shapes":
+        for provider in ("definition", "documentSymbol", "workspaceSymbol"):
+            capabilities[f"{provider}Provider"] = True
+    root = ""
     while True:
         message = read()
         method = message.get("method", "")
         log(method)
         if method == "initialize":
+            root = message["params"]["rootUri"]
             send({"id": message["id"], "result": {"capabilities": capabilities}})
+        elif method == "textDocument/didOpen" and mode == "malformed":
+            uri = message["params"]["textDocument"]["uri"]
+            bad = {"uri": uri, "version": 1, "diagnostics": [{"message": 7}]}
+            send({"method": "textDocument/publishDiagnostics", "params": bad})
+        elif mode == "shapes" and method in (
+            "textDocument/definition",
+            "textDocument/documentSymbol",
+            "workspace/symbol",
+        ):
+            send({"id": message["id"], "result": shapes(method, message["params"], root)})
         elif method == "textDocument/hover":
             hover(mode, message["id"])
         elif method == "shutdown":

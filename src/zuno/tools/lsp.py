@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 import anyio.to_thread
 from pydantic import Field, model_validator
 
+from zuno.config.lsp import LspServerSettings, LspSettings, find_program
 from zuno.contract.output import bound_text
 from zuno.contract.tool import (
     ArgumentsRejected,
@@ -36,19 +37,13 @@ from zuno.contract.tool import (
     TransientError,
 )
 from zuno.core.declarations import INSPECTION
-from zuno.integrations.lsp import (
-    LSP_SERVERS,
-    LspClient,
-    LspServerSettings,
-    LspSettings,
+from zuno.integrations.lsp.documents import OpenDocument, path_to_uri, to_utf16
+from zuno.integrations.lsp.errors import (
     RequestTimeout,
     ResponseError,
     ServerExited,
     ServerUnavailable,
-    find_program,
 )
-from zuno.integrations.lsp.documents import OpenDocument, path_to_uri, to_utf16
-from zuno.integrations.lsp.framing import json_array
 from zuno.integrations.lsp.render import (
     MAX_ITEMS,
     SourceLines,
@@ -59,6 +54,13 @@ from zuno.integrations.lsp.render import (
     render_locations,
     render_workspace_symbols,
 )
+
+# The client (and lsprotocol, ~0.2 s) is imported when a question is asked: a
+# surface with the lsp tool but no call to it never pays for it.
+if TYPE_CHECKING:
+    from lsprotocol import types
+
+    from zuno.integrations.lsp.client import LspClient
 
 __all__ = ["LspAction", "LspArgs", "LspTool"]
 
@@ -158,6 +160,8 @@ class LspTool(Tool[LspArgs]):
 
     async def run(self, args: LspArgs, ctx: ToolContext) -> ToolResult:
         """Answer one question, under the runtime's ``concurrency.lsp_requests`` bound."""
+        from zuno.integrations.lsp.pool import LSP_SERVERS
+
         settings: LspSettings = ctx.config.lsp
         limiter = LSP_SERVERS.limiter(ctx.services, ctx.config.concurrency.lsp_requests)
         sources = SourceLines(ctx.workspace)
@@ -205,6 +209,8 @@ def _argv(server: LspServerSettings, what: str, workspace: Path) -> list[str]:
 async def _client(
     server: LspServerSettings, what: str, ctx: ToolContext, settings: LspSettings
 ) -> LspClient:
+    from zuno.integrations.lsp.pool import LSP_SERVERS
+
     argv = _argv(server, what, ctx.workspace)
     extensions = [e for e, s in settings.all_servers().items() if s.command == server.command]
     try:
@@ -276,30 +282,27 @@ async def _file_action(
         items = await client.diagnostics(doc, timeout=timeout)
         return await _render(lambda: render_diagnostics(str(path), items, sources))
     if args.action == "symbols":
-        result = await client.request(
-            "textDocument/documentSymbol", {"textDocument": {"uri": uri}}, timeout=timeout
-        )
-        return await _render(lambda: render_document_symbols(str(path), result, sources))
-    position = _position(args, doc)
-    params: dict[str, Any] = {"textDocument": {"uri": uri}, "position": position}
+        symbols = await client.document_symbols(uri, timeout=timeout)
+        return await _render(lambda: render_document_symbols(str(path), symbols, sources))
+    at = _position(args, doc)
     where = f"{sources.shown(str(path))}:{args.line}:{args.column}"
     if args.action == "hover":
-        result = await client.request("textDocument/hover", params, timeout=timeout)
-        return render_hover(result) or f"No hover information at {where}."
+        hover = await client.hover(uri, at, timeout=timeout)
+        return render_hover(hover) or f"No hover information at {where}."
     if args.action == "references":
-        params["context"] = {"includeDeclaration": True}
-        result = await client.request("textDocument/references", params, timeout=timeout)
+        found = await client.references(uri, at, timeout=timeout)
         what = "references"
     else:
-        result = await client.request("textDocument/definition", params, timeout=timeout)
+        found = await client.definition(uri, at, timeout=timeout)
         what = "definitions"
-    locations = parse_locations(result)
+    locations = parse_locations(found)
     if not locations:
         return f"No {what} found at {where}."
     return await _render(lambda: render_locations(locations, sources, what))
 
 
-def _position(args: LspArgs, doc: OpenDocument) -> dict[str, int]:
+def _position(args: LspArgs, doc: OpenDocument) -> tuple[int, int]:
+    """The server's position (0-based line, UTF-16 character) of the asked line and column."""
     assert args.line is not None and args.column is not None
     lines = _LINE_BREAK.split(doc.text)
     if args.line > len(lines):
@@ -313,7 +316,7 @@ def _position(args: LspArgs, doc: OpenDocument) -> dict[str, int]:
             f"column {args.column} is past the end of line {args.line} of {args.path}, "
             f"which has {len(text)} characters"
         )
-    return {"line": args.line - 1, "character": to_utf16(text, args.column)}
+    return args.line - 1, to_utf16(text, args.column)
 
 
 async def _render(render: Callable[[], str]) -> str:
@@ -333,15 +336,12 @@ async def _workspace_symbols(
         servers = [(_server_for(path, settings), f"{path.suffix} files")]
     else:
         servers = _installed_servers(settings)
-    results: list[Any] = []
+    results: list[types.SymbolInformation | types.WorkspaceSymbol] = []
     for server, what in servers:
         client = await _client(server, what, ctx, settings)
         _require(client, "workspace_symbols")
         await client.refresh_documents()
-        result = await client.request(
-            "workspace/symbol", {"query": args.query}, timeout=settings.request_timeout
-        )
-        results.extend(json_array(result))
+        results += await client.workspace_symbols(args.query, timeout=settings.request_timeout)
     query = args.query
     return await _render(lambda: render_workspace_symbols(query, results, sources))
 

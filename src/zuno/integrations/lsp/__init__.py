@@ -4,6 +4,7 @@
 - :mod:`zuno.integrations.lsp.framing`: ``Content-Length`` framing of JSON-RPC messages.
 - :mod:`zuno.integrations.lsp.documents`: URIs, position conversion, opened documents.
 - :mod:`zuno.integrations.lsp.errors`: the client's errors, drawn as a tree.
+- :mod:`zuno.integrations.lsp.protocol`: messages as ``lsprotocol`` types, and their JSON.
 - :mod:`zuno.integrations.lsp.connection`: one server process and the JSON-RPC stream over its
   stdio.
 - :mod:`zuno.integrations.lsp.diagnostics`: the diagnostics a server published, numbered.

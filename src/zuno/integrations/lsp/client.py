@@ -4,9 +4,11 @@ One :class:`LspClient` is one session with one server process (see
 :mod:`zuno.integrations.lsp.connection` for the process and the message stream). It
 performs ``initialize``/``initialized``, opens files on demand (and sends the
 full text again, with a new version, when a file changed on disk), reports
-other files changed on disk, sends requests with deadlines, waits for
-diagnostics of the current text, and on close sends ``shutdown``/``exit``
-before making sure the process is gone. Its errors are drawn in
+other files changed on disk, asks questions with deadlines (hover,
+definition, references, symbols), waits for diagnostics of the current text,
+and on close sends ``shutdown``/``exit`` before making sure the process is
+gone. What it sends and reads back are ``lsprotocol`` objects (see
+:mod:`zuno.integrations.lsp.protocol`); its errors are drawn in
 :mod:`zuno.integrations.lsp.errors`.
 """
 
@@ -20,6 +22,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import attrs
+from lsprotocol import types
 
 from zuno.config.lsp import LspServerSettings
 from zuno.config.sandbox import SandboxSettings
@@ -29,28 +33,39 @@ from zuno.integrations.lsp.documents import OpenDocument, path_to_uri, read_sour
 from zuno.integrations.lsp.errors import LspError, RequestTimeout, ServerUnavailable
 from zuno.integrations.lsp.framing import json_object
 from zuno.integrations.lsp.inbound import InboundMessages
+from zuno.integrations.lsp.protocol import answer_of, to_json
 from zuno.integrations.lsp.watch import CHANGED, WorkspaceScan
 
 __all__ = ["CLIENT_CAPABILITIES", "LspClient"]
 
-CLIENT_CAPABILITIES: dict[str, Any] = {
-    "general": {"positionEncodings": ["utf-16"]},
-    "workspace": {
-        "configuration": True,
-        "workspaceFolders": True,
-        "symbol": {},
-        "didChangeWatchedFiles": {"dynamicRegistration": True},
-    },
-    "textDocument": {
-        "synchronization": {"didSave": False, "dynamicRegistration": False},
-        "hover": {"contentFormat": ["markdown", "plaintext"]},
-        "definition": {"linkSupport": True},
-        "references": {},
-        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
-        "publishDiagnostics": {"versionSupport": True, "relatedInformation": False},
-    },
-    "window": {"workDoneProgress": False},
-}
+CLIENT_CAPABILITIES = types.ClientCapabilities(
+    general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
+    workspace=types.WorkspaceClientCapabilities(
+        configuration=True,
+        workspace_folders=True,
+        symbol=types.WorkspaceSymbolClientCapabilities(),
+        did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(
+            dynamic_registration=True
+        ),
+    ),
+    text_document=types.TextDocumentClientCapabilities(
+        synchronization=types.TextDocumentSyncClientCapabilities(
+            did_save=False, dynamic_registration=False
+        ),
+        hover=types.HoverClientCapabilities(
+            content_format=[types.MarkupKind.Markdown, types.MarkupKind.PlainText]
+        ),
+        definition=types.DefinitionClientCapabilities(link_support=True),
+        references=types.ReferenceClientCapabilities(),
+        document_symbol=types.DocumentSymbolClientCapabilities(
+            hierarchical_document_symbol_support=True
+        ),
+        publish_diagnostics=types.PublishDiagnosticsClientCapabilities(
+            version_support=True, related_information=False
+        ),
+    ),
+    window=types.WindowClientCapabilities(work_done_progress=False),
+)
 """What this client tells servers it understands."""
 
 _SHUTDOWN_TIMEOUT = 5.0
@@ -102,6 +117,7 @@ class LspClient:
             wrap = _confined_argv(
                 launch, sandbox or SandboxSettings(), workspace, server.network, protected
             )
+        self._confined = wrap is not None
         self._connection = ServerConnection(
             launch.argv, launch.cwd, self._inbound, env=launch.env, wrap=wrap
         )
@@ -142,7 +158,7 @@ class LspClient:
         connection.spawn()
         try:
             with anyio.fail_after(timeout):
-                result = await connection.call("initialize", self._initialize_params())
+                result = await connection.call(types.INITIALIZE, self._initialize_params())
         except TimeoutError:
             self.kill()
             raise ServerUnavailable(
@@ -159,24 +175,27 @@ class LspClient:
         name = json_object(answer.get("serverInfo")).get("name")
         if isinstance(name, str) and name:
             self.server_name = name
-        await self.notify("initialized", {})
+        await self.notify(types.INITIALIZED, types.InitializedParams())
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             # Reading meanwhile also answers the server's configuration requests.
             await connection.wait_until(lambda: self._inbound.ready)
 
-    def _initialize_params(self) -> dict[str, Any]:
+    def _initialize_params(self) -> Any:
         root = path_to_uri(self.workspace)
-        params: dict[str, Any] = {
-            "processId": os.getpid(),
-            "clientInfo": {"name": "zuno"},
-            "rootUri": root,
-            "rootPath": str(self.workspace),
-            "workspaceFolders": [{"uri": root, "name": self.workspace.name or "workspace"}],
-            "capabilities": CLIENT_CAPABILITIES,
-        }
-        if self.server.initialization_options is not None:
-            params["initializationOptions"] = self.server.initialization_options
-        return params
+        params = types.InitializeParams(
+            # In the sandbox's own process namespace Zuno's pid names no process, and
+            # servers that watch their client's pid (pyright) would exit within seconds.
+            process_id=None if self._confined else os.getpid(),
+            client_info=types.ClientInfo(name="zuno"),
+            root_uri=root,
+            root_path=str(self.workspace),
+            workspace_folders=[
+                types.WorkspaceFolder(uri=root, name=self.workspace.name or "workspace")
+            ],
+            capabilities=CLIENT_CAPABILITIES,
+            initialization_options=self.server.initialization_options,
+        )
+        return to_json(params)
 
     async def aclose(self) -> None:
         """Send ``shutdown`` and ``exit``, wait briefly for the exit, then kill what remains."""
@@ -218,13 +237,82 @@ class LspClient:
         """Send a request and wait for its answer (see :meth:`ServerConnection.request`)."""
         return await self._connection.request(method, params, timeout=timeout)
 
-    async def notify(self, method: str, params: Any) -> None:
-        """Send a notification (no answer expected).
+    async def notify(self, method: str, params: object) -> None:
+        """Send a notification (no answer expected); lsprotocol ``params`` are converted.
 
         Raises:
             ServerExited: the server died or stopped reading.
         """
+        if attrs.has(type(params)):
+            params = to_json(params)
         await self._connection.notify(method, params)
+
+    # Questions ------------------------------------------------------------------
+
+    async def hover(
+        self,
+        uri: str,
+        at: tuple[int, int],
+        *,
+        timeout: float,  # noqa: ASYNC109 - per request
+    ) -> types.Hover | None:
+        """The hover answer at ``at`` (0-based line, UTF-16 character) of the document ``uri``.
+
+        Raises:
+            LspError: as for :meth:`request`; ResponseError when the answer is not valid LSP.
+        """
+        params = types.HoverParams(text_document=_document(uri), position=_position(at))
+        return await self._ask(types.TEXT_DOCUMENT_HOVER, params, timeout)
+
+    async def definition(
+        self,
+        uri: str,
+        at: tuple[int, int],
+        *,
+        timeout: float,  # noqa: ASYNC109 - per request
+    ) -> list[types.Location]:
+        """Where the name at ``at`` of ``uri`` is defined (links become their target's name)."""
+        params = types.DefinitionParams(text_document=_document(uri), position=_position(at))
+        return _locations(await self._ask(types.TEXT_DOCUMENT_DEFINITION, params, timeout))
+
+    async def references(
+        self,
+        uri: str,
+        at: tuple[int, int],
+        *,
+        timeout: float,  # noqa: ASYNC109 - per request
+    ) -> list[types.Location]:
+        """Where the name at ``at`` of ``uri`` is used, its declaration included."""
+        params = types.ReferenceParams(
+            text_document=_document(uri),
+            position=_position(at),
+            context=types.ReferenceContext(include_declaration=True),
+        )
+        return _locations(await self._ask(types.TEXT_DOCUMENT_REFERENCES, params, timeout))
+
+    async def document_symbols(
+        self,
+        uri: str,
+        *,
+        timeout: float,  # noqa: ASYNC109 - per request
+    ) -> Sequence[types.DocumentSymbol] | Sequence[types.SymbolInformation]:
+        """The symbols of the document ``uri``: a tree, or a flat list for older servers."""
+        params = types.DocumentSymbolParams(text_document=_document(uri))
+        return await self._ask(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, params, timeout) or []
+
+    async def workspace_symbols(
+        self,
+        query: str,
+        *,
+        timeout: float,  # noqa: ASYNC109 - per request
+    ) -> Sequence[types.SymbolInformation] | Sequence[types.WorkspaceSymbol]:
+        """The workspace's symbols whose name matches ``query``."""
+        params = types.WorkspaceSymbolParams(query=query)
+        return await self._ask(types.WORKSPACE_SYMBOL, params, timeout) or []
+
+    async def _ask(self, method: str, params: object, timeout: float) -> Any:  # noqa: ASYNC109
+        result = await self.request(method, to_json(params), timeout=timeout)
+        return answer_of(method, result)
 
     # Documents ------------------------------------------------------------------
 
@@ -255,16 +343,24 @@ class LspClient:
                 except OSError:
                     del self._documents[uri]
                     self._inbound.diagnostics.forget(uri)
-                    await self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+                    await self.notify(
+                        types.TEXT_DOCUMENT_DID_CLOSE,
+                        types.DidCloseTextDocumentParams(text_document=_document(uri)),
+                    )
 
     async def _report(self, changes: list[tuple[Path, int]]) -> None:
-        events = [{"uri": path_to_uri(p), "type": kind} for p, kind in changes]
+        events = [
+            types.FileEvent(uri=path_to_uri(p), type=types.FileChangeType(k)) for p, k in changes
+        ]
         for doc in self._documents.values():
             doc.others_changed_at = self._inbound.diagnostics.serial
         relisted = self._inbound.has_ready_message and any(k != CHANGED for _, k in changes)
         if relisted:
             self._inbound.ready = False
-        await self.notify("workspace/didChangeWatchedFiles", {"changes": events})
+        await self.notify(
+            types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            types.DidChangeWatchedFilesParams(changes=events),
+        )
         if relisted:
             # The server lists the workspace's files again; questions asked before it
             # is done would miss the new files.
@@ -282,8 +378,10 @@ class LspClient:
         published = self._inbound.diagnostics.serial
         if doc is None:
             doc = OpenDocument(uri, language_id, 1, text, stamp, published)
-            item = {"uri": uri, "languageId": language_id, "version": 1, "text": text}
-            await self.notify("textDocument/didOpen", {"textDocument": item})
+            item = types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)
+            await self.notify(
+                types.TEXT_DOCUMENT_DID_OPEN, types.DidOpenTextDocumentParams(text_document=item)
+            )
             self._documents[uri] = doc
             return doc
         doc.stamp = stamp
@@ -292,11 +390,13 @@ class LspClient:
             doc.text = text
             doc.published_before = published
             await self.notify(
-                "textDocument/didChange",
-                {
-                    "textDocument": {"uri": uri, "version": doc.version},
-                    "contentChanges": [{"text": text}],
-                },
+                types.TEXT_DOCUMENT_DID_CHANGE,
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(
+                        uri=uri, version=doc.version
+                    ),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                ),
             )
         return doc
 
@@ -305,7 +405,7 @@ class LspClient:
         doc: OpenDocument,
         *,
         timeout: float,  # noqa: ASYNC109 - the wait for a notification
-    ) -> list[dict[str, Any]]:
+    ) -> list[types.Diagnostic]:
         """The diagnostics the server published for the current version of ``doc``.
 
         Raises:
@@ -324,6 +424,27 @@ class LspClient:
             await self._connection.wait_until(lambda: published.redone_after_others_changed(doc))
         doc.others_changed_at = None
         return published.of(doc.uri)
+
+
+def _document(uri: str) -> types.TextDocumentIdentifier:
+    return types.TextDocumentIdentifier(uri=uri)
+
+
+def _position(at: tuple[int, int]) -> types.Position:
+    return types.Position(line=at[0], character=at[1])
+
+
+def _locations(
+    answer: types.Location | Sequence[types.Location] | Sequence[types.LocationLink] | None,
+) -> list[types.Location]:
+    """A definition or references answer as locations (a link's target names the place)."""
+    items = [answer] if isinstance(answer, types.Location) else answer or []
+    return [
+        types.Location(uri=item.target_uri, range=item.target_selection_range)
+        if isinstance(item, types.LocationLink)
+        else item
+        for item in items
+    ]
 
 
 @contextlib.contextmanager

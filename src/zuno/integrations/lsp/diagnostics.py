@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lsprotocol import types
+
 from zuno.integrations.lsp.documents import OpenDocument
-from zuno.integrations.lsp.framing import json_array, json_object
+from zuno.integrations.lsp.protocol import converter
 
 __all__ = ["PublishedDiagnostics"]
 
@@ -23,7 +25,7 @@ __all__ = ["PublishedDiagnostics"]
 class _Published:
     version: int | None
     serial: int
-    diagnostics: list[dict[str, Any]] = field(default_factory=lambda: [])
+    diagnostics: list[types.Diagnostic] = field(default_factory=lambda: [])
 
 
 class PublishedDiagnostics:
@@ -40,16 +42,17 @@ class PublishedDiagnostics:
         return self._serial
 
     def take(self, params: Any) -> None:
-        """Record the ``params`` of one ``publishDiagnostics`` notification."""
-        fields = json_object(params)
-        uri, version = fields.get("uri"), fields.get("version")
-        if not isinstance(uri, str):
+        """Record the ``params`` of one ``publishDiagnostics`` notification.
+
+        A publication that is not valid LSP is dropped, as if never sent.
+        """
+        try:
+            published = converter().structure(params, types.PublishDiagnosticsParams)
+        except Exception:  # cattrs' validation errors, and its hooks' own
             return
         self._serial += 1
-        self._by_uri[uri] = _Published(
-            version if isinstance(version, int) else None,
-            self._serial,
-            [json_object(d) for d in json_array(fields.get("diagnostics"))],
+        self._by_uri[published.uri] = _Published(
+            published.version, self._serial, list(published.diagnostics)
         )
 
     def covers(self, doc: OpenDocument) -> bool:
@@ -72,7 +75,7 @@ class PublishedDiagnostics:
         entry = self._by_uri.get(doc.uri)
         return entry is not None and entry.serial > changed_at
 
-    def of(self, uri: str) -> list[dict[str, Any]]:
+    def of(self, uri: str) -> list[types.Diagnostic]:
         """The diagnostics last published for ``uri`` (a copy; empty when none came)."""
         entry = self._by_uri.get(uri)
         return list(entry.diagnostics) if entry is not None else []

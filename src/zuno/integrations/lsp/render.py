@@ -12,17 +12,21 @@ entries were left out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zuno.integrations.lsp.documents import read_source, to_character, uri_to_path
-from zuno.integrations.lsp.framing import json_array, json_object
+
+# The answers come as lsprotocol objects (see zuno.integrations.lsp.protocol), imported
+# with the client that got them: the lsp tool imports this module before any server runs.
+if TYPE_CHECKING:
+    from lsprotocol import types
 
 __all__ = [
     "MAX_ITEMS",
-    "SYMBOL_KINDS",
     "Location",
     "SourceLines",
     "parse_locations",
@@ -38,34 +42,6 @@ MAX_ITEMS = 200
 _MAX_SOURCE_CHARS = 160
 _MAX_DEPTH = 8
 
-SYMBOL_KINDS: dict[int, str] = {
-    1: "file",
-    2: "module",
-    3: "namespace",
-    4: "package",
-    5: "class",
-    6: "method",
-    7: "property",
-    8: "field",
-    9: "constructor",
-    10: "enum",
-    11: "interface",
-    12: "function",
-    13: "variable",
-    14: "constant",
-    15: "string",
-    16: "number",
-    17: "boolean",
-    18: "array",
-    19: "object",
-    20: "key",
-    21: "null",
-    22: "enum-member",
-    23: "struct",
-    24: "event",
-    25: "operator",
-    26: "type-parameter",
-}
 _SEVERITIES = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
 
@@ -118,26 +94,13 @@ class SourceLines:
         return f"{self.shown(loc.path)}:{loc.line + 1}:{col}"
 
 
-def _start(range_: Any) -> tuple[int, int] | None:
-    """The start of an LSP range as (line, character), or None when malformed."""
-    start = json_object(json_object(range_).get("start"))
-    line, character = start.get("line"), start.get("character")
-    if isinstance(line, int) and isinstance(character, int):
-        return max(0, line), max(0, character)
-    return None
-
-
-def parse_locations(result: Any) -> list[Location]:
-    """Locations from a ``Location``, ``Location[]`` or ``LocationLink[]`` answer (sorted)."""
-    items = json_array(result) if isinstance(result, list) else [result]
+def parse_locations(answer: Iterable[types.Location]) -> list[Location]:
+    """The places of a definition or references answer (sorted, each once, files only)."""
     found: set[Location] = set()
-    for item in map(json_object, items):
-        uri = item.get("uri", item.get("targetUri"))
-        range_ = item.get("range", item.get("targetSelectionRange"))
-        start = _start(range_)
-        path = uri_to_path(uri) if isinstance(uri, str) else None
-        if path is not None and start is not None:
-            found.add(Location(str(path), *start))
+    for item in answer:
+        path = uri_to_path(item.uri)
+        if path is not None:
+            found.add(Location(str(path), item.range.start.line, item.range.start.character))
     return sorted(found)
 
 
@@ -165,43 +128,44 @@ def _cut(text: str) -> str:
     return text if len(text) <= _MAX_SOURCE_CHARS else text[: _MAX_SOURCE_CHARS - 3] + "..."
 
 
-def render_hover(result: Any) -> str | None:
+def render_hover(hover: types.Hover | None) -> str | None:
     """The text of a hover answer, or None when it has none."""
-    parts = _hover_parts(json_object(result).get("contents"))
+    parts = _hover_parts(hover.contents) if hover is not None else []
     text = "\n".join(p for p in parts if p.strip())
     lines = [line for line in text.splitlines() if not line.strip().startswith("```")]
     cleaned = "\n".join(lines).strip()
     return cleaned or None
 
 
-def _hover_parts(contents: Any) -> list[str]:
+def _hover_parts(
+    contents: types.MarkupContent | types.MarkedString | Sequence[types.MarkedString],
+) -> list[str]:
     if isinstance(contents, str):
         return [contents]
-    if isinstance(contents, list):
-        return [p for item in json_array(contents) for p in _hover_parts(item)]
-    value = json_object(contents).get("value")
-    return [value] if isinstance(value, str) else []
+    if isinstance(contents, Sequence):
+        return [p for item in contents for p in _hover_parts(item)]
+    return [contents.value]
 
 
-def render_diagnostics(path: str, items: list[dict[str, Any]], sources: SourceLines) -> str:
+def render_diagnostics(path: str, items: list[types.Diagnostic], sources: SourceLines) -> str:
     """``path:line:col severity message [code]`` per diagnostic, in file order."""
     shown = sources.shown(path)
     if not items:
         return f"No diagnostics for {shown}."
     rows: list[tuple[int, int, str]] = []
-    for item in items:
-        start = _start(item.get("range")) or (0, 0)
-        severity = _SEVERITIES.get(item.get("severity", 1), "error")
-        message = _one_line(str(item.get("message", "")))
-        code = item.get("code")
-        suffix = f" [{code}]" if isinstance(code, (str, int)) and code != "" else ""
-        col = sources.column(path, *start)
-        rows.append((start[0], col, f"{shown}:{start[0] + 1}:{col} {severity} {message}{suffix}"))
-    rows.sort(key=lambda r: (r[0], r[1]))
     counts: dict[str, int] = {}
     for item in items:
-        name = _SEVERITIES.get(item.get("severity", 1), "error")
-        counts[name] = counts.get(name, 0) + 1
+        start = item.range.start
+        severity = _SEVERITIES.get(item.severity or 1, "error")
+        counts[severity] = counts.get(severity, 0) + 1
+        message = _one_line(item.message)
+        code = item.code
+        suffix = f" [{code}]" if code is not None and code != "" else ""
+        col = sources.column(path, start.line, start.character)
+        rows.append(
+            (start.line, col, f"{shown}:{start.line + 1}:{col} {severity} {message}{suffix}")
+        )
+    rows.sort(key=lambda r: (r[0], r[1]))
     summary = ", ".join(f"{n} {name}{'s' if n != 1 else ''}" for name, n in counts.items())
     lines = [f"{shown}: {summary}", *(r[2] for r in rows[:MAX_ITEMS])]
     lines += _more(min(len(rows), MAX_ITEMS), len(rows))
@@ -214,15 +178,20 @@ def _one_line(message: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _kind(value: Any) -> str:
-    return SYMBOL_KINDS.get(value, "symbol") if isinstance(value, int) else "symbol"
+def _kind(kind: types.SymbolKind) -> str:
+    """A symbol kind as listed: ``enum-member`` for ``SymbolKind.EnumMember``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", kind.name).lower()
 
 
-def render_document_symbols(path: str, result: Any, sources: SourceLines) -> str:
+def render_document_symbols(
+    path: str,
+    symbols: Sequence[types.DocumentSymbol] | Sequence[types.SymbolInformation],
+    sources: SourceLines,
+) -> str:
     """The symbols of one file as an indented tree (flat answers stay flat)."""
     shown = sources.shown(path)
     lines: list[str] = []
-    total = _symbol_lines(json_array(result), path, sources, 0, lines)
+    total = _symbol_lines(symbols, path, sources, 0, lines)
     if total == 0:
         return f"No symbols in {shown}."
     out = [f"{shown}: {total} symbol{'s' if total != 1 else ''}", *lines[:MAX_ITEMS]]
@@ -231,40 +200,50 @@ def render_document_symbols(path: str, result: Any, sources: SourceLines) -> str
 
 
 def _symbol_lines(
-    items: Iterable[Any], path: str, sources: SourceLines, depth: int, out: list[str]
+    items: Iterable[types.DocumentSymbol | types.SymbolInformation],
+    path: str,
+    sources: SourceLines,
+    depth: int,
+    out: list[str],
 ) -> int:
+    from lsprotocol import types  # already imported by the client that got the answer
+
     count = 0
-    for item in map(json_object, items):
-        if not item:
-            continue
-        name = str(item.get("name", "?"))
-        # DocumentSymbol has selectionRange; SymbolInformation has location.range.
-        range_ = item.get("selectionRange") or json_object(item.get("location")).get("range")
-        start = _start(range_) or (0, 0)
-        col = sources.column(path, *start)
-        out.append(f"{'  ' * depth}{_kind(item.get('kind'))} {name}  {start[0] + 1}:{col}")
+    for item in items:
+        if isinstance(item, types.DocumentSymbol):
+            start, children = item.selection_range.start, item.children or []
+        else:
+            start, children = item.location.range.start, []
+        col = sources.column(path, start.line, start.character)
+        out.append(f"{'  ' * depth}{_kind(item.kind)} {item.name}  {start.line + 1}:{col}")
         count += 1
         if depth < _MAX_DEPTH:
-            children = json_array(item.get("children"))
             count += _symbol_lines(children, path, sources, depth + 1, out)
     return count
 
 
-def render_workspace_symbols(query: str, result: Any, sources: SourceLines) -> str:
+def render_workspace_symbols(
+    query: str,
+    symbols: Iterable[types.SymbolInformation | types.WorkspaceSymbol],
+    sources: SourceLines,
+) -> str:
     """``kind name  path:line:col`` per symbol matching ``query``, workspace files first."""
+    from lsprotocol import types  # already imported by the client that got the answer
+
     rows: list[tuple[bool, str, Location, str]] = []
-    for item in map(json_object, json_array(result)):
-        location = json_object(item.get("location"))
-        uri = location.get("uri")
-        path = uri_to_path(uri) if isinstance(uri, str) else None
+    for item in symbols:
+        location = item.location
+        path = uri_to_path(location.uri)
         if path is None:
             continue
-        start = _start(location.get("range")) or (0, 0)
-        loc = Location(str(path), *start)
-        container = item.get("containerName")
-        label = f"{_kind(item.get('kind'))} {item.get('name', '?')}"
-        if isinstance(container, str) and container:
-            label += f" (in {container})"
+        # A workspace symbol may name its file only, to be resolved later: its start then.
+        if isinstance(location, types.Location):
+            loc = Location(str(path), location.range.start.line, location.range.start.character)
+        else:
+            loc = Location(str(path), 0, 0)
+        label = f"{_kind(item.kind)} {item.name}"
+        if item.container_name:
+            label += f" (in {item.container_name})"
         outside = sources.shown(str(path)).startswith("/")
         rows.append((outside, sources.shown(str(path)), loc, label))
     if not rows:
