@@ -33,12 +33,12 @@ from pydantic import (
     model_validator,
 )
 
-from zuno.agent.providers import ProviderSettings
 from zuno.config.lsp import LspSettings
 from zuno.config.mcp import McpSettings
 from zuno.config.models import ModelSettings
 from zuno.config.narrowing import narrow
 from zuno.config.paths import CONFIG_NAME, user_config_path
+from zuno.config.providers import ProviderSettings
 from zuno.config.sandbox import SandboxSettings
 from zuno.config.trust import TrustError, TrustState, content_digest, trust_detail
 from zuno.config.web import WebSettings
