@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.cli.headless_run import HeadlessOptions
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.session.runtime import Runtime, SessionState
 
 __all__ = [

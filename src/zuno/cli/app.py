@@ -22,7 +22,7 @@ from zuno.durability.store.errors import SessionBusy
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.dispatch.dispatcher import CallRequest, CallResult
     from zuno.integrations.mcp.errors import McpServerError
     from zuno.session.runtime import Runtime, SessionState

@@ -37,7 +37,7 @@ from zuno.cli.app import AgentOpt, Db, ModeOpt, Workspace, Yes, app, fail, lazy_
 if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["Chat", "chat", "history_path", "run_chat"]

@@ -34,7 +34,8 @@ from zuno.durability.store import open_store
 
 # The configuration and the agent loop are imported by the commands that use them.
 if TYPE_CHECKING:
-    from zuno.config.loading import AgentSettings, Config
+    from zuno.config.agents import AgentSettings
+    from zuno.config.loading import Config
 
 __all__ = ["submit", "worker"]
 

@@ -23,7 +23,7 @@ from zuno.cli.app import lazy_console
 
 if TYPE_CHECKING:
     from zuno.agent.providers import Provider
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["COMMANDS", "ChatSession", "run_command"]
