@@ -267,7 +267,7 @@ def resume_headless(
     """``zuno resume --json``: continue a stored session, writing its events; exits."""
     from zuno.agent.loop import load_history
     from zuno.agent.messages import AssistantMessage
-    from zuno.cli.app import open_waiting
+    from zuno.cli.command_runtime import open_waiting
     from zuno.cli.resuming import ResumeRefused, move_session, resume_folder, stored_session
     from zuno.cli.transcript import moved_note
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 
-from zuno.cli.app import lazy_console
+from zuno.cli.console import lazy_console
 
 if TYPE_CHECKING:
     from zuno.agent.providers import Provider
@@ -134,7 +134,7 @@ async def _sessions(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _resume(chat: ChatSession, args: list[str]) -> None:
-    from zuno.cli.app import find_session
+    from zuno.cli.command_runtime import find_session
     from zuno.durability.store import StoreError
     from zuno.session.runtime import UnknownSession
 
