@@ -28,7 +28,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from zuno.config.loading import AgentSettings, Config, ConfigError, PermissionRule, load_config
+    from zuno.config.agents import AgentSettings
+    from zuno.config.loading import Config, ConfigError, load_config
+    from zuno.config.permission import PermissionRule
     from zuno.contract.events import Event
     from zuno.contract.output import OutputLimits
     from zuno.contract.tool import (
@@ -97,7 +99,7 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
-    "AgentSettings": "zuno.config.loading",
+    "AgentSettings": "zuno.config.agents",
     "ApprovalDecision": "zuno.policy.permissions",
     "ApprovalRequest": "zuno.policy.permissions",
     "ApproveAll": "zuno.policy.permissions",
@@ -117,7 +119,7 @@ _HOMES: dict[str, str] = {
     "HookDecision": "zuno.policy.hooks",
     "Outcome": "zuno.core.declarations",
     "OutputLimits": "zuno.contract.output",
-    "PermissionRule": "zuno.config.loading",
+    "PermissionRule": "zuno.config.permission",
     "Replay": "zuno.core.declarations",
     "Runtime": "zuno.session.runtime",
     "SessionState": "zuno.session.runtime",

@@ -12,7 +12,8 @@ from fake_api import Failure, FakeModelServer, Reply, free_port
 
 from zuno.agent.loop import AgentLoop, ModelNotConfigured, TurnStatus, load_history, resolve_model
 from zuno.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
-from zuno.config.loading import AgentSettings, Config
+from zuno.config.agents import AgentSettings
+from zuno.config.loading import Config
 from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
 
 pytestmark = pytest.mark.anyio

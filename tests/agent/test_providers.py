@@ -31,13 +31,13 @@ from zuno.agent.providers import (
     ProviderBusy,
     ProviderConfigError,
     ProviderRejected,
-    ProviderSettings,
     ProviderUnreachable,
     RetryPolicy,
     make_provider,
 )
 from zuno.agent.providers.openai_chat import _Assembly  # pyright: ignore[reportPrivateUsage]
 from zuno.agent.providers.schemas import anthropic_tool, openai_tool, strict_schema
+from zuno.config.providers import ProviderSettings
 
 Kind = Literal["openai", "anthropic"]
 KINDS: list[Kind] = ["openai", "anthropic"]

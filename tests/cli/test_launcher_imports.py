@@ -60,8 +60,8 @@ def test_the_server_parses_any_request_fields_or_says_value_error() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from zuno.cli.cmdserver import parse_request
     from zuno.cli.launcher import PROTOCOL, pack
+    from zuno.cli.server_request import parse_request
 
     field = (
         st.binary(max_size=24)

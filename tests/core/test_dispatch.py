@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from probe_tools import Recorder, probe_tools
-from zuno.config.loading import ConcurrencySettings, Config, PermissionRule, PermissionSettings
+from zuno.config.loading import ConcurrencySettings, Config
+from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.policy.permissions import (

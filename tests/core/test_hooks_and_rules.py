@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from probe_tools import Recorder, probe_tools
-from zuno.config.loading import Config, PermissionRule
+from zuno.config.loading import Config
+from zuno.config.permission import PermissionRule
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.policy.hooks import HookCall, HookDecision

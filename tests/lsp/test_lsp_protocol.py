@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from zuno.config.loading import Config, ConfigError, validate_config
-from zuno.config.lsp import LspSettings, find_program
+from zuno.config.lsp import LspSettings
+from zuno.execution.server_launch import find_program
 from zuno.integrations.lsp.documents import path_to_uri, to_character, to_utf16, uri_to_path
 from zuno.integrations.lsp.framing import FrameDecoder, FramingError, encode_message
 from zuno.integrations.lsp.watch import CHANGED, CREATED, DELETED, WorkspaceScan

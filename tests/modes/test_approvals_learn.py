@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from zuno.cli.approvals import past_matches
-from zuno.config.loading import Config, ConfigError, PermissionRule, load_config
+from zuno.config.loading import Config, ConfigError, load_config
+from zuno.config.permission import PermissionRule
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.policy.learned_rules import command_prefix, folder_glob, save_rule, suggest_rule

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config.loading import PermissionRule, PermissionSettings
+from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.policy.permissions import evaluate
 from zuno.policy.shell_rules import analyse
 from zuno.tools.shell import ShellTool

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config.loading import PermissionRule, PermissionSettings
+from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.policy.permissions import evaluate
 from zuno.policy.shell_inert import BUILTINS
 from zuno.policy.shell_wrappers import SHELLS, STRING_RUNNERS, WRAPPERS

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import pytest
 
-from zuno.config.loading import PermissionRule, PermissionSettings
+from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.policy.permissions import evaluate
 from zuno.policy.shell_inert import BUILTINS
 from zuno.tools.shell import ShellTool

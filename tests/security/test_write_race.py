@@ -33,7 +33,8 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.config.loading import Config, PermissionRule, PermissionSettings
+from zuno.config.loading import Config
+from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.config.sandbox import SandboxSettings
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, UncertainOutcome

@@ -235,7 +235,7 @@ async def test_child_agents_count_against_the_runtimes_budget(workspace: Path) -
 
 def test_spending_that_cannot_be_counted_stops_the_next_request() -> None:
     """A reply without token counts: a cap can no longer be kept, so it fails closed."""
-    from zuno.agent.messages import Usage
+    from zuno.contract.usage import Usage
     from zuno.policy.budget import ModelPrice, step_cost
 
     price = ModelPrice(input=1.0, output=1.0)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.config.loading import PermissionRule
+from zuno.config.permission import PermissionRule
 from zuno.execution.ripgrep import Exclusion, list_files
 from zuno.policy.permissions import path_pattern_matches
 from zuno.policy.search_fence import search_exclusion

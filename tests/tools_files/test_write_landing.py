@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from zuno.config.loading import Config, PermissionRule, PermissionSettings
+from zuno.config.loading import Config
+from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import Tool, ToolArgs, ToolContext
 from zuno.dispatch.landing import Redirected

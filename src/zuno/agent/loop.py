@@ -56,7 +56,8 @@ from zuno.agent.messages import (
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
 from zuno.agent.tool_specs import tool_specs
-from zuno.config.loading import AgentSettings, Config, user_config_path
+from zuno.config.agents import AgentSettings
+from zuno.config.loading import Config, user_config_path
 from zuno.contract.events import Event
 from zuno.contract.images import ImageAttachment, attachment_for, image_max_bytes
 from zuno.dispatch.dispatcher import CallRequest, CallResult

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from zuno.contract.images import ImageAttachment
+from zuno.contract.usage import Usage
 
 __all__ = [
     "META_KEY",
@@ -33,7 +34,6 @@ __all__ = [
     "ToolCallRequest",
     "ToolResultMessage",
     "ToolSpec",
-    "Usage",
     "UserMessage",
     "stored_messages",
 ]
@@ -134,16 +134,6 @@ class StopReason(StrEnum):
     """The provider's content policy stopped the reply."""
     OTHER = "other"
     """Anything else (see ``ModelReply.raw_stop_reason``)."""
-
-
-class Usage(_Frozen):
-    """Tokens spent on one request, when the provider reports them."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_input_tokens: int | None = None
-    """Prompt tokens read from the provider's cache, as it reported them (OpenAI counts
-    them inside ``input_tokens``; Anthropic's ``cache_read_input_tokens`` beside it)."""
 
 
 class ModelReply(_Frozen):

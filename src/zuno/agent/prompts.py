@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from zuno.config.loading import AgentSettings
+from zuno.config.agents import AgentSettings
 
 __all__ = [
     "BUILD_PROMPT",

@@ -30,19 +30,11 @@ from zuno.cli.agent_options import (
     run_one_turn,
     spent,
 )
-from zuno.cli.app import (
-    AgentOpt,
-    Db,
-    ModeOpt,
-    WaitOpt,
-    Workspace,
-    Yes,
-    app,
-    check_mode_name,
-    fail,
-    lazy_console,
-    open_waiting,
-)
+from zuno.cli.app import app
+from zuno.cli.command_runtime import open_waiting
+from zuno.cli.console import lazy_console
+from zuno.cli.errors import fail
+from zuno.cli.options import AgentOpt, Db, ModeOpt, WaitOpt, Workspace, Yes, check_mode_name
 from zuno.cli.resuming import ResumeRefused, move_session, resume_folder, stored_session
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.durability.store import StoreError
@@ -53,7 +45,7 @@ if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.cli.headless_run import HeadlessOptions
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.session.runtime import Runtime, SessionState
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from zuno.cli.app import fail, warn_control_paths, warn_untrusted
+from zuno.cli.errors import fail, warn_control_paths, warn_untrusted
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -177,7 +177,7 @@ async def run_one_turn(
     import anyio
 
     from zuno.agent.loop import AgentLoop
-    from zuno.cli.app import wait_for_own_jobs
+    from zuno.cli.command_runtime import wait_for_own_jobs
 
     async with rt:
         loop = AgentLoop(rt, state, provider, max_steps=steps, on_text=on_text)

@@ -19,7 +19,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from zuno.config.loading import ConfigError, PermissionRule, user_config_path
+from zuno.config.loading import ConfigError, user_config_path
+from zuno.config.permission import PermissionRule
 from zuno.policy.learned_rules import save_network_hosts, save_rule, suggest_rule
 from zuno.policy.permissions import (
     ApprovalAnswer,

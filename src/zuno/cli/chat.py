@@ -32,12 +32,15 @@ from zuno.cli.agent_options import (  # the same opening as zuno run's
     open_runtime,
     provider_for,
 )
-from zuno.cli.app import AgentOpt, Db, ModeOpt, Workspace, Yes, app, fail, lazy_console
+from zuno.cli.app import app
+from zuno.cli.console import lazy_console
+from zuno.cli.errors import fail
+from zuno.cli.options import AgentOpt, Db, ModeOpt, Workspace, Yes
 
 if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["Chat", "chat", "history_path", "run_chat"]
@@ -139,7 +142,7 @@ class Chat:
         from prompt_toolkit.completion import WordCompleter
         from prompt_toolkit.history import FileHistory
 
-        from zuno.cli.app import wait_for_own_jobs
+        from zuno.cli.command_runtime import wait_for_own_jobs
         from zuno.cli.slash import COMMANDS, run_command
 
         path = history_path()

@@ -81,7 +81,8 @@ def _trust(workspace: Path, config: Config | None) -> dict[str, Any]:
 
 def _language_servers(config: Config | None) -> list[dict[str, Any]]:
     """Each language server the ``lsp`` slot would start: found, or what to install."""
-    from zuno.config.lsp import LspSettings, find_program
+    from zuno.config.lsp import LspSettings
+    from zuno.execution.server_launch import find_program
 
     settings = config.lsp if config is not None else LspSettings()
     by_command: dict[tuple[str, ...], dict[str, Any]] = {}

@@ -18,23 +18,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from zuno.cli.agent_options import MaxBudgetOpt, MaxTokensBudgetOpt
-from zuno.cli.app import (
-    AgentOpt,
-    Db,
-    Json,
-    ModeOpt,
-    Workspace,
-    Yes,
-    app,
-    fail,
-    user_errors,
-    warn_untrusted,
-)
+from zuno.cli.app import app
+from zuno.cli.errors import fail, user_errors, warn_untrusted
+from zuno.cli.options import AgentOpt, Db, Json, ModeOpt, Workspace, Yes
 from zuno.durability.store import open_store
 
 # The configuration and the agent loop are imported by the commands that use them.
 if TYPE_CHECKING:
-    from zuno.config.loading import AgentSettings, Config
+    from zuno.config.agents import AgentSettings
+    from zuno.config.loading import Config
 
 __all__ = ["submit", "worker"]
 

@@ -13,7 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from zuno.cli.app import Db, Json, app, fail, out, user_errors
+from zuno.cli.app import app
+from zuno.cli.console import out
+from zuno.cli.errors import fail, user_errors
+from zuno.cli.options import Db, Json
 from zuno.contract.output import format_size
 from zuno.durability.store import open_store
 

@@ -24,7 +24,8 @@ from zuno.agent.providers import Provider, ProviderError, make_provider
 from zuno.cli.headless import ExitStatus, HeadlessWriter
 from zuno.cli.run_report import write_last_message
 from zuno.cli.signals import Stopped, run_until_stopped
-from zuno.config.loading import ConfigError, PermissionMode
+from zuno.config.loading import ConfigError
+from zuno.config.permission import PermissionMode
 from zuno.durability.store import StoreError, StoreUnavailable
 from zuno.policy.budget import Budget, BudgetError
 from zuno.policy.permissions import ApproveAll, DenyAll
@@ -266,7 +267,7 @@ def resume_headless(
     """``zuno resume --json``: continue a stored session, writing its events; exits."""
     from zuno.agent.loop import load_history
     from zuno.agent.messages import AssistantMessage
-    from zuno.cli.app import open_waiting
+    from zuno.cli.command_runtime import open_waiting
     from zuno.cli.resuming import ResumeRefused, move_session, resume_folder, stored_session
     from zuno.cli.transcript import moved_note
 

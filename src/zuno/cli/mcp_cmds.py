@@ -17,20 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from zuno.cli.app import (
-    AgentOpt,
-    Db,
-    Json,
-    Workspace,
-    app,
-    err,
-    escape,
-    fail,
-    out,
-    user_errors,
-    warn_control_paths,
-    warn_untrusted,
-)
+from zuno.cli.app import app
+from zuno.cli.console import err, escape, out
+from zuno.cli.errors import fail, user_errors, warn_control_paths, warn_untrusted
+from zuno.cli.options import AgentOpt, Db, Json, Workspace
 from zuno.cli.signals import run_until_stopped
 from zuno.integrations.mcp import APPROVAL_NOTE
 

@@ -14,7 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
-from zuno.cli.app import Db, Json, app, escape, fail, out, user_errors
+from zuno.cli.app import app
+from zuno.cli.console import escape, out
+from zuno.cli.errors import fail, user_errors
+from zuno.cli.options import Db, Json
 from zuno.durability.memory import Memory, MemoryStatus, UnknownMemory, decide_memory, list_memories
 from zuno.durability.store import open_store
 

@@ -14,7 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from zuno.cli.app import Db, Json, app, find_session, out, user_errors
+from zuno.cli.app import app
+from zuno.cli.command_runtime import find_session
+from zuno.cli.console import out
+from zuno.cli.errors import user_errors
+from zuno.cli.options import Db, Json
 from zuno.durability.store import open_store
 from zuno.execution.sandbox.egress.ledger import LEDGER_EVENTS, suggested_rules
 

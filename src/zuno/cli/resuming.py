@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zuno.cli.app import lazy_console
+from zuno.cli.console import lazy_console
 from zuno.contract.events import Event
 from zuno.durability.store import SessionRecord
 
@@ -33,7 +33,7 @@ def stored_session(prefix: str, db: Path | None) -> SessionRecord:
         UnknownSession: No session, or several, match ``prefix``.
         StoreError: The store cannot be read.
     """
-    from zuno.cli.app import find_session
+    from zuno.cli.command_runtime import find_session
     from zuno.durability.store import open_store
 
     store = open_store(db)

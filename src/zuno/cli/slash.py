@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 
-from zuno.cli.app import lazy_console
+from zuno.cli.console import lazy_console
 
 if TYPE_CHECKING:
     from zuno.agent.providers import Provider
-    from zuno.config.loading import PermissionMode
+    from zuno.config.permission import PermissionMode
     from zuno.session.runtime import Runtime, SessionState
 
 __all__ = ["COMMANDS", "ChatSession", "run_command"]
@@ -134,7 +134,7 @@ async def _sessions(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _resume(chat: ChatSession, args: list[str]) -> None:
-    from zuno.cli.app import find_session
+    from zuno.cli.command_runtime import find_session
     from zuno.durability.store import StoreError
     from zuno.session.runtime import UnknownSession
 

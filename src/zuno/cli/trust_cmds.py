@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from zuno.cli.app import Json, app, err, escape, fail, out, user_errors
+from zuno.cli.app import app
+from zuno.cli.console import err, escape, out
+from zuno.cli.errors import fail, user_errors
+from zuno.cli.options import Json
 from zuno.config.trust import (
     TrustError,
     TrustState,

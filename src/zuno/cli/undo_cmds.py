@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from zuno.cli.app import Db, Json, Workspace, app, err, fail, out, user_errors
+from zuno.cli.app import app
+from zuno.cli.console import err, out
+from zuno.cli.errors import fail, user_errors
+from zuno.cli.options import Db, Json, Workspace
 from zuno.durability.store import open_store
 
 if TYPE_CHECKING:
@@ -172,7 +175,7 @@ def _dispatch_undo(
     workspace: Path, db: Path | None, arguments: dict[str, Any], json_: bool
 ) -> None:
     """Dispatch the ``undo`` tool in the workspace's session of direct calls; print; exit."""
-    from zuno.cli.app import _dispatch_now, _exit_for, _Where, runtime  # pyright: ignore[reportPrivateUsage]
+    from zuno.cli.command_runtime import Where, dispatch_now, exit_for, runtime
     from zuno.cli.render import print_result
     from zuno.dispatch.dispatcher import CallRequest
     from zuno.dispatch.registry import Surface, switched
@@ -181,11 +184,11 @@ def _dispatch_undo(
         tool = rt.registry.get("undo")
         if tool is None or switched(rt.config.tools, "undo") is False:
             fail('the undo tool is switched off ("tools": {"undo": false} in zuno.json)')
-        state = _Where(None, False, "build").open(rt)
+        state = Where(None, False, "build").open(rt)
         if state.surface.get("undo") is None:
             # The person asked for this undo: the tool joins the session for it.
             state.surface = Surface((*state.surface.tools, tool), state.surface.withheld)
-        results = _dispatch_now(rt, state, [CallRequest("undo", arguments)])
+        results = dispatch_now(rt, state, [CallRequest("undo", arguments)])
         results = [_in_cli_words(r, str(arguments["call"])) for r in results]
         if json_:
             sys.stdout.write(json.dumps(results[0].as_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -193,7 +196,7 @@ def _dispatch_undo(
             for result in results:
                 print_result(out, result)
             err.print(f"[dim]session {state.session_id}[/]")
-        _exit_for(results)
+        exit_for(results)
 
 
 def _in_cli_words(result: CallResult, call: str) -> CallResult:

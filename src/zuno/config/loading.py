@@ -16,63 +16,39 @@ checked against the tools of this build and the configured MCP servers
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
-import types
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
+from typing import Any, cast
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from zuno.agent.providers import ProviderSettings
+from zuno.config.agents import TOOL_NAMES_SCHEMA, AgentSettings, CouncilSettings
+from zuno.config.hooks import HookCommand, HookSettings
 from zuno.config.lsp import LspSettings
 from zuno.config.mcp import McpSettings
 from zuno.config.models import ModelSettings
 from zuno.config.narrowing import narrow
 from zuno.config.paths import CONFIG_NAME, user_config_path
+from zuno.config.permission import PermissionSettings
+from zuno.config.problems import describe_problem
+from zuno.config.providers import ProviderSettings
 from zuno.config.sandbox import SandboxSettings
 from zuno.config.trust import TrustError, TrustState, content_digest, trust_detail
 from zuno.config.web import WebSettings
-from zuno.core.tool_names import ALL_NAMES, MCP_NAME_PATTERN, unknown_name_problem
+from zuno.core.tool_names import unknown_name_problem
 
 __all__ = [
-    "AgentSettings",
     "ConcurrencySettings",
     "Config",
     "ConfigError",
-    "CouncilSettings",
-    "HookCommand",
-    "HookSettings",
     "MemorySettings",
-    "PermissionMode",
-    "PermissionRule",
-    "PermissionSettings",
     "ReplaySettings",
     "ToolOutputSettings",
     "load_config",
     "user_config_path",
     "validate_config",
 ]
-
-_TOOL_NAMES_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"enum": sorted(ALL_NAMES)},
-        {"pattern": MCP_NAME_PATTERN, "description": "mcp__<server>__<tool>, or mcp__<server>__*"},
-    ]
-}
-"""What the schema says a tool name is (the server part is checked on loading)."""
-
-ToolName = Annotated[str, Field(json_schema_extra=_TOOL_NAMES_SCHEMA)]
-"""A tool name in an agent's list: a built-in name, or an MCP server's tools."""
 
 
 class _Section(BaseModel):
@@ -108,111 +84,6 @@ class ToolOutputSettings(_Section):
     Anthropic's 5 MiB); bigger ones are described in words. 0 sends none."""
 
 
-class PermissionRule(_Section):
-    """One authorization rule.
-
-    ``tool`` is a tool name or ``*``. ``pattern`` is matched against the tool's
-    main argument: a glob on the workspace-relative path for file tools
-    (``src/**``), a command prefix for ``shell`` (``git status``), a glob
-    otherwise. ``*`` matches every call. Among the rules that match a call,
-    deny beats ask beats allow.
-    """
-
-    tool: str = Field(min_length=1)
-    pattern: str = "*"
-    action: Literal["allow", "ask", "deny"]
-
-
-PermissionMode = Literal["plan", "accept-edits", "strict", "permissive"]
-"""How much a session may do without asking (see :mod:`zuno.policy.permissions`), strictest first.
-"""
-
-
-class PermissionSettings(_Section):
-    """The permission mode and rules.
-
-    ``plan`` runs only reads, questions and plan/todo/goal updates; ``accept-edits``
-    lets file edits inside the workspace through without asking; ``strict`` (the
-    default) asks for a fresh approval of every side-effecting or delegating call;
-    ``permissive`` asks nothing. Deny rules deny in every mode.
-    """
-
-    mode: PermissionMode = "strict"
-    rules: list[PermissionRule] = Field(default_factory=lambda: [])
-    read_roots: list[str] = Field(default_factory=lambda: [])
-    """Folders outside the workspace that read-only file tools (read, grep, glob,
-    lsp) may read without asking in strict mode (``~`` is expanded)."""
-
-
-class HookCommand(_Section):
-    """A command run by a hook; it gets its payload as JSON on stdin.
-
-    Before and after hooks answer on stdout with a JSON object such as
-    ``{"decision": "allow" | "deny" | "ask", "arguments": {...}, "reason": "..."}``
-    (after hooks: ``allow`` or ``deny``, and ``context``); empty output allows.
-    Approval and session hooks only observe: their output is ignored.
-    """
-
-    command: str = Field(min_length=1)
-    timeout: float = Field(default=10.0, gt=0, le=600)
-    tools: list[str] | None = None
-    """Only calls to these tools (all when omitted); not for session hooks."""
-    fail: Literal["closed", "open"] = "closed"
-    """What a before or after hook that errs, answers nonsense or times out does:
-    ``closed`` denies (before: the call is blocked; after: its result is withheld),
-    ``open`` is ignored. Either way a ``hook.failed`` event records it."""
-    sandbox: bool = True
-    """Run confined, like ``shell`` (no secrets in the environment). ``false`` opts
-    out, and is honoured only in the user's own file."""
-    network: bool = False
-    """Whether the confined program may use the network."""
-
-    _from_workspace: bool = PrivateAttr(default=False)
-
-    @property
-    def from_workspace(self) -> bool:
-        """Whether this entry comes from the workspace's (trusted) ``zuno.json``."""
-        return self._from_workspace
-
-    def mark_from_workspace(self) -> None:
-        """Record that this entry comes from the workspace's trusted ``zuno.json``."""
-        self._from_workspace = True
-
-
-_OBSERVERS = ("approval_asked", "approval_answered", "session_start", "session_end")
-
-
-class HookSettings(_Section):
-    """Hooks by the moment they run at (see :mod:`zuno.policy.hooks`)."""
-
-    before: list[HookCommand] = Field(default_factory=lambda: [])
-    """Before each call: may allow, deny, ask, or rewrite its arguments."""
-    after: list[HookCommand] = Field(default_factory=lambda: [])
-    """After each call: may withhold its result or add context for the model."""
-    approval_asked: list[HookCommand] = Field(default_factory=lambda: [])
-    """When a call is put to the approver (tool, arguments, reason)."""
-    approval_answered: list[HookCommand] = Field(default_factory=lambda: [])
-    """When the approver answered (the same, and the decision)."""
-    session_start: list[HookCommand] = Field(default_factory=lambda: [])
-    """When this process starts holding a session (created or resumed)."""
-    session_end: list[HookCommand] = Field(default_factory=lambda: [])
-    """When this process lets a session go."""
-
-    @model_validator(mode="after")
-    def _observers_only_observe(self) -> HookSettings:
-        for phase in _OBSERVERS:
-            for number, hook in enumerate(getattr(self, phase)):
-                where = f"hooks.{phase}[{number}]"
-                if "fail" in hook.model_fields_set:
-                    raise ValueError(
-                        f"{where}: `fail` applies to before and after hooks only; "
-                        f"{phase} hooks observe, and their failures never stop anything"
-                    )
-                if hook.tools is not None and phase.startswith("session"):
-                    raise ValueError(f"{where}: `tools` does not apply to session hooks")
-        return self
-
-
 class ReplaySettings(_Section):
     """Retries of Safe calls after transient failures (Never calls are never retried)."""
 
@@ -229,35 +100,12 @@ class MemorySettings(_Section):
     enabled: bool = False
 
 
-class CouncilSettings(_Section):
-    """A council: several members answer one question; ``council_run`` asks them."""
-
-    members: list[str] = Field(min_length=2)
-    """Agent names, or models as ``PROVIDER:MODEL``."""
-    synthesizer: str | None = None
-    """The agent or model that writes the synthesis (default: the asking agent's model)."""
-    agents: list[str] = Field(default_factory=lambda: ["build"])
-    """The agents that can reach the council."""
-
-
-class AgentSettings(_Section):
-    """A named agent: its model, prompt, exact tool allowlist and permission overrides."""
-
-    description: str = ""
-    model: str | None = None
-    prompt: str | None = None
-    tools: list[ToolName] | None = None
-    """When set, exactly these tools: it replaces the default surface."""
-    permission: PermissionSettings | None = None
-    max_steps: int | None = Field(default=None, ge=1, le=1000)
-
-
 class Config(_Section):
     """The whole ``zuno.json``."""
 
     tools: dict[str, bool] = Field(
         default_factory=lambda: {},
-        json_schema_extra={"propertyNames": _TOOL_NAMES_SCHEMA},
+        json_schema_extra={"propertyNames": TOOL_NAMES_SCHEMA},
         description="Switch tools on (slots, extensions) or off, by name or MCP pattern.",
     )
     concurrency: ConcurrencySettings = Field(default_factory=lambda: ConcurrencySettings())
@@ -361,89 +209,6 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _describe(error: Any) -> str:
-    loc = ".".join(str(p) for p in error["loc"]) or "(top level)"
-    value = json.dumps(error.get("input"), default=str)
-    if len(value) > 80:
-        value = value[:77] + "..."
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        return f"unknown key {loc!r}; {_did_you_mean(error['loc'])}"
-    if kind == "missing":
-        return f"key {loc!r} is required"
-    ctx: dict[str, Any] = error.get("ctx") or {}
-    expected: object = ctx.get("expected")
-    if kind in ("literal_error", "enum") and isinstance(expected, str):
-        # JSON strings, as they are written in the file.
-        choices = re.sub(r"'([^']*)'", r'"\1"', expected)
-        return f"key {loc!r} has value {value}: it must be {choices}"
-    allowed = _allowed_range(error["loc"])
-    return f"key {loc!r} has value {value}: {error['msg']}{allowed}"
-
-
-def _did_you_mean(loc: tuple[Any, ...]) -> str:
-    """The fix for an unknown key: the closest known key of its section, when one is close."""
-    section = _section_at(loc[:-1])
-    name = loc[-1] if loc else None
-    if section is None or not isinstance(name, str):
-        return "remove it or check its spelling"
-    known = [n for n, f in section.model_fields.items() if not f.exclude]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {'.'.join([*map(str, loc[:-1]), close[0]])!r}?"
-    return f"remove it, or use one of: {', '.join(sorted(known))}"
-
-
-def _section_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The settings model that holds the keys found at ``loc`` (None: not a model)."""
-    annotation: Any = Config
-    for part in loc:
-        annotation = _unwrapped(annotation)
-        fields = getattr(annotation, "model_fields", None)
-        if fields is not None:
-            if not isinstance(part, str) or part not in fields:
-                return None
-            annotation = fields[part].annotation
-        elif get_origin(annotation) is dict:
-            annotation = get_args(annotation)[1]  # ``part`` is a key of the map
-        else:
-            return None
-    annotation = _unwrapped(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return None
-
-
-def _unwrapped(annotation: Any) -> Any:
-    """``X`` of ``X | None``; anything else as it is."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        inner = [a for a in get_args(annotation) if a is not type(None)]
-        if len(inner) == 1:
-            return inner[0]
-    return annotation
-
-
-def _allowed_range(loc: tuple[Any, ...]) -> str:
-    """The declared bounds of the field at ``loc``, as `` (allowed: 1..=64)``."""
-    model: Any = Config
-    field = None
-    for part in loc:
-        fields = getattr(model, "model_fields", None)
-        if not isinstance(part, str) or fields is None or part not in fields:
-            return ""
-        field = fields[part]
-        model = field.annotation
-    if field is None:
-        return ""
-    low = high = None
-    for meta in field.metadata:
-        low = getattr(meta, "ge", low)
-        high = getattr(meta, "le", high)
-    if low is None and high is None:
-        return ""
-    return f" (allowed: {low if low is not None else ''}..={high if high is not None else ''})"
-
-
 def validate_config(
     data: dict[str, Any],
     source: str,
@@ -466,7 +231,9 @@ def validate_config(
     try:
         config = Config.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
-        raise ConfigError(_sentence(source, [_describe(e) for e in exc.errors()])) from exc
+        raise ConfigError(
+            _sentence(source, [describe_problem(e, Config) for e in exc.errors()])
+        ) from exc
     unknown = tool_name_problems(config, {*servers, *config.mcp.servers}, tool_names)
     if unknown:
         raise ConfigError(_sentence(source, unknown))

@@ -17,15 +17,13 @@ Servers are keyed by file extension. Python (``.py``, ``.pyi``) is served by
 ``pyright-langserver --stdio`` unless configured otherwise; a configured
 extension replaces the built-in entry for that extension only. A command's
 program is looked up next to the running Python first (a virtual
-environment's ``bin``), then on ``PATH``.
+environment's ``bin``), then on ``PATH``
+(:func:`zuno.execution.server_launch.find_program`).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,6 @@ __all__ = [
     "LANGUAGE_IDS",
     "LspServerSettings",
     "LspSettings",
-    "find_program",
 ]
 
 
@@ -167,22 +164,3 @@ class LspSettings(_Section):
             return server.language_id
         ext = path.suffix.lower()
         return LANGUAGE_IDS.get(ext, ext.removeprefix(".") or "plaintext")
-
-
-def find_program(program: str, workspace: Path | None = None) -> str | None:
-    """Where ``program`` is: as given when it has a slash, else next to Python, else on PATH.
-
-    The ``PATH`` searched leaves out what would run the workspace's own code
-    (relative entries, the workspace, ``node_modules/.bin``: see
-    :func:`zuno.execution.server_launch.safe_path`); workspace defaults to the current folder.
-    """
-    from zuno.execution.server_launch import safe_path
-
-    if os.sep in program or (os.altsep and os.altsep in program):
-        path = Path(program).expanduser()
-        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-    beside = Path(sys.executable).parent / program
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    path = safe_path(os.environ.get("PATH", os.defpath), workspace or Path.cwd())
-    return shutil.which(program, path=path)

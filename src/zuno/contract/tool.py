@@ -39,7 +39,8 @@ from zuno.workspace.beneath import Confined
 from zuno.workspace.real_paths import touch
 
 if TYPE_CHECKING:
-    from zuno.config.loading import Config, PermissionSettings
+    from zuno.config.loading import Config
+    from zuno.config.permission import PermissionSettings
 
 __all__ = [
     "ArgumentsRejected",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from zuno.config.loading import PermissionSettings
+from zuno.config.permission import PermissionSettings
 from zuno.contract.calls import CallRequest, CallResult, blocked_text
 from zuno.contract.events import Event
 from zuno.contract.tool import Tool, read_only_refusal

@@ -38,7 +38,8 @@ from zuno.core.tool_names import (
 )
 
 if TYPE_CHECKING:
-    from zuno.config.loading import AgentSettings, Config
+    from zuno.config.agents import AgentSettings
+    from zuno.config.loading import Config
 
 __all__ = [
     "ALL_NAMES",

@@ -33,6 +33,7 @@ import contextlib
 import errno
 import os
 import shutil
+import sys
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ __all__ = [
     "WORKSPACE_VARIABLE",
     "Launch",
     "confined",
+    "find_program",
     "launch_folder",
     "safe_path",
     "server_launch",
@@ -78,6 +80,23 @@ def safe_path(path: str, workspace: Path) -> str:
     """``path`` (a ``PATH`` value) without the entries through which workspace code would run."""
     root = os.path.realpath(workspace)
     return os.pathsep.join(e for e in path.split(os.pathsep) if not _unsafe(e, root))
+
+
+def find_program(program: str, workspace: Path | None = None) -> str | None:
+    """Where ``program`` is: as given when it has a slash, else next to Python, else on PATH.
+
+    The ``PATH`` searched leaves out what would run the workspace's own code
+    (relative entries, the workspace, ``node_modules/.bin``: see :func:`safe_path`);
+    workspace defaults to the current folder.
+    """
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program).expanduser()
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    beside = Path(sys.executable).parent / program
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    path = safe_path(os.environ.get("PATH", os.defpath), workspace or Path.cwd())
+    return shutil.which(program, path=path)
 
 
 @dataclass(frozen=True, slots=True)

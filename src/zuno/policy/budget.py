@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 from zuno.config.models import ModelPrice, ModelSettings
 
 if TYPE_CHECKING:
-    from zuno.agent.messages import Usage
     from zuno.config.loading import Config
+    from zuno.contract.usage import Usage
     from zuno.durability.store import Store
 
 __all__ = [

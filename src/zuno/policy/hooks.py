@@ -46,7 +46,7 @@ from typing import Any, Literal, cast
 import anyio
 from anyio.abc import Process
 
-from zuno.config.loading import HookCommand, HookSettings
+from zuno.config.hooks import HookCommand, HookSettings
 from zuno.config.sandbox import SandboxSettings
 from zuno.contract.events import Event
 from zuno.execution.sandbox.policy import SandboxError

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any, cast
 
-from zuno.config.loading import ConfigError, PermissionRule
+from zuno.config.loading import ConfigError
+from zuno.config.permission import PermissionRule
 from zuno.policy.shell_rules import analyse
 
 __all__ = ["command_prefix", "folder_glob", "save_network_hosts", "save_rule", "suggest_rule"]

@@ -10,7 +10,7 @@ changes it. What each mode admits is in :mod:`zuno.policy.permissions`.
 
 from __future__ import annotations
 
-from zuno.config.loading import PermissionMode
+from zuno.config.permission import PermissionMode
 from zuno.durability.session_options import session_options, update_session_options
 from zuno.durability.store import Store
 from zuno.policy.permissions import MODES

@@ -59,7 +59,8 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.to_thread
 
-from zuno.config.loading import AgentSettings, PermissionMode, PermissionRule, PermissionSettings
+from zuno.config.agents import AgentSettings
+from zuno.config.permission import PermissionMode, PermissionRule, PermissionSettings
 from zuno.core.declarations import Declaration, Effect
 from zuno.policy.shell_rules import command_rule_matches, command_unseen
 

@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
-from zuno.config.loading import PermissionRule
+from zuno.config.permission import PermissionRule
 from zuno.execution.ripgrep import Exclusion
 from zuno.policy.link_rules import link_refusal
 from zuno.policy.permissions import path_pattern_matches

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from zuno.config.loading import AgentSettings, Config, ConfigError, PermissionMode, load_config
+from zuno.config.agents import AgentSettings
+from zuno.config.loading import Config, ConfigError, load_config
+from zuno.config.permission import PermissionMode
 from zuno.config.trust import TrustError, TrustState, pinned_files
 from zuno.contract.events import Event, EventBus
 from zuno.contract.output import ArtifactStore, OutputLimits

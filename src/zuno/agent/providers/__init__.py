@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from zuno.agent.providers.errors import (
     MissingCredentials,
@@ -42,6 +42,7 @@ from zuno.agent.providers.errors import (
     ProviderRejected,
     ProviderUnreachable,
 )
+from zuno.config.providers import ProviderSettings
 
 if TYPE_CHECKING:
     import ssl
@@ -64,7 +65,6 @@ __all__ = [
     "ProviderConfigError",
     "ProviderError",
     "ProviderRejected",
-    "ProviderSettings",
     "ProviderUnreachable",
     "RetryPolicy",
     "anthropic_tool",
@@ -76,8 +76,7 @@ __all__ = [
 # Importing an SDK takes seconds (anthropic ~5 s, openai ~2 s here), so each is
 # imported only when a provider of its kind is made: ``zuno --help`` and an
 # OpenAI run never pay for the Anthropic SDK.
-# The message models, the retry policy and the tool schemas load on first use too:
-# reading zuno.json (ProviderSettings) needs none of them.
+# The message models, the retry policy and the tool schemas load on first use too.
 _LAZY = {
     "AnthropicMessagesProvider": "zuno.agent.providers.anthropic_messages",
     "ClientPool": "zuno.agent.providers.clients",
@@ -140,30 +139,6 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release the provider's connections."""
         ...
-
-
-class ProviderSettings(BaseModel):
-    """One named provider in ``zuno.json``'s ``providers`` map."""
-
-    # defer_build: validators are built on first use, not when zuno starts.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    kind: Literal["openai", "anthropic"]
-    """Which API it speaks: OpenAI-compatible Chat Completions, or Anthropic Messages."""
-    base_url: str | None = None
-    """The API address (``http://127.0.0.1:11434/v1``); the official one when omitted."""
-    api_key_env: str | None = Field(default=None, min_length=1)
-    """The environment variable holding the key; no key is sent when omitted."""
-    strict_tools: bool = True
-    """Use OpenAI strict mode for tools whose schema allows it (openai kind only)."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """The output token limit per reply (required by Anthropic: 8192 when omitted)."""
-    attempts: int = Field(default=3, ge=1, le=10)
-    """Attempts per request on transport failures, 429 and 5xx (1 disables retrying)."""
-    timeout: float = Field(default=600.0, gt=0, le=3600)
-    """Seconds to wait for a reply before counting the attempt as failed."""
-    images: bool = True
-    """Whether its models accept images; false sends a sentence in place of each image."""
 
 
 def _parse(model: str) -> tuple[str, str]:

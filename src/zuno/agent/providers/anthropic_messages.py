@@ -27,13 +27,13 @@ from zuno.agent.messages import (
     ToolCallRequest,
     ToolResultMessage,
     ToolSpec,
-    Usage,
     UserMessage,
 )
 from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import ToolTable, anthropic_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
+from zuno.contract.usage import Usage
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicMessagesProvider", "anthropic_messages", "whole_reply"]
 

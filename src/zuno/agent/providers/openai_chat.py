@@ -26,13 +26,13 @@ from zuno.agent.messages import (
     ToolCallRequest,
     ToolResultMessage,
     ToolSpec,
-    Usage,
     UserMessage,
 )
 from zuno.agent.providers.media import ImagePlan
 from zuno.agent.providers.retry import Endpoint, RetryPolicy, SdkErrors
 from zuno.agent.providers.schemas import ToolTable, openai_tool
 from zuno.agent.providers.streaming import NotAReply, StreamingProvider
+from zuno.contract.usage import Usage
 
 __all__ = ["OpenAIChatProvider", "openai_messages", "whole_reply"]
 

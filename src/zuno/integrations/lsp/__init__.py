@@ -25,7 +25,8 @@ from zuno.core.lazy_names import lazy_names
 # Public names load on first use (see zuno.core.lazy_names): importing one submodule
 # (the settings, for the configuration) must not import the whole package.
 if TYPE_CHECKING:
-    from zuno.config.lsp import DEFAULT_SERVERS, LspServerSettings, LspSettings, find_program
+    from zuno.config.lsp import DEFAULT_SERVERS, LspServerSettings, LspSettings
+    from zuno.execution.server_launch import find_program
     from zuno.integrations.lsp.client import LspClient
     from zuno.integrations.lsp.errors import (
         LspError,
@@ -65,6 +66,6 @@ __getattr__, __dir__ = lazy_names(
         "ServerExited": "zuno.integrations.lsp.errors",
         "ServerPool": "zuno.integrations.lsp.pool",
         "ServerUnavailable": "zuno.integrations.lsp.errors",
-        "find_program": "zuno.config.lsp",
+        "find_program": "zuno.execution.server_launch",
     },
 )
