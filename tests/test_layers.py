@@ -49,11 +49,8 @@ OUTSIDE_THE_LAYERS = frozenset({"zuno", "zuno.__main__"})
 KNOWN_UP_IMPORTS = frozenset(
     {
         "zuno.agent.loop -> zuno.tools.undo",
-        "zuno.config.loading -> zuno.agent.providers",
-        "zuno.config.lsp -> zuno.execution.server_launch",
         "zuno.dispatch.dispatcher -> zuno.session.runtime",
         "zuno.dispatch.preflight -> zuno.session.runtime",
-        "zuno.policy.budget -> zuno.agent.messages",
         "zuno.session.jobs -> zuno.tools.background",
         "zuno.session.runtime -> zuno.agent.loop",
         "zuno.session.runtime -> zuno.tools",

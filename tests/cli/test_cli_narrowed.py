@@ -1,6 +1,6 @@
 """A command line that names a command builds only that command, and reads the same.
 
-typer builds every command's options before parsing; ``zuno.cli.app.only``
+typer builds every command's options before parsing; ``zuno.cli.main.only``
 keeps the one the command line names. Its help, its usage errors and its
 exit codes must be those of the whole app, for every command there is.
 """
@@ -12,8 +12,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from zuno.cli import app
-from zuno.cli.app import only
+from zuno.cli.main import app, only
 
 COMMANDS = sorted(
     info.name or typer.main.get_command_name(info.callback.__name__)

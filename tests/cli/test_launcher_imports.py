@@ -10,7 +10,18 @@ import contextlib
 import subprocess
 import sys
 
-HEAVY = ("typing", "json", "typer", "click", "pydantic", "asyncio", "anyio", "rich", "zuno.cli")
+HEAVY = (
+    "typing",
+    "json",
+    "typer",
+    "click",
+    "pydantic",
+    "asyncio",
+    "anyio",
+    "rich",
+    "zuno.cli.app",
+    "zuno.cli.main",
+)
 
 PROBE = """
 import sys

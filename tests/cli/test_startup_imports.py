@@ -20,7 +20,7 @@ PROBE = """
 import json, sys
 heavy = set(json.loads(sys.argv[2]))
 sys.argv = ["zuno", *json.loads(sys.argv[1])]
-from zuno.cli import main
+from zuno.cli.main import main
 try:
     main()
 except SystemExit:
@@ -109,7 +109,7 @@ def test_importing_the_cli_and_its_help_load_no_runtime(workspace: Path) -> None
     assert _modules_after(workspace, "import zuno.cli") == []
     help_ = (
         "sys.argv = ['zuno', '--help']\n"
-        "from zuno.cli import main\n"
+        "from zuno.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
     assert _modules_after(workspace, help_) == []

@@ -18,7 +18,7 @@ import pytest
 PROBE = """
 import json, sys
 sys.argv = ["zuno", *json.loads(sys.argv[1])]
-from zuno.cli import main
+from zuno.cli.main import main
 try:
     main()
 except SystemExit as exc:

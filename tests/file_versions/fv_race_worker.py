@@ -9,7 +9,7 @@ JSON line on stdout::
     {"op": "write", "path": P, "content": C}  -> {"outcome": ..., "output": ...}
     {"op": "hold", "path": P, "content": C}   -> {"held": true}, then waits for
         the line "go" and answers {"done": true}: the session's write of P taken
-        through :class:`zuno.tools.file_versions.FileVersions` directly, holding the
+        through :class:`zuno.durability.file_versions.FileVersions` directly, holding the
         file's head between its check and its write for as long as the test likes
     {"op": "close"}                           -> exits
 
@@ -91,7 +91,7 @@ class Worker:
 
 
 def _hold(rt: Any, session_id: str, path: Path, content: str) -> None:
-    from zuno.tools.file_versions import FileVersions
+    from zuno.durability.file_versions import FileVersions
 
     data = content.encode()
     versions = FileVersions(rt.store)

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-import zuno.tools.file_versions as file_versions
+import zuno.durability.file_versions as file_versions
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
+from zuno.durability.file_versions import FileVersions, fingerprint
 from zuno.policy.permissions import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
-from zuno.tools.file_versions import FileVersions, fingerprint
 
 pytestmark = pytest.mark.anyio
 

@@ -381,7 +381,7 @@ provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 out = sys.argv[1]
 sys.argv = ["zuno", *sys.argv[2:]]
-from zuno.cli import main
+from zuno.cli.main import main
 try:
     main()
 finally:
@@ -453,7 +453,7 @@ def test_zuno_call_and_batch_make_one_span_per_call(workspace: Path, tmp_path: P
 PROBE = """
 import json, sys
 sys.argv = ["zuno", *json.loads(sys.argv[1])]
-from zuno.cli import main
+from zuno.cli.main import main
 try:
     main()
 except SystemExit:
@@ -485,7 +485,7 @@ def test_the_api_alone_records_nothing(workspace: Path) -> None:
         "import asyncio, sys\n"
         "import opentelemetry.trace as t\n"
         "from pathlib import Path\n"
-        "from zuno import telemetry\n"
+        "from zuno.durability import telemetry\n"
         "from zuno.session.runtime import Runtime\n"
         "rt = Runtime(Path('.'), db_path=Path('z.db'))\n"
         "s = rt.open_session()\n"

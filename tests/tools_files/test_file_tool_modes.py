@@ -190,7 +190,7 @@ def test_read_only_through_the_cli(ws: Path, tmp_path: Path) -> None:
     assert tree(ws) == before
     # The same calls land once the mode allows them: the refusal was the mode's.
     assert _cli(ws, tmp_path, "workspace-write", "write", write) == 0
-    # A file is deleted only after the session has read it (zuno.tools.file_versions).
+    # A file is deleted only after the session has read it (zuno.durability.file_versions).
     assert _cli(ws, tmp_path, "workspace-write", "read", {"path": "a.txt"}) == 0
     assert _cli(ws, tmp_path, "workspace-write", "apply_patch", delete) == 0
     assert tree(ws) == {"cli.txt": b"x\n"}

@@ -8,7 +8,7 @@ asyncio and rich, and then listens on ``FOLDER/server-KEY.sock``.
 For each request it forks a child that becomes the caller's command: the
 caller's descriptors 0-2 (and its terminal), working folder, environment,
 umask and resource limits, and its argv, run through the same
-:func:`zuno.cli.app.main` as without a server. The server reports how the
+:func:`zuno.cli.main.main` as without a server. The server reports how the
 child ended; the caller exits the same way.
 
 What keeps a served command the same as one run in its own process:

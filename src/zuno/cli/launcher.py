@@ -293,7 +293,7 @@ def main() -> None:
 
         # Once this command is done: the server's imports would slow it down now.
         atexit.register(_start_server, start)
-    from zuno.cli.app import main as cli_main
+    from zuno.cli.main import main as cli_main
 
     recording = recording_for(argv)
     if recording is None:

@@ -2,7 +2,7 @@
 
 It takes the caller's limits, folder, descriptors (and terminal), environment,
 umask, argv and ``__main__``, builds fresh standard streams on them, dies the
-moment the caller does, and runs :func:`zuno.cli.app.main` as the ``zuno``
+moment the caller does, and runs :func:`zuno.cli.main.main` as the ``zuno``
 script would, ending as Python would end.
 """
 
@@ -135,7 +135,7 @@ def run_command() -> None:
     code = 0
     interrupted = False
     try:
-        from zuno.cli.app import main
+        from zuno.cli.main import main
 
         main()
     except SystemExit as exit_:

@@ -92,7 +92,7 @@ PRELOAD = (
     "zuno.durability.store.sqlite",
     "zuno.cli.doctor",
     "zuno.workspace.checkpoints.store",
-    "zuno.tools.file_versions",
+    "zuno.durability.file_versions",
 )
 """What short commands import, imported once by the server (a missing one is skipped)."""
 
@@ -111,7 +111,7 @@ def preload() -> None:
             importlib.import_module(module)
     get_plugins()  # pydantic's scan of installed plugins, done once
     _complete_models()
-    from zuno.cli.app import prebuild
+    from zuno.cli.main import prebuild
 
     prebuild()  # typer's per-option adapters, built once
 

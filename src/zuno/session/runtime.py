@@ -104,7 +104,7 @@ class SessionState:
     by_person: bool = False
     """Whether the calls are typed by a person (``zuno call``, ``zuno batch``), not a model:
     the file tools then never refuse a change for want of a prior read
-    (see :mod:`zuno.tools.file_versions`)."""
+    (see :mod:`zuno.durability.file_versions`)."""
 
 
 class Runtime:

@@ -10,7 +10,7 @@ written relative to its root without following a symlink out of it (see
 :mod:`zuno.workspace.beneath`); in ``read-only`` sandbox mode the tool refuses to run.
 The edit needs no prior read: it is anchored on ``old_string``, and written only
 while the file still holds the bytes it was matched in (see
-:mod:`zuno.tools.file_versions`).
+:mod:`zuno.durability.file_versions`).
 
 edit keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -35,7 +35,7 @@ from zuno.contract.tool import (
     UncertainOutcome,
 )
 from zuno.dispatch.landing import LandingGuard, landing_guard
-from zuno.tools.file_versions import FileChanged, claim_writes
+from zuno.durability.file_versions import FileChanged, claim_writes
 from zuno.workspace.beneath import Beneath, Confined, EscapesRoot
 from zuno.workspace.patch import (
     BOM,

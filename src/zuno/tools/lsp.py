@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal, Self
 import anyio.to_thread
 from pydantic import Field, model_validator
 
-from zuno.config.lsp import LspServerSettings, LspSettings, find_program
+from zuno.config.lsp import LspServerSettings, LspSettings
 from zuno.contract.output import bound_text
 from zuno.contract.tool import (
     ArgumentsRejected,
@@ -37,6 +37,7 @@ from zuno.contract.tool import (
     TransientError,
 )
 from zuno.core.declarations import INSPECTION
+from zuno.execution.server_launch import find_program
 from zuno.integrations.lsp.documents import OpenDocument, path_to_uri, to_utf16
 from zuno.integrations.lsp.errors import (
     RequestTimeout,

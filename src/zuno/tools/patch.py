@@ -16,7 +16,7 @@ current lines and written only while the file still holds what they matched,
 so they need no prior read. A file the patch replaces or deletes whole
 (``Delete File``, ``Add File`` or ``Move to`` onto an existing file) must be one
 this session has seen as it is now, checked for all of them before any is
-written (see :mod:`zuno.tools.file_versions`); new files need no read.
+written (see :mod:`zuno.durability.file_versions`); new files need no read.
 
 apply_patch keeps the strict default declaration (SideEffecting / Never / Exclusive).
 """
@@ -40,7 +40,7 @@ from zuno.contract.tool import (
     UncertainOutcome,
 )
 from zuno.dispatch.landing import LandingGuard, landing_guard
-from zuno.tools.file_versions import FileChanged, claim_writes
+from zuno.durability.file_versions import FileChanged, claim_writes
 from zuno.workspace.beneath import EscapesRoot
 
 # The patch engine is imported when a patch is read or applied: describing the tool needs none.

@@ -53,9 +53,9 @@ from zuno.contract.output import bound_text, format_size
 from zuno.contract.tool import NotFound, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.core.declarations import INSPECTION
 from zuno.core.signatures import binary_signature
+from zuno.durability.file_versions import remember_read
 from zuno.policy.link_rules import link_refusal
 from zuno.policy.permissions import rule_matches
-from zuno.tools.file_versions import remember_read
 from zuno.workspace.real_paths import proc_refusal, relative_subject, special_file_kind
 
 __all__ = [

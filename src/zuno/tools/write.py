@@ -12,7 +12,7 @@ that stays inside is written through, so the link itself survives. In
 ``read-only`` sandbox mode the tool refuses to run.
 
 An existing file is replaced only when this session has seen its current
-content (read it, or wrote it last): see :mod:`zuno.tools.file_versions`. A new file
+content (read it, or wrote it last): see :mod:`zuno.durability.file_versions`. A new file
 may always be created.
 
 Write keeps the strict default declaration (SideEffecting / Never / Exclusive).
@@ -39,7 +39,7 @@ from zuno.contract.tool import (
     ToolResult,
 )
 from zuno.dispatch.landing import LandingGuard, landing_guard
-from zuno.tools.file_versions import WriteClaim, claim_writes
+from zuno.durability.file_versions import WriteClaim, claim_writes
 from zuno.workspace.beneath import Beneath, Confined, EscapesRoot
 
 __all__ = ["WriteArgs", "WriteTool"]

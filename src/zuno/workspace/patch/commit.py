@@ -17,7 +17,7 @@ undone:
 A rename within one folder is atomic, so a reader never sees half a file.
 
 A :class:`WriteGuard` (the file tools pass their session's
-:class:`~zuno.tools.file_versions.WriteClaim`) is shown, in step 1, where each
+:class:`~zuno.durability.file_versions.WriteClaim`) is shown, in step 1, where each
 change lands and its current content; it may refuse, and nothing is written.
 With a guard, each file must also still hold the bytes the change was computed
 from (:attr:`FileChange.original`), or :class:`ChangedMeanwhile` refuses the

@@ -117,7 +117,7 @@ FILE_VERSIONS_SCHEMA = (
 )
 """The tables: what each session saw of each file, and each file's last write by Zuno."""
 
-_log = logging.getLogger("zuno.tools.file_versions")
+_log = logging.getLogger("zuno.durability.file_versions")
 _ready: weakref.WeakSet[Store] = weakref.WeakSet()
 
 
