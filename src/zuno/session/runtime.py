@@ -436,7 +436,7 @@ class Runtime:
                         name,
                     )
             await stack.enter_async_context(self.jobs)
-            from zuno.execution.pty import processes_for
+            from zuno.execution.process_table import processes_for
 
             # Interactive processes live while the runtime runs; leaving kills them.
             stack.enter_context(processes_for(self))
