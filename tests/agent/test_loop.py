@@ -13,7 +13,7 @@ from fake_api import Failure, FakeModelServer, Reply, free_port
 from zuno.agent.loop import AgentLoop, ModelNotConfigured, TurnStatus, load_history, resolve_model
 from zuno.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
 from zuno.config.loading import AgentSettings, Config
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover
 
 pytestmark = pytest.mark.anyio
 KINDS: list[Kind] = ["openai", "anthropic"]

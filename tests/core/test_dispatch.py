@@ -14,7 +14,7 @@ from probe_tools import Recorder, probe_tools
 from zuno.config.loading import ConcurrencySettings, Config, PermissionRule, PermissionSettings
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import (
+from zuno.policy.approvals import (
     ApprovalDecision,
     ApprovalRequest,
     ApproveAll,

@@ -16,7 +16,7 @@ import zuno.tools.file_versions as file_versions
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
 from zuno.tools.file_versions import FileVersions, fingerprint
 

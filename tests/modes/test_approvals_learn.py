@@ -21,8 +21,8 @@ from zuno.cli.approvals import past_matches
 from zuno.config.loading import Config, ConfigError, PermissionRule, load_config
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest
 from zuno.policy.learned_rules import command_prefix, folder_glob, save_rule, suggest_rule
-from zuno.policy.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest
 from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "exec"))

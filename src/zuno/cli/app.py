@@ -242,7 +242,8 @@ def warn_control_paths(rt: Any) -> None:
 
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
-    from zuno.policy.permissions import ApproveAll, default_approver
+    from zuno.policy.approvals import ApproveAll
+    from zuno.policy.terminal_approver import default_approver
     from zuno.session.runtime import Runtime
 
     with user_errors():
@@ -644,7 +645,7 @@ def _denied_unasked(rt: Runtime) -> set[str]:
     Filled as the approvals are decided. A call a deny rule refuses is never
     put to the approver, so it is not among them: ``--yes`` would not help it.
     """
-    from zuno.policy.permissions import DenyAll
+    from zuno.policy.approvals import DenyAll
 
     denied: set[str] = set()
     if not isinstance(rt.approver, DenyAll):
@@ -693,7 +694,7 @@ def _print_how_to_allow(rt: Runtime, tool: str, arguments: Any) -> None:
     setting = f'{{"permission": {{"rules": [{rule}]}}}}'
     how = f", or allow it with a permission rule in {rule_file(rt)}: {setting}"
     if found is not None and found.rule_match == "prefix" and pattern != "*":
-        from zuno.policy.shell_rules import analyse
+        from zuno.policy.shell_analysis import analyse
 
         if not analyse(pattern).allowable:
             # An allow rule covers one plain command that runs nothing it is given.
