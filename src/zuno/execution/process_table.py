@@ -129,6 +129,7 @@ class ProcessTable:
             self._schema = True
 
     def live_count(self, session_id: str) -> int:
+        """How many processes of the session are still running."""
         return sum(1 for (s, _), p in self._live.items() if s == session_id and not p.ended)
 
     def start(self, session_id: str, call_id: str, spec: Launched) -> InteractiveProcess:

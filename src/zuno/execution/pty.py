@@ -394,6 +394,7 @@ class InteractiveProcess:
 
     @property
     def unread(self) -> bool:
+        """Whether output is waiting for the next :meth:`take`."""
         with self._lock:
             return bool(self._pending)
 
@@ -521,8 +522,10 @@ class InteractiveProcess:
 
     @property
     def signal_name(self) -> str | None:
+        """The name of the signal that ended the process (``SIGKILL``), or None."""
         return signal_label(self.signal)
 
     @property
     def seconds(self) -> float:
+        """Seconds since the process started."""
         return time.monotonic() - self.started

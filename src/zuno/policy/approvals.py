@@ -103,7 +103,9 @@ class Approver(Protocol):
 
     name: str
 
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer: ...
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
+        """The answer to one request."""
+        ...
 
 
 class DenyAll:
@@ -112,6 +114,7 @@ class DenyAll:
     name = "deny (no terminal)"
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Deny."""
         return ApprovalDecision.DENY
 
 
@@ -121,6 +124,7 @@ class ApproveAll:
     name = "approve all (--yes)"
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Approve once."""
         return ApprovalDecision.APPROVE_ONCE
 
 
@@ -141,6 +145,7 @@ class CallbackApprover:
         self._callback = callback
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """What the callable says (awaited when it returns an awaitable)."""
         answer = self._callback(request)
         if inspect.isawaitable(answer):
             answer = await answer

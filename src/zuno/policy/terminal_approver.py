@@ -67,6 +67,7 @@ class TerminalApprover:
         return ApprovalDecision.APPROVE_SESSION
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
+        """Show the request and wait for one of its keys (one request at a time)."""
         async with self._lock:
             keys = "ynate" if request.offers_accept_edits else "ynat"
             prompt = _prompt_segments(request)

@@ -34,6 +34,12 @@ Snapshots form one chain per workspace, in the order they were taken (a file
 lock keeps processes apart). What a call changed is the difference between the
 snapshot before it and the next snapshot in the chain, or the current state
 when it is the last: shell effects on workspace files included.
+
+This module takes the snapshots (:class:`Checkpoints`). The store itself
+(where it lives, running git, what it leaves out) is
+:mod:`zuno.workspace.checkpoints.shadow`; reading, comparing and restoring the
+chain is :mod:`zuno.workspace.checkpoints.chain`; the full look over the
+workspace is :mod:`zuno.workspace.checkpoints.full_look`.
 """
 
 from __future__ import annotations
