@@ -37,7 +37,7 @@ from pathlib import Path
 import anyio
 
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
 from zuno.workspace.checkpoints.store import CHECKPOINTS_ENV
 

@@ -20,7 +20,7 @@ import anyio
 
 from zuno.config.loading import Config
 from zuno.durability.store import open_store
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 

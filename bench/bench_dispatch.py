@@ -39,7 +39,7 @@ from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.recovery import inspection_block
 from zuno.durability.store import Store, open_store
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 

@@ -33,7 +33,7 @@ import anyio
 from zuno.config.loading import Config
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import ToolContext
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.workspace.checkpoints.store import CHECKPOINTS_ENV

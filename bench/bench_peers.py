@@ -44,7 +44,7 @@ from zuno.config.loading import Config
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
 from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 

@@ -52,7 +52,7 @@ import json, resource, sys, time
 from pathlib import Path
 import anyio
 from zuno.contract.calls import CallRequest
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 workspace, db, command, repeat = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])

@@ -46,16 +46,16 @@ if TYPE_CHECKING:
     from zuno.core.installed import installed_version
     from zuno.dispatch.dispatcher import CallRequest, CallResult
     from zuno.durability.store import open_store
-    from zuno.policy.hooks import HookCall, HookDecision
-    from zuno.policy.permissions import (
+    from zuno.policy.approvals import (
         ApprovalDecision,
         ApprovalRequest,
         ApproveAll,
         Approver,
         CallbackApprover,
         DenyAll,
-        TerminalApprover,
     )
+    from zuno.policy.hooks import HookCall, HookDecision
+    from zuno.policy.terminal_approver import TerminalApprover
     from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 
 __all__ = [
@@ -100,19 +100,19 @@ __all__ = [
 
 _HOMES: dict[str, str] = {
     "AgentSettings": "zuno.config.agents",
-    "ApprovalDecision": "zuno.policy.permissions",
-    "ApprovalRequest": "zuno.policy.permissions",
-    "ApproveAll": "zuno.policy.permissions",
-    "Approver": "zuno.policy.permissions",
+    "ApprovalDecision": "zuno.policy.approvals",
+    "ApprovalRequest": "zuno.policy.approvals",
+    "ApproveAll": "zuno.policy.approvals",
+    "Approver": "zuno.policy.approvals",
     "BlockKind": "zuno.core.declarations",
     "CallRequest": "zuno.dispatch.dispatcher",
     "CallResult": "zuno.dispatch.dispatcher",
-    "CallbackApprover": "zuno.policy.permissions",
+    "CallbackApprover": "zuno.policy.approvals",
     "Concurrency": "zuno.core.declarations",
     "Config": "zuno.config.loading",
     "ConfigError": "zuno.config.loading",
     "Declaration": "zuno.core.declarations",
-    "DenyAll": "zuno.policy.permissions",
+    "DenyAll": "zuno.policy.approvals",
     "Effect": "zuno.core.declarations",
     "Event": "zuno.contract.events",
     "HookCall": "zuno.policy.hooks",
@@ -123,7 +123,7 @@ _HOMES: dict[str, str] = {
     "Replay": "zuno.core.declarations",
     "Runtime": "zuno.session.runtime",
     "SessionState": "zuno.session.runtime",
-    "TerminalApprover": "zuno.policy.permissions",
+    "TerminalApprover": "zuno.policy.terminal_approver",
     "Tool": "zuno.contract.tool",
     "ToolArgs": "zuno.contract.tool",
     "ToolContext": "zuno.contract.tool",

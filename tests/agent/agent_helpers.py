@@ -9,7 +9,7 @@ from fake_api import FakeModelServer
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, provider_for
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll, Approver
+from zuno.policy.approvals import ApproveAll, Approver
 from zuno.session.runtime import Runtime
 
 Kind = Literal["openai", "anthropic"]

@@ -21,7 +21,7 @@ from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult, Uncertai
 from zuno.core.declarations import Concurrency, Declaration, Effect, Outcome, Replay
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.integrations.web._http import status_failure  # pyright: ignore[reportPrivateUsage]
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

@@ -14,7 +14,7 @@ from zuno.agent.loop import AgentLoop, ModelNotConfigured, TurnStatus, load_hist
 from zuno.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
 from zuno.config.agents import AgentSettings
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover
 
 pytestmark = pytest.mark.anyio
 KINDS: list[Kind] = ["openai", "anthropic"]

@@ -14,7 +14,7 @@ from fake_api import FakeModelServer, Reply
 from zuno.agent.delegation import MAX_DEPTH
 from zuno.agent.messages import Message, ModelReply, ToolSpec
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from zuno.agent.loop import tool_specs
 from zuno.agent.messages import ToolSpec
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
 from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, Declaration
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 

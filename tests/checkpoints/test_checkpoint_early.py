@@ -19,7 +19,7 @@ import pytest
 from pg_schema import scratch_schema
 from zuno.config.loading import Config
 from zuno.durability.store import CallRecord
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
 from zuno.tools.undo import checkpoint_problem, find_call, undo_note
 from zuno.workspace.checkpoints.store import Checkpoints

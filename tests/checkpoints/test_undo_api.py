@@ -16,7 +16,7 @@ import pytest
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.durability.store import CallRecord
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
 
 pytestmark = pytest.mark.anyio

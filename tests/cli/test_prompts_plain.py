@@ -26,7 +26,8 @@ from tmux_pane import (
 )
 
 from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, TerminalApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest
+from zuno.policy.terminal_approver import TerminalApprover
 
 __all__ = ["model_server", "pane_factory"]  # fixtures, imported for pytest
 
@@ -215,7 +216,7 @@ def test_every_answer_is_offered_on_the_question_line() -> None:
 
 
 def test_t_denies_with_the_words_typed_for_the_model() -> None:
-    from zuno.policy.permissions import ApprovalAnswer
+    from zuno.policy.approvals import ApprovalAnswer
 
     request = _request("shell", {"command": "pip install x"}, "{}")
     decision, (_prompt, reason_prompt) = _asked(request, "t", "use uv instead")

@@ -13,7 +13,7 @@ from truth_cli import MODEL, ZUNO, FakeModelServer, Reply, Zuno, session_from
 
 from zuno.agent.loop import AgentLoop, provider_for
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 

@@ -73,7 +73,13 @@ def test_call_read_imports_read_alone(workspace: Path) -> None:
     code, modules, out = run_probe(workspace, "call", "read", '{"path": "notes.txt"}')
     assert code == 0 and "notes" in out
     # web_search is asked whether a backend is configured, to build the surface.
-    assert tool_modules(modules) == {"zuno.tools.read", "zuno.tools.web_search"}
+    read = {
+        "zuno.tools.read",
+        "zuno.tools.read_lines",
+        "zuno.tools.read_missing",
+        "zuno.tools.read_page",
+    }
+    assert tool_modules(modules) == {*read, "zuno.tools.web_search"}
     assert not modules & set(ENGINES)
     assert "zuno.execution.sandbox.probing" not in modules  # no sandbox probe for a read
 

@@ -45,8 +45,8 @@ from zuno.config.loading import Config
 from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.store import open_store
+from zuno.policy.approvals import ApproveAll
 from zuno.policy.hooks import HookCall, HookDecision
-from zuno.policy.permissions import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

@@ -32,7 +32,7 @@ from zuno.core.declarations import BlockKind, Effect, Outcome
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.recovery import inspection_block, pending_notice
 from zuno.integrations.mcp.remote import choose_declaration
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
 from zuno.tools import builtin_tools
 from zuno.tools.question import Answer, CallbackQuestioner, Question

@@ -15,7 +15,7 @@ from zuno.config.loading import ConcurrencySettings, Config
 from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import (
+from zuno.policy.approvals import (
     ApprovalDecision,
     ApprovalRequest,
     ApproveAll,

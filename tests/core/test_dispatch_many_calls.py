@@ -17,7 +17,7 @@ import pytest
 from probe_tools import Recorder, probe_tools
 from zuno.config.loading import Config
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from probe_tools import Recorder, probe_tools
 from zuno.config.loading import Config
 from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalRequest, CallbackApprover
 from zuno.session.runtime import Runtime
 
 call_strategy = st.one_of(

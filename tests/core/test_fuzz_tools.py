@@ -19,8 +19,8 @@ from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.core.tool_names import OPT_IN
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.approvals import ApproveAll
 from zuno.policy.hooks import HookCall, HookDecision
-from zuno.policy.permissions import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

@@ -13,8 +13,9 @@ from zuno.config.loading import Config
 from zuno.config.permission import PermissionRule
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.approvals import ApproveAll
 from zuno.policy.hooks import HookCall, HookDecision
-from zuno.policy.permissions import ApproveAll, rule_matches
+from zuno.policy.permissions import rule_matches
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

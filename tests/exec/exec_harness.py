@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from zuno.config.loading import Config
-from zuno.policy.permissions import CallbackApprover
+from zuno.policy.approvals import CallbackApprover
 from zuno.session.runtime import Runtime
 
 __all__ = [

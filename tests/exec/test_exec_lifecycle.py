@@ -32,7 +32,7 @@ from exec_harness import (
 from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.core.tool_names import DEFAULT_SURFACE
-from zuno.execution.pty import MAX_LIVE
+from zuno.execution.process_table import MAX_LIVE
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

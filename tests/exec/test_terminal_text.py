@@ -1,8 +1,8 @@
-"""What the model reads of a terminal program's output (zuno.execution.pty.TerminalText)."""
+"""What the model reads of a terminal program's output (:mod:`zuno.execution.terminal_text`)."""
 
 from __future__ import annotations
 
-from zuno.execution.pty import TerminalText
+from zuno.execution.terminal_text import TerminalText
 
 
 def plain(*chunks: bytes) -> str:

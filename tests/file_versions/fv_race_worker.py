@@ -113,7 +113,7 @@ async def _serve(db: str, ws: Path) -> None:
 
     from zuno.config.loading import Config
     from zuno.durability.store import open_store
-    from zuno.policy.permissions import ApproveAll
+    from zuno.policy.approvals import ApproveAll
     from zuno.session.runtime import Runtime
 
     rt = Runtime(ws, config=Config(), store=open_store(db), approver=ApproveAll())

@@ -17,7 +17,7 @@ from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
 from zuno.durability.file_versions import FileVersions, fingerprint
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime, SessionState
 
 pytestmark = pytest.mark.anyio

@@ -33,7 +33,7 @@ import json, sys
 from pathlib import Path
 import anyio
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.durability.store import open_store
 

@@ -24,7 +24,7 @@ from fleet_model import FleetModelServer, prompt_for
 from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.durability.store import open_store
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 ZUNO = [sys.executable, "-m", "zuno"]

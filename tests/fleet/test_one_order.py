@@ -29,7 +29,7 @@ import pytest
 
 from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Outcome
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ from hook_scripts import hook_command, logging_hook, read_log
 
 from zuno.config.loading import Config, ConfigError, validate_config
 from zuno.core.declarations import BlockKind, Outcome
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover
 from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))

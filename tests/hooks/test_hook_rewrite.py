@@ -17,8 +17,8 @@ from hook_scripts import hook_command
 from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover
 from zuno.policy.hooks import HookCall, HookDecision
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover
 from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))

@@ -28,7 +28,7 @@ from image_bytes import gif, jpeg, png, webp
 
 from zuno.agent.loop import AgentLoop, TurnOutcome, provider_for
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 Kind = Literal["openai", "anthropic"]

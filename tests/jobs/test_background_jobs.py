@@ -13,7 +13,7 @@ import pytest
 
 from zuno.config.loading import Config
 from zuno.core.declarations import Concurrency, Effect, Outcome
-from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalRequest, CallbackApprover
 from zuno.session.jobs import JobState
 from zuno.session.runtime import Runtime
 
@@ -93,7 +93,7 @@ def test_a_job_whose_process_died_is_lost(workspace: Path, tmp_path: Path) -> No
 import anyio, os, sys
 from pathlib import Path
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 async def main():

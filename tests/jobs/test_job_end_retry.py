@@ -15,7 +15,7 @@ import pytest
 from zuno.config.loading import Config
 from zuno.core.declarations import Outcome
 from zuno.durability.store.errors import StoreUnavailable
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.jobs import JobLane
 from zuno.session.runtime import Runtime
 

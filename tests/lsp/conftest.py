@@ -12,7 +12,7 @@ from lsp_support import A_PY, B_PY, C_PY
 
 from zuno.config.loading import Config
 from zuno.integrations.lsp import LSP_SERVERS
-from zuno.policy.permissions import DenyAll
+from zuno.policy.approvals import DenyAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

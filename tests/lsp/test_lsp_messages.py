@@ -17,9 +17,10 @@ import anyio
 import pytest
 from lsp_support import fake_server, requires_pyright
 
-from zuno.config.lsp import LspSettings, find_program
+from zuno.config.lsp import LspSettings
 from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallResult
+from zuno.execution.server_launch import find_program
 from zuno.integrations.lsp import LSP_SERVERS, LspClient, ResponseError
 from zuno.integrations.lsp.client import CLIENT_CAPABILITIES
 from zuno.integrations.lsp.protocol import answer_of, to_json

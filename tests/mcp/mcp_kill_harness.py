@@ -45,7 +45,7 @@ from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallRequest, CallResult
 from zuno.durability.store.records import CallRecord
 from zuno.integrations.mcp.client import McpServerError
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 __all__ = ["McpKillFigures", "describe", "figures_table", "run_mcp_campaign"]

@@ -22,7 +22,7 @@ from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, 
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.integrations.mcp.client import McpServerError, McpServers, connect_mcp_servers
 from zuno.integrations.mcp.remote import choose_declaration, describe_content, tool_name
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, ApproveAll, CallbackApprover
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -27,7 +27,7 @@ from zuno.config.mcp import McpServerSettings
 from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.integrations.mcp.remote import choose_declaration
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ import pytest
 from zuno.config.loading import Config
 from zuno.config.trust import trust
 from zuno.core.declarations import Outcome
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ import pytest
 from zuno.config.loading import load_config
 from zuno.config.trust import trust
 from zuno.core.declarations import BlockKind, Outcome
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")

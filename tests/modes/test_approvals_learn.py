@@ -22,8 +22,8 @@ from zuno.config.loading import Config, ConfigError, load_config
 from zuno.config.permission import PermissionRule
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest
 from zuno.policy.learned_rules import command_prefix, folder_glob, save_rule, suggest_rule
-from zuno.policy.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest
 from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "exec"))

@@ -17,9 +17,10 @@ from zuno.config.loading import Config, ConfigError, load_config
 from zuno.config.trust import trust
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest
 from zuno.policy.hooks import HookCall
 from zuno.policy.modes import stored_mode
-from zuno.policy.permissions import MODES, ApprovalDecision, ApprovalRequest
+from zuno.policy.permissions import MODES
 from zuno.session.runtime import Runtime, SessionState
 
 pytestmark = pytest.mark.anyio

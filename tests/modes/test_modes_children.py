@@ -14,7 +14,7 @@ from agent_helpers import MODEL, make_runtime
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.loop import AgentLoop, provider_for
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover
 
 pytestmark = pytest.mark.anyio
 

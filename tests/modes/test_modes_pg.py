@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from pg_schema import scratch_schema
 from zuno.core.declarations import BlockKind
 from zuno.durability.store import open_store
+from zuno.policy.approvals import DenyAll
 from zuno.policy.modes import stored_mode
-from zuno.policy.permissions import DenyAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -57,7 +57,7 @@ from zuno.core.declarations import (
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.recovery import RecoveryNotice, issue_notice, pending_notice
 from zuno.durability.store import Store
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 __all__ = [

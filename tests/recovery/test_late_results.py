@@ -24,7 +24,7 @@ from zuno.durability.recovery import INTERRUPTED, settle_interrupted
 from zuno.durability.store import SQLiteStore
 from zuno.durability.store.records import CallRecord
 from zuno.durability.workers import WorkerLease
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 BOUND = 90.0
@@ -67,7 +67,7 @@ _OWNER = """
 import anyio, sys
 from pathlib import Path
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 async def main() -> None:

@@ -15,7 +15,7 @@ from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.recovery import issue_notice, pending_notice
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -109,7 +109,7 @@ def test_a_call_left_started_by_a_dead_process_becomes_uncertain(
 import anyio, os
 from pathlib import Path
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 async def main():

@@ -16,8 +16,8 @@ from egress_servers import Served, served
 from zuno.cli.approvals import LearningApprover
 from zuno.config.loading import Config, ConfigError, load_config
 from zuno.contract.calls import CallResult
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, Approver, CallbackApprover
 from zuno.policy.learned_rules import save_network_hosts
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, Approver, CallbackApprover
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ import pytest
 
 from egress_servers import Served, served
 from zuno.config.loading import Config
-from zuno.policy.permissions import CallbackApprover
+from zuno.policy.approvals import CallbackApprover
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -24,7 +24,7 @@ from sandboxed_shell import run_shell
 from zuno.config.loading import Config
 from zuno.contract.tool import ToolResult
 from zuno.core.declarations import Outcome
-from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalRequest, CallbackApprover
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

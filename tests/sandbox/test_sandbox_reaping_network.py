@@ -32,7 +32,7 @@ from zuno.config.loading import Config
 from zuno.contract.tool import ToolResult
 from zuno.core.declarations import Outcome
 from zuno.execution.sandbox import SandboxSettings
-from zuno.policy.permissions import ApprovalRequest, CallbackApprover
+from zuno.policy.approvals import ApprovalRequest, CallbackApprover
 from zuno.session.jobs import JobState
 from zuno.session.runtime import Runtime
 

@@ -40,7 +40,7 @@ import pytest
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest, CallbackApprover, DenyAll
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover, DenyAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

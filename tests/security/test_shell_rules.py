@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from zuno.config.permission import PermissionRule, PermissionSettings
 from zuno.policy.permissions import evaluate
-from zuno.policy.shell_rules import analyse
+from zuno.policy.shell_analysis import analyse
 from zuno.tools.shell import ShellTool
 
 ZUNO = str(Path(sys.executable).with_name("zuno"))

@@ -431,7 +431,7 @@ def test_runtime_on_an_untrusted_file_runs_no_hook(attack: Attack, tmp_path: Pat
     import anyio
 
     from zuno.dispatch.dispatcher import CallRequest
-    from zuno.policy.permissions import DenyAll
+    from zuno.policy.approvals import DenyAll
     from zuno.session.runtime import Runtime
 
     data = attack.hostile()

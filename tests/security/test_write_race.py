@@ -40,7 +40,7 @@ from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, UncertainOutcome
 from zuno.core.declarations import Outcome
 from zuno.execution.sandbox.probing import probe_bubblewrap, probe_landlock
-from zuno.policy.permissions import ApproveAll, CallbackApprover
+from zuno.policy.approvals import ApproveAll, CallbackApprover
 from zuno.session.runtime import Runtime
 from zuno.tools.edit import EditArgs, EditTool
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool

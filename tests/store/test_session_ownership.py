@@ -26,7 +26,7 @@ from zuno.contract.events import Event
 from zuno.durability.store import SessionBusy, SQLiteStore
 from zuno.durability.store.records import CallRecord
 from zuno.durability.workers import WorkerIdentity, this_worker
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 BOUND = 60.0
@@ -48,7 +48,7 @@ _OPEN = """
 import json, sys
 from pathlib import Path
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.durability.store import SessionBusy
 
@@ -107,7 +107,7 @@ _HOLD = """
 import sys, time
 from pathlib import Path
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 rt = Runtime(Path(sys.argv[1]), config=Config(), db_path=Path(sys.argv[2]), approver=ApproveAll())

@@ -36,7 +36,7 @@ from zuno.contract.tool import Tool, ToolContext, ToolResult
 from zuno.core.declarations import Concurrency, Declaration, Effect, Outcome, Replay
 from zuno.durability.store.errors import StoreUnavailable
 from zuno.durability.store.postgres import PostgresStore
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -208,7 +208,7 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     from zuno.config.loading import Config
     from zuno.contract.events import Event
-    from zuno.policy.permissions import ApproveAll
+    from zuno.policy.approvals import ApproveAll
     from zuno.session.runtime import Runtime
     from zuno.durability.store.postgres import PostgresStore
 

@@ -20,7 +20,7 @@ from psycopg import pq
 from zuno.config.loading import Config
 from zuno.core.declarations import Outcome
 from zuno.durability.store.postgres import PostgresStore
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

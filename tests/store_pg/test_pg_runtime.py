@@ -16,7 +16,7 @@ from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.memory import decide_memory, list_memories, propose_memory
 from zuno.durability.recovery import issue_notice, pending_notice
 from zuno.durability.store.postgres import PostgresStore
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
@@ -106,7 +106,7 @@ def test_a_call_left_started_by_a_dead_process_becomes_uncertain(
 import anyio, os
 from pathlib import Path
 from zuno.config.loading import Config
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 
 async def main():

@@ -170,7 +170,7 @@ def _worker_id() -> str | None:
 class _Worker:
     def __init__(self, db: str, workspace: Path) -> None:
         from zuno.config.loading import Config
-        from zuno.policy.permissions import ApproveAll
+        from zuno.policy.approvals import ApproveAll
         from zuno.session.runtime import Runtime
 
         self.workspace = workspace

@@ -25,8 +25,8 @@ from fake_api import FakeModelServer, Reply
 from zuno.agent.loop import AgentLoop, TurnStatus, provider_for
 from zuno.config.loading import Config
 from zuno.durability.store import open_store
+from zuno.policy.approvals import ApproveAll
 from zuno.policy.budget import Budget, SessionUsage, session_budget, session_usage
-from zuno.policy.permissions import ApproveAll
 from zuno.session.runtime import Runtime
 
 MODEL = "openai:fake-model"

@@ -42,7 +42,7 @@ from zuno.contract.tool import (
 from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.durability.store import open_store
 from zuno.durability.store.records import CallRecord
-from zuno.policy.permissions import CallbackApprover
+from zuno.policy.approvals import CallbackApprover
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

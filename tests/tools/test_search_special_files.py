@@ -19,7 +19,7 @@ import pytest
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import BlockKind, Outcome
-from zuno.policy.permissions import DenyAll
+from zuno.policy.approvals import DenyAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

@@ -25,7 +25,7 @@ from zuno.contract.tool import (
     WritesNotAllowed,
 )
 from zuno.core.declarations import BlockKind, Outcome
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools.edit import EditArgs, EditTool
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
@@ -345,7 +345,7 @@ def test_read_only_refuses_in_pre_flight_without_asking(ws: Path, tmp_path: Path
         return True
 
     async def main() -> list[tuple[Outcome, BlockKind | None, str]]:
-        from zuno.policy.permissions import CallbackApprover
+        from zuno.policy.approvals import CallbackApprover
 
         rt = Runtime(
             ws,

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import ToolContext, ToolError, ToolResult
 from zuno.core.declarations import INSPECTION
-from zuno.tools.read import MAX_LINE_CHARS, ReadArgs, ReadTool
+from zuno.tools.read import ReadArgs, ReadTool
+from zuno.tools.read_lines import MAX_LINE_CHARS
 
 GIB = 1 << 30
 

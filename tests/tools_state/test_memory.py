@@ -22,7 +22,7 @@ from zuno.durability.memory import (
     propose_memory,
 )
 from zuno.durability.store import open_store
-from zuno.policy.permissions import DenyAll
+from zuno.policy.approvals import DenyAll
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import pytest
 
 from zuno.config.loading import Config
 from zuno.core.declarations import READ_ONLY_SAFE_PARALLEL, BlockKind, Outcome
-from zuno.policy.permissions import DenyAll
+from zuno.policy.approvals import DenyAll
 from zuno.session.runtime import Runtime
 from zuno.tools.skill import MAX_LISTED_FILES, discover_skills, user_skills_dir
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from zuno.config.loading import Config
 from zuno.core.declarations import BlockKind, Effect, Outcome
-from zuno.policy.permissions import ApprovalRequest, ApproveAll, CallbackApprover, DenyAll
+from zuno.policy.approvals import ApprovalRequest, ApproveAll, CallbackApprover, DenyAll
 from zuno.session.runtime import Runtime
 from zuno.tools.state import MAX_TODOS, TodoItem, TodoUpdateArgs
 

@@ -10,7 +10,7 @@ import pytest
 from web_test_server import LocalServer, running_server
 
 from zuno.config.loading import Config
-from zuno.policy.permissions import DenyAll
+from zuno.policy.approvals import DenyAll
 from zuno.session.runtime import Runtime
 from zuno.tools import builtin_tools
 

@@ -17,7 +17,7 @@ from zuno.config.trust import trust
 from zuno.config.web import MAX_DOWNLOAD_CEILING
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
-from zuno.policy.permissions import ApproveAll
+from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools.web import WebFetchArgs, WebFetchTool
 from zuno.tools.web_search import MAX_QUERIES, MAX_RESULTS, WebSearchArgs, WebSearchTool

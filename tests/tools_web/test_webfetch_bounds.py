@@ -44,7 +44,7 @@ _CHILD = textwrap.dedent(
     from pathlib import Path
     import anyio
     from zuno.config.loading import Config
-    from zuno.policy.permissions import DenyAll
+    from zuno.policy.approvals import DenyAll
     from zuno.session.runtime import Runtime
     from zuno.tools import builtin_tools
 

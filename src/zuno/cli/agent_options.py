@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
-    from zuno.policy.permissions import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
+    from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
     from zuno.session.runtime import Runtime, SessionState
     from zuno.tools.question import Answer, Question, Questioner
 
@@ -116,7 +116,7 @@ def open_runtime(workspace: Path, db: Path | None, yes: bool) -> Runtime:
     from zuno.cli.approvals import LearningApprover
     from zuno.cli.trust_cmds import offer_trust
     from zuno.config.loading import ConfigError
-    from zuno.policy.permissions import ApproveAll, DenyAll
+    from zuno.policy.approvals import ApproveAll, DenyAll
     from zuno.session.runtime import Runtime
     from zuno.tools.question import TerminalQuestioner
 

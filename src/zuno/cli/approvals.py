@@ -21,15 +21,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from zuno.config.loading import ConfigError, user_config_path
 from zuno.config.permission import PermissionRule
+from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest
 from zuno.policy.learned_rules import save_network_hosts, save_rule, suggest_rule
-from zuno.policy.permissions import (
-    ApprovalAnswer,
-    ApprovalDecision,
-    ApprovalRequest,
-    Segments,
-    TerminalApprover,
-    rule_matches,
-)
+from zuno.policy.permissions import rule_matches
+from zuno.policy.terminal_approver import Segments, TerminalApprover
 
 if TYPE_CHECKING:
     from zuno.session.runtime import Runtime

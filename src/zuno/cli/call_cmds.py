@@ -303,7 +303,7 @@ def _denied_unasked(rt: Runtime) -> set[str]:
     Filled as the approvals are decided. A call a deny rule refuses is never
     put to the approver, so it is not among them: ``--yes`` would not help it.
     """
-    from zuno.policy.permissions import DenyAll
+    from zuno.policy.approvals import DenyAll
 
     denied: set[str] = set()
     if not isinstance(rt.approver, DenyAll):

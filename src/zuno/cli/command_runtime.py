@@ -44,7 +44,8 @@ __all__ = [
 
 @contextmanager
 def runtime(workspace: Path, db: Path | None, yes: bool = False) -> Generator[Runtime]:
-    from zuno.policy.permissions import ApproveAll, default_approver
+    from zuno.policy.approvals import ApproveAll
+    from zuno.policy.terminal_approver import default_approver
     from zuno.session.runtime import Runtime
 
     with user_errors():

@@ -27,8 +27,8 @@ from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config.loading import ConfigError
 from zuno.config.permission import PermissionMode
 from zuno.durability.store import StoreError, StoreUnavailable
+from zuno.policy.approvals import ApproveAll, DenyAll
 from zuno.policy.budget import Budget, BudgetError
-from zuno.policy.permissions import ApproveAll, DenyAll
 from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
 
 __all__ = [

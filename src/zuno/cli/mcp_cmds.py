@@ -74,7 +74,7 @@ def serve(
     db: Db = None,
 ) -> None:
     """Serve Zuno over MCP."""
-    from zuno.policy.permissions import ApproveAll
+    from zuno.policy.approvals import ApproveAll
     from zuno.serve.mcp_server import NoApprovalsOverMcp, ZunoMcpServer, bind_http
     from zuno.session.runtime import Runtime
 

@@ -37,6 +37,7 @@ from zuno.durability.store.storable import storable
 from zuno.durability.telemetry import call_span
 from zuno.execution.sandbox.control_files import CONTROL_NAMES
 from zuno.execution.sandbox.egress.grants import NETWORK_GRANTED
+from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest, answer_of
 from zuno.policy.hooks import (
     HookCall,
     HookDecision,
@@ -45,17 +46,7 @@ from zuno.policy.hooks import (
     failure_event,
     rewrite_note,
 )
-from zuno.policy.permissions import (
-    ApprovalAnswer,
-    ApprovalDecision,
-    ApprovalRequest,
-    Verdict,
-    answer_of,
-    canonical_json,
-    evaluate,
-    fingerprint_of,
-    plan_refusal,
-)
+from zuno.policy.permissions import Verdict, canonical_json, evaluate, fingerprint_of, plan_refusal
 from zuno.workspace.real_paths import TouchedPath, is_inside, real_path, touch
 
 if TYPE_CHECKING:

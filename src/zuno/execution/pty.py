@@ -1,8 +1,8 @@
 """Interactive processes: started once, typed into and read from across calls.
 
 ``exec_command`` starts a process that outlives its call (see
-:mod:`zuno.tools.exec`); this module keeps it. A :class:`ProcessTable` belongs
-to one runtime and holds its live :class:`InteractiveProcess` objects.
+:mod:`zuno.tools.exec`); an :class:`InteractiveProcess` is one of them, kept by
+its runtime's :class:`~zuno.execution.process_table.ProcessTable`.
 
 Starting. The command runs under the same sandbox, policy and environment as
 ``shell`` (:func:`zuno.execution.sandbox.prepared_launch`, held open while the process
@@ -26,17 +26,14 @@ closes the table) is killed with everything it started
 without cleaning up (SIGKILL) takes its processes along: bubblewrap's
 ``--die-with-parent``, the Landlock helper's parent-death signal (the kernel
 then kills everything left in the command's PID namespace), and without a
-sandbox the guard of :mod:`zuno.execution.sandbox.none`, which kills everything below it. Each Zuno
-session may have at most :data:`MAX_LIVE` processes running at once.
+sandbox the guard of :mod:`zuno.execution.sandbox.none`, which kills everything below it.
+The processes of a runtime, how many may run, and their rows in the store:
+:mod:`zuno.execution.process_table`.
 
 Waiting for input. A process blocked reading its terminal (or its stdin
 pipe), with nothing typed left unread and no new output, is reported at once
 as waiting for input instead of running out the call's ``yield_ms``. It is
-seen from ``/proc``, which the host can read under bubblewrap and Landlock
-alike: a process of the tree (in the terminal's foreground group, when there
-is one) sleeping in ``read`` (or ``readv``, ``pread64``) on a descriptor that
-is the terminal (or ``/dev/tty``, or the stdin pipe), or in ``select``,
-``poll`` or ``epoll`` with the terminal as its stdin. The verdict must hold on
+seen from ``/proc`` (:mod:`zuno.execution.input_wait`). The verdict must hold on
 three looks a tick apart, and shortly after typing it also waits for the
 typed text to be taken or a short settle time, because the terminal hands
 input on asynchronously. Where ``/proc`` cannot be read, nothing is
@@ -46,55 +43,40 @@ Output. Everything the process prints is appended to a transcript file (the
 raw bytes, capped like a command's artifact at
 ``tool_output.artifact_max_bytes``). Each call returns only what is new since
 the previous call, with terminal control sequences removed for the model
-(:class:`TerminalText`: colours, cursor moves and titles are dropped; carriage
-returns and backspaces overwrite as on a screen, so a progress bar shows its
-last state), bounded by ``tool_output``. Unread output waiting for a call is
-held up to :data:`PENDING_CAP` bytes; past that its middle is dropped, and the
-next call says how much.
-
-What the store keeps. Calls are ordinary call rows. Besides them, each
-process has a row in ``exec_processes`` (its number in the session, the call
-that started it, command, pid, state, exit code, transcript path, runner),
-written when it starts and when it ends. Process numbers count up per Zuno
-session and are never reused. The live process is not durable: after a
-restart (or in another Zuno process), a number is reported as gone, never
-reattached to anything, and a row left ``running`` by a runner that is gone
-is marked ``lost``.
+(:class:`~zuno.execution.terminal_text.TerminalText`: colours, cursor moves
+and titles are dropped; carriage returns and backspaces overwrite as on a
+screen, so a progress bar shows its last state), bounded by ``tool_output``.
+Unread output waiting for a call is held up to :data:`PENDING_CAP` bytes;
+past that its middle is dropped, and the next call says how much.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import fcntl
 import os
-import platform
-import re
 import select
-import stat
 import struct
 import subprocess
 import sys
 import termios
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 from zuno.contract.output import CappedFile
 from zuno.durability import fencing
-from zuno.durability.store import Store
-from zuno.durability.workers import runner_settleable, this_worker
-from zuno.execution.process import kill_process_tree, proc_stat, signal_label
+from zuno.execution.input_wait import reading_input, unread_bytes
+from zuno.execution.process import kill_process_tree, signal_label
 from zuno.execution.sandbox import Sandbox, SandboxPolicy, prepared_launch
+from zuno.execution.terminal_text import TerminalText
 
 if TYPE_CHECKING:
     from zuno.config.egress import EgressRules
@@ -102,20 +84,12 @@ if TYPE_CHECKING:
     from zuno.execution.sandbox.egress.proxy import CallProxy
 
 __all__ = [
-    "MAX_LIVE",
     "PENDING_CAP",
     "InteractiveProcess",
-    "ProcessGone",
+    "Launched",
     "ProcessState",
-    "ProcessTable",
     "Settled",
-    "TerminalText",
-    "TooManyProcesses",
-    "processes_for",
 ]
-
-MAX_LIVE = 8
-"""Processes one Zuno session may have running at once."""
 
 PENDING_CAP = 1024 * 1024
 """Unread output held for the next call; past it the middle is dropped."""
@@ -153,25 +127,6 @@ _LAUNCHER = (
     " sys.exit(127)\n"
 )
 
-_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS exec_processes (
-        session_id TEXT NOT NULL,
-        number INTEGER NOT NULL,
-        call_id TEXT NOT NULL,
-        command TEXT NOT NULL,
-        tty INTEGER NOT NULL,
-        pid INTEGER,
-        state TEXT NOT NULL,
-        exit_code INTEGER,
-        detail TEXT,
-        started_at DOUBLE PRECISION NOT NULL,
-        ended_at DOUBLE PRECISION,
-        transcript TEXT NOT NULL,
-        runner TEXT NOT NULL,
-        PRIMARY KEY (session_id, number)
-    )""",
-]
-
 
 class ProcessState(StrEnum):
     """Where an interactive process is in its life."""
@@ -196,180 +151,12 @@ class Settled(StrEnum):
     """``yield_ms`` passed while it was still running."""
 
 
-class ProcessGone(Exception):
-    """No live process has that number in this session; the message says why."""
-
-
-class TooManyProcesses(Exception):
-    """The session already has :data:`MAX_LIVE` processes running."""
-
-
-# Terminal text for the model -------------------------------------------------------
-
-_ERASE = "\x1f"
-"""Stands for an erase-in-line sequence while a line is rebuilt (never left in the text)."""
-
-_SEQUENCE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks
-    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS, SOS, PM, APC strings
-    r"|\x1b[ -/]*[0-~]"  # two-byte and charset sequences
-)
-_ERASE_LINE = re.compile(r"\x1b\[[012]?K")
-_PARTIAL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[PX^_][^\x1b]*|[ -/]*)?\Z")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1e\x7f]")
-_HOLD_MAX = 4096
-
-
-class TerminalText:
-    """Turns what a terminal program prints into plain text, chunk by chunk.
-
-    Decodes UTF-8 (split characters wait for the next chunk), drops escape
-    sequences (one cut between chunks waits too), makes ``\\r\\n`` a newline,
-    and applies carriage returns, backspaces and erase-line within a line, the
-    way a screen would show it.
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._held = ""
-
-    def feed(self, data: bytes, final: bool = False) -> str:
-        """The plain text of the next chunk (``final``: nothing follows)."""
-        text = self._held + self._decoder.decode(data, final=final)
-        self._held = ""
-        if not final:
-            partial = _PARTIAL.search(text)
-            if partial is not None and len(text) - partial.start() <= _HOLD_MAX:
-                self._held = text[partial.start() :]
-                text = text[: partial.start()]
-            elif text.endswith("\r"):
-                self._held, text = "\r", text[:-1]
-        text = _ERASE_LINE.sub(_ERASE, text)
-        text = _SEQUENCE.sub("", text).replace("\r\n", "\n")
-        return "\n".join(_screen_line(line) for line in text.split("\n"))
-
-
-def _screen_line(line: str) -> str:
-    """One line as a screen shows it after its carriage returns and backspaces."""
-    if "\r" not in line and "\b" not in line and _ERASE not in line:
-        return _CONTROLS.sub("", line)
-    cells: list[str] = []
-    cursor = 0
-    for ch in line:
-        if ch == "\r":
-            cursor = 0
-        elif ch == "\b":
-            cursor = max(0, cursor - 1)
-        elif ch == _ERASE:
-            del cells[cursor:]
-        elif ch == "\t" or ch >= " ":
-            if cursor < len(cells):
-                cells[cursor] = ch
-            else:
-                cells.append(ch)
-            cursor += 1
-    return _CONTROLS.sub("", "".join(cells))
-
-
-# Seeing a process wait for input ---------------------------------------------------
-
-_X86_64 = {"reads": {0, 17, 19}, "polls": {7, 23, 232, 270, 271, 281, 441}}
-_AARCH64 = {"reads": {63, 65, 67}, "polls": {22, 72, 73, 441}}
-_SYSCALLS = _AARCH64 if platform.machine() in ("aarch64", "arm64") else _X86_64
-_DEV_TTY = os.makedev(5, 0)
-
-
-def _stat_of(pid: str) -> tuple[int, int, str] | None:
-    """(ppid, process group, state letter) of pid, or None when it is gone."""
-    stat = proc_stat(pid)
-    return None if stat is None else (stat[1], stat[2], stat[0])
-
-
-def _tree(root: int) -> dict[str, tuple[int, int, str]]:
-    """root and its descendants: pid -> (ppid, process group, state)."""
-    table: dict[str, tuple[int, int, str]] = {}
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                found = _stat_of(entry.name)
-                if found is not None:
-                    table[entry.name] = found
-    children: dict[int, list[str]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    members: dict[str, tuple[int, int, str]] = {}
-    todo = [str(root)]
-    while todo:
-        pid = todo.pop()
-        if pid in table and pid not in members:
-            members[pid] = table[pid]
-            todo += children.get(int(pid), [])
-    return members
-
-
-def _blocked_syscall(pid: str) -> tuple[int, int] | None:
-    """(syscall number, first argument) of a process sleeping in a syscall, else None."""
-    try:
-        with open(f"/proc/{pid}/syscall") as f:
-            fields = f.read().split()
-        return int(fields[0]), int(fields[1], 16)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _fd_is(pid: str, fd: int, input_id: tuple[int, int]) -> bool:
-    """Whether descriptor fd of pid is the process's input (or its controlling /dev/tty)."""
-    try:
-        st = os.stat(f"/proc/{pid}/fd/{fd}")
-    except OSError:
-        return False
-    if (st.st_dev, st.st_ino) == input_id:
-        return True
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == _DEV_TTY
-
-
-def reading_input(root: int, input_id: tuple[int, int], foreground: int | None) -> bool:
-    """Whether a process of root's tree sleeps reading the given input.
-
-    Args:
-        root: The process started for the command (the sandbox wrapper).
-        input_id: ``(st_dev, st_ino)`` of the terminal's slave side or the stdin pipe.
-        foreground: The terminal's foreground process group, or None for a
-            command on pipes. On a terminal only its members count: the
-            sandbox's own processes outside it wait in ``poll`` with the
-            terminal as their stdin too. On pipes only a plain read counts,
-            for the same reason.
-    """
-    for pid, (_, group, state) in _tree(root).items():
-        if state != "S" or (foreground is not None and group != foreground):
-            continue
-        call = _blocked_syscall(pid)
-        if call is None:
-            continue
-        number, first = call
-        if number in _SYSCALLS["reads"] and _fd_is(pid, first, input_id):
-            return True
-        if foreground is not None and number in _SYSCALLS["polls"] and _fd_is(pid, 0, input_id):
-            return True
-    return False
-
-
-def _unread_bytes(fd: int) -> int:
-    """Bytes waiting to be read on fd (FIONREAD); 0 when it cannot be asked."""
-    try:
-        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-    except OSError:
-        return 0
-    return int(struct.unpack("i", raw)[0])
-
-
 # One process -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Launched:
-    """What :meth:`ProcessTable.start` needs to run one command."""
+    """What :meth:`~zuno.execution.process_table.ProcessTable.start` needs to run one command."""
 
     argv: Sequence[str]
     command: str
@@ -607,6 +394,7 @@ class InteractiveProcess:
 
     @property
     def unread(self) -> bool:
+        """Whether output is waiting for the next :meth:`take`."""
         with self._lock:
             return bool(self._pending)
 
@@ -633,7 +421,7 @@ class InteractiveProcess:
         """Whether the process sleeps reading its input with nothing left to read."""
         if self.ended:
             return False
-        if _unread_bytes(self._output_fd):
+        if unread_bytes(self._output_fd):
             return False  # output the reader thread has not taken yet
         if self._input_pending():
             return False
@@ -648,7 +436,7 @@ class InteractiveProcess:
     def _input_pending(self) -> bool:
         """Whether typed input still waits for the process to read it."""
         if not self.tty:
-            return _unread_bytes(self._input_fd) > 0
+            return unread_bytes(self._input_fd) > 0
         if self._slave_path is None:
             return False
         try:
@@ -656,7 +444,7 @@ class InteractiveProcess:
         except OSError:
             return False
         try:
-            return _unread_bytes(fd) > 0
+            return unread_bytes(fd) > 0
         finally:
             os.close(fd)
 
@@ -734,219 +522,10 @@ class InteractiveProcess:
 
     @property
     def signal_name(self) -> str | None:
+        """The name of the signal that ended the process (``SIGKILL``), or None."""
         return signal_label(self.signal)
 
     @property
     def seconds(self) -> float:
+        """Seconds since the process started."""
         return time.monotonic() - self.started
-
-
-# The table of one runtime -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessRow:
-    """A stored ``exec_processes`` row (what outlives the process)."""
-
-    session_id: str
-    number: int
-    call_id: str
-    command: str
-    state: str
-    exit_code: int | None
-    detail: str | None
-    runner: str
-    transcript: str
-
-
-_ROW_COLUMNS = "session_id, number, call_id, command, state, exit_code, detail, runner, transcript"
-
-
-class ProcessTable:
-    """The interactive processes of one runtime, open while the runtime runs."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._live: dict[tuple[str, int], InteractiveProcess] = {}
-        self._open = False
-        self._schema = False
-        self._worker = this_worker()
-
-    def __enter__(self) -> ProcessTable:
-        self._open = True
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    @property
-    def running(self) -> bool:
-        """Whether processes can be started (the runtime is inside ``async with``)."""
-        return self._open
-
-    def close(self) -> None:
-        """Kill every process, record how each ended, and stop taking new ones."""
-        self._open = False
-        for proc in list(self._live.values()):
-            proc.kill("killed when the runtime ended")
-        for key, proc in list(self._live.items()):
-            proc.close()
-            if proc.state is ProcessState.RUNNING:
-                proc.state = ProcessState.KILLED
-            self.record_end(proc)
-            del self._live[key]
-
-    def _ensure_schema(self) -> None:
-        if not self._schema:
-            self.store.ensure_schema(_SCHEMA)
-            self._schema = True
-
-    def live_count(self, session_id: str) -> int:
-        return sum(1 for (s, _), p in self._live.items() if s == session_id and not p.ended)
-
-    def start(self, session_id: str, call_id: str, spec: Launched) -> InteractiveProcess:
-        """Start a process and write its row; its number is the session's next.
-
-        Raises:
-            TooManyProcesses: The session has :data:`MAX_LIVE` running already.
-            OSError: The sandbox or the program could not start.
-        """
-        self._ensure_schema()
-        if self.live_count(session_id) >= MAX_LIVE:
-            raise TooManyProcesses(
-                f"this session already has {MAX_LIVE} interactive processes running; "
-                "end one with exec_kill (or let it exit) before starting another"
-            )
-        with self.store.transaction() as db:
-            row = db.execute(
-                "SELECT COALESCE(MAX(number), 0) FROM exec_processes WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            number = int(row[0]) + 1 if row is not None else 1
-            db.execute(
-                "INSERT INTO exec_processes (session_id, number, call_id, command, tty, pid,"
-                " state, started_at, transcript, runner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    number,
-                    call_id,
-                    spec.command,
-                    int(spec.tty),
-                    None,
-                    ProcessState.RUNNING.value,
-                    time.time(),
-                    str(spec.transcript),
-                    self._worker.id,
-                ),
-            )
-        try:
-            proc = InteractiveProcess(session_id, number, call_id, spec)
-        except BaseException as exc:
-            with self.store.transaction() as db:
-                db.execute(
-                    "UPDATE exec_processes SET state = ?, detail = ?, ended_at = ?"
-                    " WHERE session_id = ? AND number = ?",
-                    ("exited", f"did not start: {exc}", time.time(), session_id, number),
-                )
-            raise
-        self._live[(session_id, number)] = proc
-        with self.store.transaction() as db:
-            db.execute(
-                "UPDATE exec_processes SET pid = ? WHERE session_id = ? AND number = ?",
-                (proc.pid, session_id, number),
-            )
-        return proc
-
-    def get(self, session_id: str, number: int) -> InteractiveProcess:
-        """The live (or just ended, with output left) process ``number`` of the session.
-
-        Raises:
-            ProcessGone: It is not in this runtime; the message says what is known.
-        """
-        proc = self._live.get((session_id, number))
-        if proc is not None:
-            return proc
-        raise ProcessGone(self._gone_reason(session_id, number))
-
-    def forget(self, proc: InteractiveProcess) -> None:
-        """Drop an ended process whose output was all delivered, recording its end."""
-        proc.close()
-        self.record_end(proc)
-        self._live.pop((proc.session_id, proc.number), None)
-
-    def record_end(self, proc: InteractiveProcess) -> None:
-        """Write how the process ended to its row (once)."""
-        if proc.recorded_end:
-            return
-        proc.recorded_end = True
-        code = proc.exit_code
-        detail: str | None = None
-        if proc.state is ProcessState.KILLED:
-            detail = proc.kill_reason
-        elif proc.state is ProcessState.TIMED_OUT:
-            detail = f"killed at its deadline of {proc.time_limit:g} s"
-        elif proc.signal is not None:
-            detail = f"ended by {proc.signal_name}"
-        with self.store.transaction() as db:
-            db.execute(
-                "UPDATE exec_processes SET state = ?, exit_code = ?, detail = ?, ended_at = ?"
-                " WHERE session_id = ? AND number = ? AND state = 'running'",
-                (proc.state.value, code, detail, time.time(), proc.session_id, proc.number),
-            )
-
-    def row(self, session_id: str, number: int) -> ProcessRow | None:
-        """The stored row of a process, live or not."""
-        self._ensure_schema()
-        rows = self.store.query(
-            f"SELECT {_ROW_COLUMNS} FROM exec_processes WHERE session_id = ? AND number = ?",
-            (session_id, number),
-        )
-        return ProcessRow(*rows[0]) if rows else None
-
-    def _gone_reason(self, session_id: str, number: int) -> str:
-        found = self.row(session_id, number)
-        if found is None:
-            return (
-                f"there is no process {number} in this session; exec_command returns the "
-                "number of the process it starts"
-            )
-        if found.state == ProcessState.RUNNING.value:
-            if runner_settleable(self.store, found.runner):
-                with self.store.transaction() as db:
-                    db.execute(
-                        "UPDATE exec_processes SET state = 'lost', detail = ?"
-                        " WHERE session_id = ? AND number = ? AND state = 'running'",
-                        ("its Zuno process ended", session_id, number),
-                    )
-            return (
-                f"process {number} is gone: the Zuno process that started it has ended (or is "
-                "another one), and interactive processes end with it; they are never "
-                "reattached. Start the command again with exec_command if it is still needed"
-            )
-        how = found.detail or found.state
-        code = f", exit code {found.exit_code}" if found.exit_code is not None else ""
-        return (
-            f"process {number} has ended ({how}{code}) and all its output was returned; "
-            f"its transcript is {found.transcript}"
-        )
-
-
-_TABLES: weakref.WeakKeyDictionary[Any, ProcessTable] = weakref.WeakKeyDictionary()
-
-
-def processes_for(runtime: Any) -> ProcessTable:
-    """The process table of a runtime (made on first use).
-
-    The runtime enters it for as long as it runs (``async with runtime``), so
-    that leaving kills every process it holds.
-    """
-    table = _TABLES.get(runtime)
-    if table is None:
-        table = ProcessTable(runtime.store)
-        _TABLES[runtime] = table
-    return table

@@ -58,7 +58,7 @@ from zuno.durability.recovery import settle_interrupted
 from zuno.durability.store.errors import SessionBusy, StoreUnavailable
 from zuno.durability.workers import WorkerIdentity
 from zuno.fleet.queue import Claim, claim_next, reclaim_own, submit
-from zuno.policy.permissions import ApproveAll, Approver, DenyAll
+from zuno.policy.approvals import ApproveAll, Approver, DenyAll
 
 if TYPE_CHECKING:
     from zuno.durability.store import Store

@@ -29,7 +29,7 @@ from typing import Any, cast
 
 from zuno.config.loading import ConfigError
 from zuno.config.permission import PermissionRule
-from zuno.policy.shell_rules import analyse
+from zuno.policy.shell_analysis import analyse
 
 __all__ = ["command_prefix", "folder_glob", "save_network_hosts", "save_rule", "suggest_rule"]
 

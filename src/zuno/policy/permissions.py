@@ -1,4 +1,4 @@
-"""Authorization: permission modes, rules and approvals.
+"""Authorization: permission modes and rules, and when a call is asked about.
 
 A session runs in one of four modes (``permission.mode``, or chosen per
 session with ``--mode`` and switched by the user while it runs):
@@ -27,13 +27,13 @@ A call is authorized in these steps:
    on commands cannot see into is asked about
    (:func:`zuno.policy.shell_rules.command_unseen`).
 4. With no matching rule, the mode's default decides (the list above).
-5. An ``ask`` goes to the :class:`Approver`, bound to that exact call: the
+5. An ``ask`` goes to the :class:`~zuno.policy.approvals.Approver`, bound to that exact call: the
    tool and its normalized arguments (:func:`fingerprint`). "Approve for the
    session" remembers that fingerprint, nothing broader, except where the tool
    names a wider scope (``webfetch``: every fetch from that host; ``write_stdin``:
    one process, covered by any yes). The person may also approve and switch the
    session to ``accept-edits``, deny with words for the model, or keep a rule
-   (an :class:`ApprovalAnswer`), which holds for the rest of the session.
+   (an :class:`~zuno.policy.approvals.ApprovalAnswer`), which holds for the rest of the session.
 
 Updates of the session's own plan, todos and goal (:data:`WORK_STATE_UPDATES`)
 are never asked about, in any mode; a deny rule still refuses them.
@@ -45,19 +45,13 @@ files) is in :mod:`zuno.dispatch.preflight` and :mod:`zuno.workspace.real_paths`
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
-import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from fnmatch import fnmatchcase
 from functools import lru_cache
-from typing import Any, Literal, Protocol
-
-import anyio
-import anyio.to_thread
+from typing import Any, Literal
 
 from zuno.config.agents import AgentSettings
 from zuno.config.permission import PermissionMode, PermissionRule, PermissionSettings
@@ -67,19 +61,9 @@ from zuno.policy.shell_rules import command_rule_matches, command_unseen
 __all__ = [
     "MODES",
     "WORK_STATE_UPDATES",
-    "ApprovalAnswer",
-    "ApprovalDecision",
-    "ApprovalRequest",
-    "ApproveAll",
-    "Approver",
-    "CallbackApprover",
-    "DenyAll",
     "PermissionMode",
-    "TerminalApprover",
     "Verdict",
-    "answer_of",
     "canonical_json",
-    "default_approver",
     "effective_permissions",
     "evaluate",
     "fingerprint",
@@ -344,278 +328,3 @@ def evaluate(
 def _rule_verdict(rule: PermissionRule) -> Verdict:
     where = f" matching {rule.pattern!r}" if rule.pattern not in ("*", "**") else ""
     return Verdict(rule.action, f"rule '{rule.action} {rule.tool}'{where}", rule)
-
-
-class ApprovalDecision(StrEnum):
-    """What a person (or program) said about one call."""
-
-    APPROVE_ONCE = "once"
-    APPROVE_SESSION = "session"
-    """Approve this exact call (same tool, same arguments) for the rest of the session,
-    or what the request's ``covers`` names (a webfetch: that host)."""
-    DENY = "deny"
-    ACCEPT_EDITS = "accept-edits"
-    """Approve this call once and switch the session to ``accept-edits`` mode: file
-    edits inside the workspace are not asked about again."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalAnswer:
-    """A decision with what came with it: the person's words, or a rule they chose.
-
-    An approver may return this instead of a bare :class:`ApprovalDecision`.
-    """
-
-    decision: ApprovalDecision
-    message: str = ""
-    """What the person said for the model (a denial's reason); "" for nothing."""
-    rule: PermissionRule | None = None
-    """A rule the person chose ("always" generalised): it holds for the rest of the
-    session (saving it to a configuration file is the approver's business)."""
-
-
-def answer_of(answer: ApprovalDecision | ApprovalAnswer) -> ApprovalAnswer:
-    """An approver's return value as an :class:`ApprovalAnswer`."""
-    return answer if isinstance(answer, ApprovalAnswer) else ApprovalAnswer(answer)
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    """One call waiting for approval."""
-
-    session_id: str
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    declaration: Declaration
-    preview: str
-    reason: str
-    fingerprint: str
-    covers: str = "this exact call"
-    """What approving for the session covers, in words ("this exact call", "fetches from
-    docs.python.org")."""
-    offers_accept_edits: bool = False
-    """Whether the person is offered to answer "yes, and accept file edits from now on"
-    (:attr:`ApprovalDecision.ACCEPT_EDITS`): a file edit asked about in strict mode."""
-    network_hosts: tuple[str, ...] = ()
-    """Hosts the call asks to reach beyond ``sandbox.network_allow`` (``proxy`` network
-    mode). A yes grants them to this call only; "always" (:attr:`ApprovalDecision.
-    APPROVE_SESSION`) to every command of the session, and a terminal may also save
-    them to the user's ``sandbox.network_allow``."""
-
-
-class Approver(Protocol):
-    """Decides approval requests. Implementations must be safe to call concurrently.
-
-    ``decide`` returns a decision, or an :class:`ApprovalAnswer` when the person
-    said more (why not, or a rule to keep).
-    """
-
-    name: str
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer: ...
-
-
-class DenyAll:
-    """No one to ask: every request is denied (the default without a terminal)."""
-
-    name = "deny (no terminal)"
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision.DENY
-
-
-class ApproveAll:
-    """Approves every request once (``--yes``)."""
-
-    name = "approve all (--yes)"
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision.APPROVE_ONCE
-
-
-Callback = Callable[
-    [ApprovalRequest], "ApprovalDecision | bool | Awaitable[ApprovalDecision | bool]"
-]
-
-
-class CallbackApprover:
-    """Approvals from a program embedding Zuno: a sync or async callable.
-
-    The callable returns an :class:`ApprovalDecision`, or a bool (True approves once).
-    """
-
-    name = "callback"
-
-    def __init__(self, callback: Callback) -> None:
-        self._callback = callback
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        answer = self._callback(request)
-        if inspect.isawaitable(answer):
-            answer = await answer
-        if isinstance(answer, ApprovalDecision):
-            return answer
-        return ApprovalDecision.APPROVE_ONCE if answer else ApprovalDecision.DENY
-
-
-class TerminalApprover:
-    """Asks the person at the terminal, one request at a time, one key per answer.
-
-    The prompt names the call in plain words and shows what it would change (a
-    coloured diff, the first lines of a new file, the command); see :func:`_prompt_segments`.
-    The keys: ``y`` yes this once, ``n`` no, ``a`` always (:meth:`always`), ``t`` no and
-    a line of text the model receives, ``e`` (file edits in strict mode) yes and stop
-    asking about edits. Ctrl-C at the prompt interrupts it at once (see :mod:`zuno.core.tty`).
-    """
-
-    name = "terminal"
-
-    def __init__(self, ask: Callable[[str], str] | None = None) -> None:
-        """Ask at the terminal, or through ``ask`` (a blocking callable given the prompt,
-        whose answer's first character is the key)."""
-        self._lock = anyio.Lock()
-        self._ask = ask
-
-    async def line(self, prompt: Segments) -> str:
-        """A line of text typed after the prompt."""
-        if self._ask is None:
-            from zuno.core.tty import ask_line
-
-            return await ask_line(prompt)
-        return await anyio.to_thread.run_sync(self._ask, _plain(prompt), abandon_on_cancel=True)
-
-    async def key(self, prompt: Segments, keys: str) -> str:
-        """One key of ``keys`` (Escape is ``"\\x1b"``; "" when no one answers)."""
-        if self._ask is None:
-            from zuno.core.tty import ask_key
-
-            return await ask_key(prompt, keys)
-        answer = await anyio.to_thread.run_sync(self._ask, _plain(prompt), abandon_on_cancel=True)
-        return answer.strip().lower()[:1]
-
-    async def always(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
-        """The answer ``a``: approve what the request ``covers`` for the session."""
-        return ApprovalDecision.APPROVE_SESSION
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision | ApprovalAnswer:
-        async with self._lock:
-            keys = "ynate" if request.offers_accept_edits else "ynat"
-            prompt = _prompt_segments(request)
-            while True:
-                choice = await self.key(prompt, keys)
-                if choice == "y":
-                    return ApprovalDecision.APPROVE_ONCE
-                if choice in ("n", "", "\x1b"):
-                    return ApprovalDecision.DENY
-                if choice == "a":
-                    return await self.always(request)
-                if choice == "e" and request.offers_accept_edits:
-                    return ApprovalDecision.ACCEPT_EDITS
-                if choice == "t":
-                    why = (await self.line([("  tell the model why: ", "bold")])).strip()
-                    return ApprovalAnswer(ApprovalDecision.DENY, message=why)
-                prompt = [(f"Please press {_key_list(request)}: ", "")]
-
-
-def _key_list(request: ApprovalRequest) -> str:
-    edits = ", e (yes, and accept file edits from now on)" if request.offers_accept_edits else ""
-    return f"y (yes, once), n (no), a (always), t (no, and tell the model why){edits}"
-
-
-Segments = list[tuple[str, str]]
-"""Styled prompt text: (text, rich style) pairs."""
-
-_PREVIEW_LINES = 40
-_NEW_FILE_LINES = 10
-_LINE_WIDTH = 240
-_STRICT_DEFAULT = re.compile(r"strict mode: \w+ calls need approval")
-
-
-def _why(reason: str) -> str | None:
-    """Why the call is asked about, when it is more than "it changes things"."""
-    if _STRICT_DEFAULT.fullmatch(reason):
-        return None  # the default for any change: saying so adds nothing
-    if reason.startswith("strict mode: "):
-        return reason[len("strict mode: ") :]
-    if reason.startswith("rule "):
-        return f"your {reason} asks first"
-    return reason
-
-
-def _cut_lines(lines: list[str], limit: int) -> list[str]:
-    if len(lines) <= limit:
-        return lines
-    return [*lines[:limit], f"... {len(lines) - limit} more lines"]
-
-
-def _write_parts(request: ApprovalRequest) -> tuple[str, list[str]]:
-    """A write's summary and body: the new file's first lines, or the diff of a replacement."""
-    from zuno.contract.call_text import count_lines, plural
-
-    content = str(request.arguments.get("content", ""))
-    path = request.arguments.get("path")
-    size = plural(count_lines(content), "line")
-    first, _, rest = request.preview.partition("\n")
-    if ": new file," in first:
-        lines = ["+" + line for line in content.splitlines()]
-        return f"write {path} (new file, {size})", _cut_lines(lines, _NEW_FILE_LINES)
-    if ": replaces the file (" in first:
-        return f"write {path} (replaces the file, {size})", rest.splitlines()
-    detail = first.split(": ", 1)[1] if ": " in first else first
-    return f"write {path} ({size})", [detail]
-
-
-def _body(request: ApprovalRequest) -> tuple[str, list[str]]:
-    """The one-line summary of the call and the lines shown above the question."""
-    from zuno.contract.call_text import describe_call, snippet_diff
-
-    tool, values = request.tool, request.arguments
-    if tool == "write":
-        return _write_parts(request)
-    summary = describe_call(tool, values)
-    if tool == "edit":
-        old, new = str(values.get("old_string", "")), str(values.get("new_string", ""))
-        return summary, snippet_diff(old, new)
-    if tool == "apply_patch":
-        return summary, request.preview.splitlines()
-    if tool == "shell":
-        command = str(values.get("command", ""))
-        return summary, command.splitlines() if "\n" in command.strip() else []
-    if tool in ("task", "council_run"):
-        return summary, request.preview.splitlines()
-    return summary, []
-
-
-def _prompt_segments(request: ApprovalRequest) -> Segments:
-    from zuno.contract.call_text import diff_style
-
-    summary, body = _body(request)
-    parts: Segments = [("\n", "")]
-    for line in _cut_lines(body, _PREVIEW_LINES):
-        shown = line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."
-        parts.append((f"  {shown}\n", diff_style(line)))
-    why = _why(request.reason)
-    if why:
-        parts.append((f"  ({why})\n", "dim"))
-    always = "[a]lways"
-    if request.network_hosts:
-        always = f"[a]lways (reach {', '.join(request.network_hosts)} in this session or later)"
-    elif request.covers != "this exact call":
-        always = f"[a]lways for {request.covers}"
-    edits = " / [e] yes, and accept file edits from now on" if request.offers_accept_edits else ""
-    parts.append((summary, "bold"))
-    parts.append((f": allow? [y]es / [n]o / {always} / [t] no, tell the model why{edits} ", ""))
-    return parts
-
-
-def _plain(prompt: Segments) -> str:
-    """A prompt as plain text, for an ``ask`` callable."""
-    return "".join(text for text, _style in prompt)
-
-
-def default_approver(interactive: bool | None = None) -> Approver:
-    """The terminal when there is one, else deny."""
-    if interactive is None:
-        interactive = sys.stdin.isatty() and sys.stderr.isatty()
-    return TerminalApprover() if interactive else DenyAll()

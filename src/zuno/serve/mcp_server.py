@@ -12,7 +12,7 @@ authorized and recorded exactly like a model's call.
 
 Approvals cannot be asked over MCP (stdio is the protocol; an HTTP client is
 not a person at a terminal). Unless the server runs with ``--yes``
-(:class:`~zuno.policy.permissions.ApproveAll`) or ``permission.rules`` allow a call,
+(:class:`~zuno.policy.approvals.ApproveAll`) or ``permission.rules`` allow a call,
 what strict mode would ask is denied by :class:`NoApprovalsOverMcp`, and the
 result says so.
 
@@ -47,7 +47,7 @@ from zuno.core.declarations import Effect, Outcome, Replay
 from zuno.dispatch.dispatcher import CallRequest, CallResult
 from zuno.integrations.mcp import APPROVAL_NOTE
 from zuno.integrations.mcp.remote import McpResourceTool, McpTool
-from zuno.policy.permissions import ApprovalDecision, ApprovalRequest
+from zuno.policy.approvals import ApprovalDecision, ApprovalRequest
 from zuno.serve.stdin import claimed_stdin
 from zuno.session.runtime import Runtime, SessionState
 

@@ -37,15 +37,12 @@ from zuno.durability import fencing
 from zuno.durability.recovery import settle_interrupted
 from zuno.durability.store import SessionBusy, SessionRecord, Store, StoreError, open_store
 from zuno.durability.workers import WorkerLease, shared_lease, this_worker
+from zuno.policy.approvals import Approver
 from zuno.policy.control_paths import control_paths
 from zuno.policy.hooks import HookNotice, Hooks, PythonHook, failure_event
 from zuno.policy.modes import check_mode, remember_mode, stored_mode
-from zuno.policy.permissions import (
-    Approver,
-    PermissionSettings,
-    default_approver,
-    effective_permissions,
-)
+from zuno.policy.permissions import PermissionSettings, effective_permissions
+from zuno.policy.terminal_approver import default_approver
 from zuno.session.jobs import JobLane
 
 if TYPE_CHECKING:
@@ -438,7 +435,7 @@ class Runtime:
                         name,
                     )
             await stack.enter_async_context(self.jobs)
-            from zuno.execution.pty import processes_for
+            from zuno.execution.process_table import processes_for
 
             # Interactive processes live while the runtime runs; leaving kills them.
             stack.enter_context(processes_for(self))

@@ -40,16 +40,13 @@ from pydantic import Field
 from zuno.contract.output import OutputLimits, bound_text, format_size
 from zuno.contract.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.core.declarations import INSPECTION, Declaration
-from zuno.execution.pty import (
-    InteractiveProcess,
-    Launched,
+from zuno.execution.process_table import (
     ProcessGone,
-    ProcessState,
     ProcessTable,
-    Settled,
     TooManyProcesses,
     processes_for,
 )
+from zuno.execution.pty import InteractiveProcess, Launched, ProcessState, Settled
 from zuno.execution.sandbox import SandboxError, command_environment, policy_for, select_sandbox
 from zuno.execution.sandbox.egress.grants import egress_rules
 from zuno.execution.sandbox.egress.ledger import refusal_lines

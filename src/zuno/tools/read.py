@@ -1,12 +1,10 @@
 """The ``read`` tool: a text file with line numbers, an image, or a folder's entries.
 
-Reading is streamed. A file is opened in binary and read line by line, and the
-read stops once the requested lines (or the output limits) are reached, so the
-start of a gigabyte file costs about as much as the start of a small one. A
-large ``offset`` is reached by counting newlines in fixed-size chunks, never by
-decoding what is skipped, and a line longer than :data:`MAX_LINE_CHARS` is
-drained in chunks rather than held whole. Memory therefore stays bounded by the
-output limits, whatever the file.
+Reading is streamed (:mod:`zuno.tools.read_lines`): the start of a gigabyte
+file costs about as much as the start of a small one, and memory stays bounded
+by the output limits, whatever the file. What was read is one page
+(:mod:`zuno.tools.read_page`); a missing path is answered with close matches
+(:mod:`zuno.tools.read_missing`).
 
 A PNG, JPEG, GIF or WebP file (known by its first bytes, not its name) is
 answered with a line naming its format, pixel size and byte size, and the image
@@ -28,15 +26,11 @@ pre-flight cannot redirect it.
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import BinaryIO
 
 import anyio.to_thread
 from pydantic import Field
@@ -52,16 +46,17 @@ from zuno.contract.images import (
 from zuno.contract.output import bound_text, format_size
 from zuno.contract.tool import NotFound, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.core.declarations import INSPECTION
-from zuno.core.signatures import binary_signature
 from zuno.durability.file_versions import remember_read
 from zuno.policy.link_rules import link_refusal
 from zuno.policy.permissions import rule_matches
+from zuno.tools.read_lines import MAX_LINE_CHARS, read_text_page
+from zuno.tools.read_missing import not_found_message
+from zuno.tools.read_page import Page, past_end_message, render_page, shown_path
 from zuno.workspace.real_paths import proc_refusal, relative_subject, special_file_kind
 
 __all__ = [
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
-    "MAX_LINE_CHARS",
     "ReadArgs",
     "ReadTool",
 ]
@@ -70,49 +65,11 @@ DEFAULT_LIMIT = 2000
 """Lines (or folder entries) shown when ``limit`` is not given."""
 MAX_LIMIT = 10000
 """The largest ``limit`` a call may ask for."""
-MAX_LINE_CHARS = 2000
-"""Characters kept of one line; the rest is replaced by a marker."""
 
-_SNIFF_BYTES = 8192
 # Bytes read to find an image's size when the image itself is not sent: a JPEG's
 # frame header may follow up to 64 KiB of metadata per segment.
 _IMAGE_HEADER_BYTES = 256 * 1024
-_CHUNK = 1 << 20
-# A line is read through at most this many bytes before it counts as long:
-# MAX_LINE_CHARS characters of UTF-8 never take more than four bytes each.
-_LINE_BYTES = MAX_LINE_CHARS * 4
-# Counting the lines after the shown ones is cheap up to this size; beyond it
-# the total is reported as unknown rather than paid for.
-_COUNT_REST_BYTES = 32 << 20
 _MAX_DIR_ENTRIES = 100_000
-_SUGGESTIONS = 5
-_WALK_MAX_DIRS = 2000
-_WALK_MAX_ENTRIES = 50_000
-_WALK_SKIP = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "node_modules",
-        ".venv",
-        "venv",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        "target",
-        "dist",
-        "build",
-    }
-)
-_CONTINUATION = bytes(range(0x80, 0xC0))
-
-# UTF-16 text is refused too (read shows UTF-8 and its relatives); its BOM says so.
-_UTF16_BOMS: tuple[tuple[bytes, str], ...] = (
-    (b"\xff\xfe", "UTF-16 text (little-endian)"),
-    (b"\xfe\xff", "UTF-16 text (big-endian)"),
-)
 
 
 class ReadArgs(ToolArgs):
@@ -136,18 +93,6 @@ class ReadArgs(ToolArgs):
         le=MAX_LIMIT,
         description=f"Most lines (or entries) to show, 1..{MAX_LIMIT}. Default {DEFAULT_LIMIT}.",
     )
-
-
-@dataclass(slots=True)
-class _Page:
-    """What one read produced, before it is rendered."""
-
-    lines: list[str] = field(default_factory=lambda: [])
-    first: int = 1
-    more: bool = False
-    total: int | None = None
-    notes: list[str] = field(default_factory=lambda: [])
-    unit: str = "Lines"
 
 
 class ReadTool(Tool[ReadArgs]):
@@ -183,11 +128,11 @@ class ReadTool(Tool[ReadArgs]):
 
 def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
     path = _resolve(args.path, ctx)
-    shown = _display(path, ctx.workspace)
+    shown = shown_path(path, ctx.workspace)
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise NotFound(_not_found_message(path, shown, ctx.workspace)) from None
+        raise NotFound(not_found_message(path, shown, ctx.workspace)) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
     offset = args.offset or 1
@@ -219,14 +164,14 @@ def _read(args: ReadArgs, ctx: ToolContext) -> ToolResult:
             image = _read_image(opened, path, shown, st.st_size, ctx)
             if image is not None:
                 return image
-            page = _read_file(opened, shown, st.st_size, offset, limit, ctx)
+            page = read_text_page(opened, shown, st.st_size, offset, limit, ctx)
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {_reason(exc)}") from None
     finally:
         os.close(fd)
     if page.first > 1 and not page.lines:
-        raise ToolError(_past_end_message(shown, offset, page))
-    text = _render(page, ctx)
+        raise ToolError(past_end_message(shown, offset, page))
+    text = render_page(page, ctx)
     return ToolResult(
         output=bound_text(text, ctx.limits).text,
         data={
@@ -365,164 +310,6 @@ def _read_image(
     return ToolResult(output=f"{facts}.", data=image_data, artifact=saved, images=(attachment,))
 
 
-# --- files -------------------------------------------------------------------
-
-
-def _read_file(
-    path: Path, shown: str, size: int, offset: int, limit: int, ctx: ToolContext
-) -> _Page:
-    with open(path, "rb") as f:
-        head = f.read(_SNIFF_BYTES)
-        kind = _binary_kind(head)
-        if kind is not None:
-            raise ToolError(
-                f"{shown} looks like a binary file ({kind}, {format_size(size)}); read shows "
-                "text only. Inspect it with the shell tool instead (for example `file` or "
-                "`xxd | head`)."
-            )
-        f.seek(0)
-        page = _Page(first=offset)
-        skipped = _skip_lines(f, offset - 1)
-        if skipped < offset - 1:
-            page.total = skipped + _partial_line(f)
-            return page
-        # Never read more lines than the output could carry anyway.
-        wanted = min(limit, max(1, ctx.limits.max_lines))
-        budget = ctx.limits.max_bytes
-        used = 0
-        cut_lines = 0
-        endings = {"crlf": 0, "lf": 0, "cr": 0}
-        while len(page.lines) < wanted and used <= budget:
-            line = _next_line(f)
-            if line is None:
-                break
-            text, cut, ending, lone_crs = line
-            if ending:
-                endings[ending] += 1
-            endings["cr"] += lone_crs
-            if cut:
-                cut_lines += 1
-            page.lines.append(text)
-            used += len(text.encode("utf-8", "replace")) + 8
-        rest = f.read(1)
-        page.more = rest != b""
-        if not page.more:
-            page.total = offset - 1 + len(page.lines)
-        elif size - f.tell() <= _COUNT_REST_BYTES:
-            page.total = offset - 1 + len(page.lines) + _count_lines(rest, f)
-        if cut_lines:
-            page.notes.append(f"{cut_lines} long line(s) cut at {MAX_LINE_CHARS} characters.")
-        note = _endings_note(endings)
-        if note:
-            page.notes.append(note)
-        return page
-
-
-def _endings_note(endings: dict[str, int]) -> str | None:
-    """What the lines shown end with, when it is not plain LF (None then)."""
-    crlf, lf, cr = endings["crlf"], endings["lf"], endings["cr"]
-    if not crlf and not cr:
-        return None
-    if crlf and not lf and not cr:
-        return "The file has CRLF line endings; shown without the CR."
-    kinds = [f"{n} {name}" for n, name in ((crlf, "CRLF"), (lf, "LF"), (cr, "lone CR")) if n]
-    shown = ", ".join(kinds)
-    note = f"The file mixes line endings ({shown} in the lines shown); shown without the CR."
-    if cr:
-        note += (
-            " A lone CR is a line break (apply_patch matches it as one): the text after it "
-            "is shown unnumbered, under the line it breaks."
-        )
-    return note
-
-
-def _binary_kind(head: bytes) -> str | None:
-    for bom, kind in _UTF16_BOMS:
-        if head.startswith(bom):
-            return kind
-    return binary_signature(head)
-
-
-def _skip_lines(f: BinaryIO, count: int) -> int:
-    """Move ``f`` past ``count`` newlines by counting in chunks; return how many it found."""
-    found = 0
-    while found < count:
-        start = f.tell()
-        chunk = f.read(_CHUNK)
-        if not chunk:
-            break
-        n = chunk.count(b"\n")
-        if found + n < count:
-            found += n
-            continue
-        pos = -1
-        for _ in range(count - found):
-            pos = chunk.find(b"\n", pos + 1)
-        f.seek(start + pos + 1)
-        return count
-    return found
-
-
-def _partial_line(f: BinaryIO) -> int:
-    """1 when the file ends in a line without a newline (``f`` is at its end)."""
-    end = f.seek(0, os.SEEK_END)
-    if end == 0:
-        return 0
-    f.seek(end - 1)
-    return 0 if f.read(1) == b"\n" else 1
-
-
-def _count_lines(first: bytes, f: BinaryIO) -> int:
-    """Lines in ``first`` plus what remains of ``f``, counted chunk by chunk."""
-    newlines = first.count(b"\n")
-    last = first
-    while chunk := f.read(_CHUNK):
-        newlines += chunk.count(b"\n")
-        last = chunk
-    return newlines + (0 if last.endswith(b"\n") else 1)
-
-
-def _next_line(f: BinaryIO) -> tuple[str, bool, str, int] | None:
-    """The next line as shown: its text, whether it was cut, how it ended (``crlf``,
-    ``lf``, or "" at the end of the file) and how many lone CRs break it.
-
-    A lone CR is shown as a line break (``\n`` in the text)."""
-    raw = f.readline(_LINE_BYTES)
-    if not raw:
-        return None
-    extra = 0
-    complete = raw.endswith(b"\n")
-    if not complete and len(raw) >= _LINE_BYTES:
-        # A long line: count the characters of the rest without keeping it.
-        # Large reads and a seek back beat readline here, which would walk the
-        # rest of the line through the small read buffer.
-        while chunk := f.read(_CHUNK):
-            newline = chunk.find(b"\n")
-            if newline >= 0:
-                extra += _char_count(chunk[:newline].removesuffix(b"\r"))
-                f.seek(newline + 1 - len(chunk), os.SEEK_CUR)
-                break
-            extra += _char_count(chunk)
-    ending = ("crlf" if raw.endswith(b"\r\n") else "lf") if complete else ""
-    body = raw.rstrip(b"\n")
-    if complete:
-        body = body.removesuffix(b"\r")
-    lone_crs = body.count(b"\r")
-    # NUL is replaced as well: it is unprintable, and text stores refuse it.
-    text = body.decode("utf-8", "replace").replace("\x00", "\ufffd").replace("\r", "\n")
-    cut = max(0, len(text) - MAX_LINE_CHARS) + extra
-    if cut:
-        text = f"{text[:MAX_LINE_CHARS]} [... line cut: {cut} more characters]"
-    return text, cut > 0, ending, lone_crs
-
-
-def _char_count(data: bytes) -> int:
-    """UTF-8 characters in ``data``: the bytes left once continuation bytes are deleted."""
-    if data.isascii():  # the common case, and much cheaper than the deletion
-        return len(data)
-    return len(data.translate(None, _CONTINUATION))
-
-
 # --- folders -----------------------------------------------------------------
 
 
@@ -540,7 +327,7 @@ def _hidden_entries(opened: Path, ctx: ToolContext) -> Callable[[str], bool] | N
 
 def _list_folder(
     path: Path, offset: int, limit: int, hidden: Callable[[str], bool] | None = None
-) -> _Page:
+) -> Page:
     names: list[str] = []
     capped = False
     with os.scandir(path) as entries:
@@ -556,7 +343,7 @@ def _list_folder(
                 is_dir = False
             names.append(_clean_name(entry.name) + ("/" if is_dir else ""))
     names.sort()
-    page = _Page(first=offset, unit="Entries")
+    page = Page(first=offset, unit="Entries")
     page.lines = names[offset - 1 : offset - 1 + limit]
     page.more = offset - 1 + len(page.lines) < len(names) or capped
     page.total = None if capped else len(names)
@@ -573,136 +360,6 @@ def _clean_name(name: str) -> str:
     # visible replacement characters, and keep one entry on one line.
     text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return text.replace("\n", "\\n").replace("\r", "\\r")
-
-
-# --- rendering -----------------------------------------------------------------
-
-
-def _render(page: _Page, ctx: ToolContext) -> str:
-    """Numbered lines plus at most one footer line, fitted to the output limits."""
-    numbered = page.unit == "Lines"
-    width = len(str(page.first + max(0, len(page.lines) - 1)))
-    # A lone CR broke a line: the rest is shown under it, unnumbered.
-    under = "\n" + " " * width + "\t"
-    rendered = [
-        f"{page.first + i:>{width}}\t{line.replace(chr(10), under)}" if numbered else line
-        for i, line in enumerate(page.lines)
-    ]
-    sizes = [len(r.encode("utf-8", "replace")) + 1 for r in rendered]
-    used = sum(sizes)
-    while True:
-        footer = _footer(page)
-        lines_needed = len(rendered) + (1 if footer else 0)
-        bytes_needed = used + len(footer.encode("utf-8"))
-        fits = lines_needed <= ctx.limits.max_lines and bytes_needed <= ctx.limits.max_bytes
-        if fits or len(rendered) <= 1:
-            break
-        # Drop whole lines from the end, so the next offset stays exact.
-        rendered.pop()
-        page.lines.pop()
-        used -= sizes.pop()
-        page.more = True
-    body = "\n".join(rendered)
-    return f"{body}\n{footer}" if footer else body
-
-
-def _footer(page: _Page) -> str:
-    parts: list[str] = []
-    if page.more:
-        last = page.first + len(page.lines) - 1
-        of = f" of {page.total}" if page.total is not None else ""
-        remain = f"{page.total - last} more" if page.total is not None else "More"
-        parts.append(
-            f"{page.unit} {page.first}-{last}{of} shown. {remain} remain: "
-            f"call read again with offset={last + 1}."
-        )
-    parts.extend(page.notes)
-    return f"[{' '.join(parts)}]" if parts else ""
-
-
-def _past_end_message(shown: str, offset: int, page: _Page) -> str:
-    unit = page.unit.lower()
-    total = page.total
-    if total is None:
-        return f"offset {offset} is past the end of {shown}"
-    if total == 0:
-        return f"{shown} has no {unit}; offset {offset} is past its end"
-    return (
-        f"offset {offset} is past the end of {shown}, which has {total} {unit}; "
-        f"use an offset from 1 to {total}"
-    )
-
-
-# --- missing paths ---------------------------------------------------------------
-
-
-def _not_found_message(path: Path, shown: str, workspace: Path) -> str:
-    matches = _close_matches(path, workspace)
-    if not matches:
-        return f"{shown} does not exist. Check the path, or search with glob."
-    listed = ", ".join(_display(m, workspace) for m in matches)
-    return f"{shown} does not exist. Did you mean: {listed}?"
-
-
-def _close_matches(path: Path, workspace: Path) -> list[Path]:
-    """Near names in the closest existing folder, then same-named files in the workspace."""
-    found: list[Path] = []
-    # Walk up to the deepest folder that exists; the part just below it is the
-    # first wrong name, whichever component of the path it is.
-    existing, missing = path.parent, path.name
-    while not existing.is_dir() and existing != existing.parent:
-        existing, missing = existing.parent, existing.name
-    try:
-        with os.scandir(existing) as entries:
-            names = [e.name for _, e in zip(range(10_000), entries, strict=False)]
-    except OSError:
-        names = []
-    for name in difflib.get_close_matches(missing, names, n=_SUGGESTIONS, cutoff=0.6):
-        found.append(existing / name)
-    for match in _walk_for(path.name, workspace):
-        if match not in found:
-            found.append(match)
-        if len(found) >= _SUGGESTIONS * 2:
-            break
-    return found
-
-
-def _walk_for(basename: str, root: Path) -> list[Path]:
-    """Files named ``basename`` (any case) under ``root``, breadth first and bounded."""
-    wanted = basename.lower()
-    hits: list[Path] = []
-    queue: deque[Path] = deque([root])
-    dirs_seen = 0
-    entries_seen = 0
-    while queue and dirs_seen < _WALK_MAX_DIRS and entries_seen < _WALK_MAX_ENTRIES:
-        folder = queue.popleft()
-        dirs_seen += 1
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    entries_seen += 1
-                    if entry.name.lower() == wanted:
-                        hits.append(Path(entry.path))
-                        if len(hits) >= _SUGGESTIONS:
-                            return hits
-                    # Symlinked folders are not followed: they can loop.
-                    if entry.name not in _WALK_SKIP and entry.is_dir(follow_symlinks=False):
-                        queue.append(Path(entry.path))
-        except OSError:
-            continue
-    return hits
-
-
-# --- small helpers -----------------------------------------------------------------
-
-
-def _display(path: Path, workspace: Path) -> str:
-    """A path as the model should see it: relative inside the workspace."""
-    try:
-        rel = path.relative_to(workspace)
-    except ValueError:
-        return str(path)
-    return rel.as_posix() if rel.parts else "."
 
 
 def _reason(exc: Exception) -> str:

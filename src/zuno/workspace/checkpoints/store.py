@@ -34,23 +34,27 @@ Snapshots form one chain per workspace, in the order they were taken (a file
 lock keeps processes apart). What a call changed is the difference between the
 snapshot before it and the next snapshot in the chain, or the current state
 when it is the last: shell effects on workspace files included.
+
+This module takes the snapshots (:class:`Checkpoints`). The store itself
+(where it lives, running git, what it leaves out) is
+:mod:`zuno.workspace.checkpoints.shadow`; reading, comparing and restoring the
+chain is :mod:`zuno.workspace.checkpoints.chain`; the full look over the
+workspace is :mod:`zuno.workspace.checkpoints.full_look`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
-import re
 import stat
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
+from zuno.workspace.checkpoints.chain import CheckpointChain
 from zuno.workspace.checkpoints.early import (
     EarlyCall,
     EarlyCalls,
@@ -58,33 +62,11 @@ from zuno.workspace.checkpoints.early import (
     before_each,
     plain_paths,
 )
-from zuno.workspace.checkpoints.fast import (
-    changed_entries,
-    entries_to_set,
-    large_files,
-    read_entries,
-)
-from zuno.workspace.checkpoints.git import (
-    HEAD_REF,
-    create_store,
-    first_line,
-    git_output,
-    move_ref,
-    read_blobs,
-    run_git,
-    store_is_intact,
-    store_layout,
-    upgrade_earlier,
-    write_private,
-)
-from zuno.workspace.checkpoints.objects import (
-    EditConflict,
-    ObjectStore,
-    large_file_limit,
-    large_stand_in,
-)
-from zuno.workspace.checkpoints.privacy import DeniedPaths, denied_patterns
-from zuno.workspace.checkpoints.restore import restore as restore_paths
+from zuno.workspace.checkpoints.fast import changed_entries, entries_to_set, read_entries
+from zuno.workspace.checkpoints.full_look import PENDING_FILE, FullLook
+from zuno.workspace.checkpoints.git import HEAD_REF, move_ref
+from zuno.workspace.checkpoints.objects import EditConflict
+from zuno.workspace.checkpoints.privacy import denied_patterns
 from zuno.workspace.checkpoints.types import Change, CheckpointError, Entry, Restored, Snapshot
 from zuno.workspace.watch import FolderWatch
 
@@ -108,15 +90,11 @@ CHECKPOINTS_ENV = "ZUNO_CHECKPOINTS"
 
 _log = logging.getLogger("zuno.workspace.checkpoints.store")
 
-_PENDING = "zuno-pending"  # paths in the last tree but not yet in the index
-_DENIED = "zuno-denied"  # the deny patterns the store was last told of
 _QUICK_PATHS = 64  # take_quick: at most this many changed paths
 _QUICK_BYTES = 1 << 20  # and this many bytes to read
 _EARLY_CALLS = 16  # file calls recorded while the first look runs; later ones wait
 _EARLY_BYTES = 64 << 20  # and the bytes of their paths, read again before each
 _EARLY_WAIT = 10.0  # seconds an early call waits for the look's store
-_BULK = 500  # more changed paths than this: `git add --all` rather than update-index
-_TRAILER = re.compile(r"^Zuno-(Call|Tool|Session): (.+)$", re.MULTILINE)
 
 
 def checkpoints_enabled() -> bool:
@@ -161,8 +139,12 @@ def checkpoints_of_store(
     )
 
 
-class Checkpoints:
-    """The shadow git store of one workspace (created on first use)."""
+class Checkpoints(FullLook, CheckpointChain):
+    """The shadow git store of one workspace (created on first use): taking snapshots.
+
+    What the store is and how it runs git: :class:`ShadowStore`; reading and
+    comparing the chain: :class:`CheckpointChain`; the full look: :class:`FullLook`.
+    """
 
     def __init__(
         self,
@@ -181,18 +163,7 @@ class Checkpoints:
             denied: Path patterns never read nor shown (deny rules on ``read``);
                 None: the ones the store recorded last.
         """
-        self.workspace = Path(os.path.realpath(workspace))
-        key = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:16]
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.workspace.name)[:40] or "root"
-        self.git_dir = Path(os.path.abspath(root)) / f"{name}-{key}.git"
-        self._lock_path = self.git_dir.with_suffix(".lock")
-        self._exclude = [Path(os.path.abspath(p)) for p in exclude]
-        self._denied_given = None if denied is None else DeniedPaths.of(denied)
-        self._denied = self._denied_given or DeniedPaths(())
-        self._objects = ObjectStore(self.git_dir)
-        self._large = large_file_limit()
-        self._stand_ins: dict[tuple[int, int, int, int], str] = {}
-        self._ready = False
+        super().__init__(root, workspace, exclude=exclude, denied=denied)
         self._watch: FolderWatch | None = None
         # What the index file and the chain's head were after this object's last
         # snapshot: if either differs, another process wrote them, and only a full
@@ -202,9 +173,7 @@ class Checkpoints:
         self._tree: str | None = None
         self._carry: list[str] = []  # drained by take_quick, left for take
         self._preparing: threading.Thread | None = None
-        self._thread_lock = threading.RLock()
         # File calls recorded while the background look runs (checkpoint_early).
-        self._own: tuple[str, ...] | None = None  # Zuno's files in the workspace
         self._early = EarlyCalls(_EARLY_CALLS)
         self.on_early: Callable[[EarlySnapshot], None] | None = None
         """Called from the look's thread with each early checkpoint once written
@@ -392,7 +361,7 @@ class Checkpoints:
         self._carry = sorted({*self._carry, *paths})
         if last != tree:
             self._tree = last if self._tree is not None else None
-        with open(self.git_dir / _PENDING, "ab", opener=_private_opener) as out:
+        with open(self.git_dir / PENDING_FILE, "ab", opener=_private_opener) as out:
             out.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
 
     def _commit(self, tree: str, message: str) -> str:
@@ -523,356 +492,10 @@ class Checkpoints:
         if not found:
             return tree
         new = self._objects.edit(tree, found)
-        pending = self.git_dir / _PENDING
+        pending = self.git_dir / PENDING_FILE
         with open(pending, "ab", opener=_private_opener) as out:
             out.write(b"".join(os.fsencode(p) + b"\0" for p in found))
         return new
-
-    def _ignored(self, paths: list[str]) -> set[str]:
-        """Which of ``paths`` (new to the tree) the ignore rules leave out."""
-        proc = self._run(
-            "check-ignore", "--no-index", "-z", "--stdin", input="".join(p + "\0" for p in paths)
-        )
-        if proc.returncode not in (0, 1):
-            raise CheckpointError(f"git check-ignore failed: {first_line(proc.stderr)}")
-        return {p for p in proc.stdout.split("\0") if p}
-
-    def _update_index(self) -> tuple[str, ...]:
-        """The full look: stage what changed anywhere; the unreadable files."""
-        large = {p for p in large_files(self.workspace, self._large) if not self._denied.covers(p)}
-        keep_out = [*self._denied.pathspecs(), *(f":(exclude,literal,top){p}" for p in large)]
-        status = self._run(
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--ignore-submodules=all",
-            *(["--", ".", *keep_out] if keep_out else []),
-        )
-        if status.returncode != 0:
-            raise CheckpointError(f"git status failed: {first_line(status.stderr)}")
-        changed = _changed_paths(status.stdout)
-        changed += self._pending(skip=set(changed) | large)
-        unreadable: tuple[str, ...] = ()
-        if len(changed) > _BULK:
-            # Many new paths (the first snapshot): one `add` of the whole tree is far
-            # cheaper than naming them (update-index slows with each path it adds).
-            unreadable = self._add_all(keep_out)
-        elif changed:
-            # Removals first, so a file that became a folder (or back) leaves the
-            # index before its replacement comes in (--replace is quadratic with a
-            # split index).
-            update = self._run(
-                "update-index",
-                "--add",
-                "--remove",
-                "-z",
-                "--stdin",
-                input="".join(f"{path}\0" for path in changed),
-            )
-            if update.returncode != 0:
-                # A file that cannot be read fails the whole batch: add what can be
-                # read, and name the rest (left out of this snapshot).
-                unreadable = self._add_all(keep_out)
-        self._stage_large(large)
-        self._drop_denied()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.git_dir / _PENDING)
-        return unreadable
-
-    def _add_all(self, keep_out: list[str]) -> tuple[str, ...]:
-        add = self._run("add", "--all", "--ignore-errors", "--", ".", *keep_out)
-        unreadable = tuple(_unreadable_paths(add.stderr))
-        if add.returncode != 0 and not unreadable:
-            raise CheckpointError(f"git add failed: {first_line(add.stderr)}")
-        return unreadable
-
-    def _pending(self, *, skip: set[str]) -> list[str]:
-        """The paths watched snapshots put in a tree but not in the index (not folders)."""
-        try:
-            raw = (self.git_dir / _PENDING).read_bytes()
-        except FileNotFoundError:
-            return []
-        found: list[str] = []
-        for path in dict.fromkeys(os.fsdecode(p) for p in raw.split(b"\0") if p):
-            if path in skip or self._denied.covers(path):
-                continue
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                if stat.S_ISDIR(os.lstat(self.workspace / path).st_mode):
-                    continue  # now a folder: status named what is in it
-            found.append(path)
-        return found
-
-    def _stage_large(self, large: set[str]) -> None:
-        """Put the stand-in of each large, not ignored file in the index."""
-        if not large:
-            return
-        shown = self._ignored(sorted(large))
-        lines: list[str] = []
-        for path in sorted(large - shown):
-            try:
-                fd = os.open(self.workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                st = os.fstat(fd)
-                key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                oid = self._stand_ins.get(key)
-                if oid is None:
-                    oid = self._objects.write("blob", large_stand_in(fd, st.st_size))
-                    self._stand_ins[key] = oid
-            finally:
-                os.close(fd)
-            mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
-            lines.append(f"{mode} {oid}\t{path}\0")
-        if lines:
-            self._git("update-index", "--add", "-z", "--index-info", input="".join(lines))
-
-    def _drop_denied(self) -> None:
-        """Take out of the index what deny rules now cover (staged before a rule came)."""
-        if not self._denied.patterns:
-            return
-        including = [s.replace(":(exclude,", ":(", 1) for s in self._denied.pathspecs()]
-        listed = self._run("ls-files", "-z", "--cached", "--", *including)
-        paths = [p for p in listed.stdout.split("\0") if p]
-        if paths:
-            listing = "".join(f"{p}\0" for p in paths)
-            self._git("update-index", "--force-remove", "-z", "--stdin", input=listing)
-
-    # Reading the chain ------------------------------------------------------------
-
-    def head(self) -> str | None:
-        """The newest snapshot of this workspace, or None before the first."""
-        if not (self.git_dir / "HEAD").is_file():
-            return None
-        with self._locked():
-            return self._head()
-
-    def next_after(self, commit: str) -> str | None:
-        """The snapshot taken right after ``commit`` in this workspace (None: it is the last)."""
-        self._require(commit)
-        out = self._git("rev-list", "--reverse", "--ancestry-path", f"{commit}..{HEAD_REF}")
-        first = out.split("\n", 1)[0].strip()
-        return first or None
-
-    def history(self, limit: int) -> list[tuple[str, str, str | None]]:
-        """The newest ``limit`` snapshots, newest first: ``(commit, tree, call id)`` each."""
-        if not (self.git_dir / "HEAD").is_file() or self.head() is None:
-            return []
-        out = self._git(
-            "log",
-            f"-n{limit}",
-            "--format=%H %T %(trailers:key=Zuno-Call,valueonly,separator=%x2C)",
-            HEAD_REF,
-        )
-        found: list[tuple[str, str, str | None]] = []
-        for line in out.splitlines():
-            parts = line.split(" ")
-            if len(parts) >= 2:
-                call = parts[2].strip() if len(parts) > 2 and parts[2].strip() else None
-                found.append((parts[0], parts[1], call))
-        return found
-
-    def trailers(self, commit: str) -> dict[str, str]:
-        """What a snapshot says of its call: ``Call``, ``Tool`` and ``Session``."""
-        self._require(commit)
-        body = self._git("cat-file", "commit", commit)
-        return {m.group(1): m.group(2).strip() for m in _TRAILER.finditer(body)}
-
-    def exists(self, commit: str) -> bool:
-        """Whether this store holds the snapshot ``commit``."""
-        if not (self.git_dir / "HEAD").is_file():
-            return False
-        return self._run("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
-
-    def _require(self, commit: str) -> None:
-        if not self.exists(commit):
-            raise CheckpointError(
-                f"the checkpoint {commit[:12]} is not in {self.git_dir} (it was taken on "
-                "another machine, or with another store, or the folder was removed)"
-            )
-
-    # Comparing ----------------------------------------------------------------------
-
-    def changes(self, old: str, new: str) -> list[Change]:
-        """How the tree of ``new`` differs from that of ``old`` (snapshots or trees).
-
-        Paths a deny rule keeps from ``read`` are left out, whatever the snapshots hold.
-        """
-        out = self._git(
-            "diff-tree", "-r", "-z", "--no-renames", "--raw", old, new, *self._keep_out()
-        )
-        return _parse_raw(out)
-
-    def patch(self, old: str, new: str, *, color: bool = False) -> str:
-        """The differences as a unified diff (binary files are named, not shown; denied
-        paths left out)."""
-        return self._git(
-            "diff-tree",
-            "-p",
-            "-r",
-            "--no-renames",
-            "--no-ext-diff",
-            "--no-textconv",
-            f"--color={'always' if color else 'never'}",
-            old,
-            new,
-            *self._keep_out(),
-        )
-
-    def _keep_out(self) -> list[str]:
-        """Pathspecs leaving the denied paths out of a comparison (none: nothing)."""
-        if self._denied_given is None and not self._ready:
-            with contextlib.suppress(OSError):
-                text = (self.git_dir / _DENIED).read_text()
-                self._denied = DeniedPaths.of([ln for ln in text.split("\n") if ln])
-        specs = self._denied.pathspecs()
-        return ["--", ".", *specs] if specs else []
-
-    # Restoring ----------------------------------------------------------------------
-
-    def restore(self, targets: Mapping[str, Entry | None]) -> Restored:
-        """Make each path of the workspace what its target says (None: absent).
-
-        Removals come first (and the folders they leave empty are removed), then
-        the writes, so a file may become a folder and back. Every step is made
-        beneath the workspace, never through a symlink leading out of it. Large
-        files recorded by size and hash only are not restored (``too_large``).
-
-        Raises:
-            CheckpointError: A path could not be restored; the ones before it were.
-        """
-        return restore_paths(self.workspace, targets, self._blobs)
-
-    def _blobs(self, oids: list[str]) -> dict[str, bytes]:
-        """The contents of many objects in one ``git cat-file --batch``."""
-        return read_blobs(self.git_dir, self.workspace, oids)
-
-    # git ---------------------------------------------------------------------------
-
-    def _ensure(self) -> None:
-        """Create the shadow store on first use; recreate one changed behind Zuno's back.
-
-        A store whose config, attributes, HEAD or hooks are not what Zuno wrote
-        may make git run code (a ``core.fsmonitor``, a hook): it is removed and
-        created again, empty (its earlier checkpoints are lost, said in the log).
-        """
-        layout = store_layout(self.workspace)
-        if self._ready and not (self.git_dir / "HEAD").is_file():
-            self._ready = False  # removed under us: made again, and looked at in full
-            self._forget_watch()
-        if not self._ready:
-            upgrade_earlier(self.git_dir, layout)
-        if (self.git_dir / "HEAD").is_file() and not store_is_intact(self.git_dir, layout):
-            _log.warning(
-                "zuno: the checkpoint store %s was changed by something other than Zuno; "
-                "it is recreated (earlier checkpoints of this workspace are gone)",
-                self.git_dir,
-            )
-            self._ready = False
-            self._forget_watch()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.git_dir / "HEAD")
-        if self._ready:
-            return
-        if not (self.git_dir / "HEAD").is_file():
-            try:
-                create_store(self.git_dir, layout)
-            except subprocess.CalledProcessError as exc:
-                raise CheckpointError(f"git init failed: {first_line(exc.stderr)}") from exc
-            except FileNotFoundError as exc:
-                raise CheckpointError("git is not installed (checkpoints need it)") from exc
-            self._objects = ObjectStore(self.git_dir)
-        exclude = self.git_dir / "info" / "exclude"
-        lines = self._exclude_lines()
-        with contextlib.suppress(OSError):
-            if exclude.read_text() == lines:
-                lines = ""  # unchanged: rewriting it would void the untracked cache
-        if lines:
-            write_private(exclude, lines)
-        self._remember_denied()
-        self._ready = True
-
-    def _remember_denied(self) -> None:
-        """Keep the deny patterns in the store (an object made without them uses them)."""
-        path = self.git_dir / _DENIED
-        given = self._denied_given
-        if given is None:
-            with contextlib.suppress(OSError):
-                text = path.read_text()
-                self._denied = DeniedPaths.of([ln for ln in text.split("\n") if ln])
-            return
-        text = "".join(f"{p}\n" for p in given.patterns)
-        with contextlib.suppress(OSError):
-            if path.read_text() == text:
-                return
-        if text or path.exists():
-            write_private(path, text)
-            self._forget_watch()  # what is left out changed: the next look is a full one
-
-    def _exclude_lines(self) -> str:
-        """Zuno's own files, when they lie inside the workspace, anchored at its root."""
-        lines = ["# Zuno's own files inside the workspace: never snapshot or restore them"]
-        lines += ["/" + re.sub(r"([*?\[\\!#])", r"\\\1", rel) for rel in self._own_paths()]
-        return "\n".join(lines) + "\n"
-
-    def _own_paths(self) -> list[str]:
-        """Zuno's own files inside the workspace, relative to it (a store's journal files too)."""
-        found: list[str] = []
-        for path in [self.git_dir, self._lock_path, *self._exclude]:
-            real = Path(os.path.realpath(path))
-            if real != self.workspace and self.workspace in real.parents:
-                rel = real.relative_to(self.workspace).as_posix()
-                found.append(rel)
-                if path.suffix == ".db":
-                    found += [f"{rel}-wal", f"{rel}-shm", f"{rel}-journal"]
-        return found
-
-    def _not_own(self, paths: list[str]) -> list[str]:
-        """``paths`` without Zuno's own files: a store inside the workspace writes its
-        journal on every call, and reading it only to have the ignore rules drop it
-        would cost a copy of it and a git process per snapshot."""
-        if self._own is None:
-            self._own = tuple(self._own_paths())
-        own = self._own
-        if not own:
-            return paths
-        return [p for p in paths if not any(p == o or p.startswith(o + "/") for o in own)]
-
-    def _head(self) -> str | None:
-        ref = self.git_dir / HEAD_REF
-        with contextlib.suppress(OSError):
-            text = ref.read_text().strip()
-            if text:
-                return text
-        if not os.path.lexists(self.git_dir / "packed-refs"):
-            return None  # refs are never packed here: no file, no chain yet
-        proc = self._run("rev-parse", "--quiet", "--verify", HEAD_REF)
-        return proc.stdout.strip() or None if proc.returncode == 0 else None
-
-    def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run_git(self.git_dir, self.workspace, *args, input=input)
-
-    def _git(self, *args: str, input: str | None = None) -> str:
-        return git_output(self.git_dir, self.workspace, *args, input=input)
-
-    @contextlib.contextmanager
-    def _locked(self) -> Generator[None]:
-        """One process at a time per workspace: the index and the chain's head are shared.
-
-        Within a process, one thread at a time too (the background first look).
-        """
-        with self._thread_lock:
-            self._lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with contextlib.suppress(OSError):
-                os.chmod(self._lock_path.parent, 0o700)
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
 
 
 def _message(call_id: str, tool: str, session_id: str) -> str:
@@ -896,44 +519,3 @@ def _bytes_of(workspace: Path, paths: list[str]) -> int:
 
 def _private_opener(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_CLOEXEC, 0o600)
-
-
-def _parse_raw(out: str) -> list[Change]:
-    """Parse ``diff-tree --raw -z``: ``:OLDMODE NEWMODE OLD NEW STATUS\\0PATH\\0`` each."""
-    fields = out.split("\0")
-    changes: list[Change] = []
-    i = 0
-    while i + 1 < len(fields) and fields[i].startswith(":"):
-        old_mode, new_mode, old_oid, new_oid, _status = fields[i][1:].split(" ")
-        path = fields[i + 1]
-        old = None if old_mode == "000000" else Entry(old_mode, old_oid)
-        new = None if new_mode == "000000" else Entry(new_mode, new_oid)
-        changes.append(Change(path, old, new))
-        i += 2
-    return changes
-
-
-def _changed_paths(out: str) -> list[str]:
-    """The paths ``status --porcelain -z`` shows changed in the work tree, or untracked
-    (the removed ones first).
-
-    Each entry is ``XY PATH``: X compares the index with the last snapshot
-    (already in the index: nothing to do), Y the work tree with the index.
-    """
-    removed: list[str] = []
-    paths: list[str] = []
-    for entry in out.split("\0"):
-        if len(entry) < 4:
-            continue
-        xy, path = entry[:2], entry[3:]
-        if xy[1] == "D":
-            removed.append(path)
-        elif xy == "??" or xy[1] in "MT":
-            # A nested repository shows as a folder ("sub/"): it is added as one entry.
-            paths.append(path.rstrip("/"))
-    return removed + paths
-
-
-def _unreadable_paths(stderr: str) -> list[str]:
-    """The files ``git add --ignore-errors`` could not read, from its messages."""
-    return re.findall(r"unable to index file '(.+)'", stderr)
