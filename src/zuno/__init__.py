@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
     from zuno.core.installed import installed_version
     from zuno.dispatch.dispatcher import CallRequest, CallResult
+    from zuno.dispatch.session_state import SessionState
     from zuno.durability.store import open_store
     from zuno.policy.hooks import HookCall, HookDecision
     from zuno.policy.permissions import (
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
         DenyAll,
         TerminalApprover,
     )
-    from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+    from zuno.session.runtime import Runtime, UnknownAgent, UnknownSession
 
 __all__ = [
     "AgentSettings",
@@ -120,7 +121,7 @@ _HOMES: dict[str, str] = {
     "PermissionRule": "zuno.config.loading",
     "Replay": "zuno.core.declarations",
     "Runtime": "zuno.session.runtime",
-    "SessionState": "zuno.session.runtime",
+    "SessionState": "zuno.dispatch.session_state",
     "TerminalApprover": "zuno.policy.permissions",
     "Tool": "zuno.contract.tool",
     "ToolArgs": "zuno.contract.tool",

@@ -22,8 +22,8 @@ from zuno.core.declarations import Concurrency, Declaration, Effect, Outcome, Re
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.integrations.web._http import status_failure  # pyright: ignore[reportPrivateUsage]
 from zuno.policy.permissions import ApproveAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,9 @@ import zuno.tools.file_versions as file_versions
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
+from zuno.dispatch.session_state import SessionState
 from zuno.policy.permissions import ApproveAll
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 from zuno.tools.file_versions import FileVersions, fingerprint
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ from lsp_support import A_PY, B_PY, C_PY
 from zuno.config.loading import Config
 from zuno.integrations.lsp import LSP_SERVERS
 from zuno.policy.permissions import DenyAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 RuntimeFactory = Callable[..., Runtime]
 

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from zuno.config.trust import trust
 from zuno.core.declarations import Effect
 from zuno.serve.mcp_server import annotations_for
-from zuno.tools import builtin_tools
+from zuno.session.builtin_tools import builtin_tools
 
 pytestmark = pytest.mark.anyio
 

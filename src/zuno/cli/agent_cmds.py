@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from zuno.agent.providers import Provider
     from zuno.cli.headless_run import HeadlessOptions
     from zuno.config.loading import PermissionMode
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = [
     "ResumeRefused",

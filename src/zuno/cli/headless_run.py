@@ -25,10 +25,11 @@ from zuno.cli.headless import ExitStatus, HeadlessWriter
 from zuno.cli.run_report import write_last_message
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config.loading import ConfigError, PermissionMode
+from zuno.dispatch.session_state import SessionState
 from zuno.durability.store import StoreError, StoreUnavailable
 from zuno.policy.budget import Budget, BudgetError
 from zuno.policy.permissions import ApproveAll, DenyAll
-from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+from zuno.session.runtime import Runtime, UnknownAgent, UnknownSession
 
 __all__ = [
     "HeadlessOptions",

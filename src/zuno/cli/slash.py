@@ -24,7 +24,8 @@ from zuno.cli.app import lazy_console
 if TYPE_CHECKING:
     from zuno.agent.providers import Provider
     from zuno.config.loading import PermissionMode
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = ["COMMANDS", "ChatSession", "run_command"]
 

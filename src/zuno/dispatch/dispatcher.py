@@ -49,7 +49,8 @@ from zuno.durability.telemetry import RunningCall, call_running, call_span
 from zuno.policy.hooks import HookCall, context_note, failure_event, rewrite_note
 
 if TYPE_CHECKING:
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.host import DispatchHost
+    from zuno.dispatch.session_state import SessionState
     from zuno.workspace.checkpoints.store import Checkpoints
 
 __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
@@ -77,9 +78,9 @@ class _Batch:
 class Dispatcher:
     """Runs model steps through pre-flight, scheduling, execution and persistence."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
-        self._preflight = Preflight(runtime)
+    def __init__(self, host: DispatchHost) -> None:
+        self._rt = host
+        self._preflight = Preflight(host)
 
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]

@@ -59,7 +59,8 @@ from zuno.policy.permissions import (
 from zuno.workspace.real_paths import TouchedPath, is_inside, real_path, touch
 
 if TYPE_CHECKING:
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.host import DispatchHost
+    from zuno.dispatch.session_state import SessionState
 
 __all__ = ["Admitted", "Blocked", "Preflight", "is_control_file"]
 
@@ -108,8 +109,8 @@ class Blocked(Exception):
 class Preflight:
     """Admits or blocks the calls of a step, one by one in the model's order."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
+    def __init__(self, host: DispatchHost) -> None:
+        self._rt = host
 
     async def admit(
         self, session: SessionState, index: int, call_id: str, request: CallRequest

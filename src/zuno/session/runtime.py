@@ -14,9 +14,8 @@ import logging
 import sys
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from zuno.contract.tool import OutputTap, Tool
 from zuno.dispatch.dispatcher import CallRequest, CallResult, Dispatcher, new_id
 from zuno.dispatch.registry import Registry, Surface
 from zuno.dispatch.scheduling import SessionBarrier
+from zuno.dispatch.session_state import SessionState
 from zuno.durability import fencing
 from zuno.durability.recovery import settle_interrupted
 from zuno.durability.store import SessionBusy, SessionRecord, Store, StoreError, open_store
@@ -40,17 +40,15 @@ from zuno.policy.hooks import HookNotice, Hooks, PythonHook, failure_event
 from zuno.policy.modes import check_mode, remember_mode, stored_mode
 from zuno.policy.permissions import (
     Approver,
-    PermissionSettings,
     default_approver,
     effective_permissions,
 )
 from zuno.session.jobs import JobLane
 
 if TYPE_CHECKING:
-    from zuno.agent.loop import ProviderFactory
     from zuno.integrations.mcp.errors import McpServerError
     from zuno.policy.budget import Budget
-    from zuno.tools.question import Questioner
+    from zuno.session.questions import Questioner
 
 __all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
 
@@ -83,26 +81,6 @@ class UnknownSession(LookupError):
 
 class UnknownAgent(LookupError):
     """No agent has that name."""
-
-
-@dataclass(slots=True, weakref_slot=True, eq=False)
-class SessionState:
-    """A session as the dispatcher sees it: who is acting and with which tools."""
-
-    session_id: str
-    agent_name: str
-    agent: AgentSettings | None
-    surface: Surface
-    permissions: PermissionSettings
-    depth: int = 0
-    narrowed_to: frozenset[str] | None = None
-    """The tool names a delegation narrowed this session to, if any."""
-    barrier: SessionBarrier = field(default_factory=SessionBarrier)
-    """Keeps Exclusive calls apart across this session's steps running at once."""
-    by_person: bool = False
-    """Whether the calls are typed by a person (``zuno call``, ``zuno batch``), not a model:
-    the file tools then never refuse a change for want of a prior read
-    (see :mod:`zuno.tools.file_versions`)."""
 
 
 class Runtime:
@@ -138,7 +116,7 @@ class Runtime:
         self._connect_mcp = tools is None
         if tools is None:
             # Each built-in tool is imported and checked when first described or called.
-            from zuno.tools import lazy_builtin_tools
+            from zuno.session.builtin_tools import lazy_builtin_tools
 
             self.registry = Registry(lazy_builtin_tools(self.config))
         else:
@@ -167,8 +145,11 @@ class Runtime:
         (``zuno call --stream``); None: no one but the call's result and artifacts."""
         self.questioner: Questioner | None = None
         """Who answers the question tool (a terminal, a program); None: no one."""
-        self.provider_factory: ProviderFactory | None = None
-        """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
+        self.provider_factory: Callable[[str], Any] | None = None
+        """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration).
+
+        A :data:`zuno.agent.loop.ProviderFactory`: the agent, above the runtime, owns the type.
+        """
         self.budget: Budget | None = None
         """The spending cap of the agents run on this runtime (``--max-budget``); None: none."""
         self.identity = this_worker().id
