@@ -14,8 +14,6 @@ written, in the model's order whatever the completion order.
 
 from __future__ import annotations
 
-import functools
-import logging
 import random
 import time
 from collections import deque
@@ -40,13 +38,15 @@ from zuno.contract.tool import (
 )
 from zuno.core.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.core.sentences import full_stop
+from zuno.dispatch.admission import Admitted, Blocked
+from zuno.dispatch.after_hooks import after_hooks
 from zuno.dispatch.arguments import planned_calls
-from zuno.dispatch.preflight import Admitted, Blocked, Preflight
+from zuno.dispatch.call_checkpoints import CallCheckpoints
+from zuno.dispatch.preflight import Preflight
 from zuno.dispatch.scheduling import plan_groups
 from zuno.durability.recovery import INSPECTED, prefetch_inspection
 from zuno.durability.store.records import CallRecord
 from zuno.durability.telemetry import RunningCall, call_running, call_span
-from zuno.policy.hooks import HookCall, context_note, failure_event, rewrite_note
 
 if TYPE_CHECKING:
     from zuno.dispatch.host import DispatchHost
@@ -54,9 +54,6 @@ if TYPE_CHECKING:
     from zuno.workspace.checkpoints.store import Checkpoints
 
 __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
-
-_log = logging.getLogger("zuno.dispatch.dispatcher")
-
 
 _NEVER_FAILED_NOTE = (
     "\n[Zuno: this call will not be run again automatically. Before any new change, inspect "
@@ -81,6 +78,7 @@ class Dispatcher:
     def __init__(self, host: DispatchHost) -> None:
         self._rt = host
         self._preflight = Preflight(host)
+        self._checkpoints = CallCheckpoints(host)
 
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
@@ -305,7 +303,7 @@ class Dispatcher:
             call.declaration.replay is Replay.NEVER
         ):
             batch.failed = True
-        await self._after_hooks(session, call, result)
+        await after_hooks(self._rt, session, call, result)
         return result
 
     async def _attempt(
@@ -314,7 +312,7 @@ class Dispatcher:
         """One attempt; also says whether its failure was transient."""
         rt = self._rt
         # The workspace as it was before this side-effecting call (zuno diff, zuno undo).
-        snapshot = await self._checkpoint(session, call, attempt)
+        snapshot = await self._checkpoints.before(session, call, attempt)
         started = time.time()
         record = self._record(session, step, call, attempt, started)
         record.snapshot = snapshot
@@ -474,135 +472,24 @@ class Dispatcher:
             images=result.images,
         ), transient
 
-    async def _checkpoint(self, session: SessionState, call: Admitted, attempt: int) -> str | None:
-        """Snapshot the workspace before a side-effecting call; None when none was taken.
-
-        A failed snapshot does not stop the call (the user asked for it, and the
-        runtime must not become unusable without git): its row keeps no snapshot,
-        so it cannot be undone, and a ``checkpoint.failed`` event says why.
-
-        While the session's first look still runs, a file tool's call does not
-        wait for it: the pre-images of its paths are recorded now and its row is
-        given the checkpoint when the look ends (:mod:`zuno.workspace.checkpoints.early`).
-        """
-        if call.declaration.effect is not Effect.SIDE_EFFECTING or not call.tool.changes_workspace:
-            return None
-        from zuno.workspace.checkpoints.store import CheckpointError, checkpoints_enabled
-
-        if not checkpoints_enabled():
-            return None
-        checkpoints = self.checkpoints
-        self.settle_checkpoints()
-        which = {"call_id": call.call_id, "tool": call.tool.name, "session_id": session.session_id}
-        try:
-            # A few watched paths: recorded here in about a millisecond; else in a thread.
-            snapshot = checkpoints.take_quick(**which)
-            if snapshot is None and call.tool.writes_files and checkpoints.looking():
-                early = functools.partial(
-                    checkpoints.take_early,
-                    attempt=attempt,
-                    paths=call.tool.touched_paths(call.args),
-                    **which,
-                )
-                if await anyio.to_thread.run_sync(early):
-                    # Its row is given the checkpoint when the look ends; till then
-                    # this event says one is coming (undo notes, `zuno undo`).
-                    self._rt.events.emit(
-                        Event(
-                            "checkpoint.pending",
-                            session.session_id,
-                            call.call_id,
-                            {"tool": call.tool.name},
-                        )
-                    )
-                    return None
-            if snapshot is None:
-                snapshot = await anyio.to_thread.run_sync(
-                    functools.partial(checkpoints.take, **which)
-                )
-        except CheckpointError as exc:
-            self._no_checkpoint(session.session_id, call.call_id, call.tool.name, str(exc))
-            return None
-        self.settle_checkpoints()  # the look this call waited for may have ended
-        if snapshot.unreadable:
-            self._incomplete(session.session_id, call.call_id, call.tool.name, snapshot.unreadable)
-        return snapshot.commit
-
-    def _no_checkpoint(self, session_id: str, call_id: str, tool: str, reason: str) -> None:
-        _log.warning("zuno: no checkpoint before %s (%s): %s", call_id, tool, reason)
-        self._rt.events.emit(
-            Event("checkpoint.failed", session_id, call_id, {"tool": tool, "reason": reason})
-        )
-
-    def _incomplete(
-        self, session_id: str, call_id: str, tool: str, unreadable: Sequence[str]
-    ) -> None:
-        self._rt.events.emit(
-            Event(
-                "checkpoint.incomplete",
-                session_id,
-                call_id,
-                {"tool": tool, "unreadable": list(unreadable[:50])},
-            )
-        )
-
-    def settle_checkpoints(self) -> None:
-        """Give the calls recorded early (see :meth:`_checkpoint`) their checkpoints, if ready."""
-        from zuno.durability.store.errors import StoreError
-
-        checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
-        if checkpoints is None:
-            return
-        for early in checkpoints.early_snapshots():
-            if early.commit is None:
-                self._no_checkpoint(early.session_id, early.call_id, early.tool, early.reason)
-                continue
-            try:
-                self._rt.store.set_call_snapshot(early.call_id, early.attempt, early.commit)
-            except StoreError as exc:  # not this call's failure: that one stays without undo
-                self._no_checkpoint(early.session_id, early.call_id, early.tool, str(exc))
-                continue
-            if early.unreadable:
-                self._incomplete(early.session_id, early.call_id, early.tool, early.unreadable)
-
-    @functools.cached_property
+    @property
     def checkpoints(self) -> Checkpoints:
         """The shadow git store of this runtime's workspace (see
         :mod:`zuno.workspace.checkpoints.store`).
         """
-        from zuno.workspace.checkpoints.store import checkpoints_of_store, denied_patterns
+        return self._checkpoints.store
 
-        # Paths a deny rule keeps from reading are never copied into the store.
-        denied = denied_patterns(self._rt.config.permission.rules)
-        checkpoints = checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
-        store = self._rt.store
-        # A call recorded early names its checkpoint as soon as the look wrote it (the
-        # store is shared between threads); its events follow at settle_checkpoints.
-        checkpoints.on_early = lambda early: (
-            store.set_call_snapshot(early.call_id, early.attempt, early.commit)
-            if early.commit is not None
-            else None
-        )
-        return checkpoints
+    def settle_checkpoints(self) -> None:
+        """Give the calls recorded early their checkpoints, if ready."""
+        self._checkpoints.settle()
 
     def prepare_checkpoints(self, tools: Sequence[object]) -> None:
-        """Take the workspace's first checkpoint look in the background (a session starts).
-
-        Only when checkpoints are on and one of ``tools`` may change workspace files:
-        the first side-effecting call then pays for what changed since, not for the tree.
-        """
-        from zuno.workspace.checkpoints.store import checkpoints_enabled
-
-        if checkpoints_enabled() and any(getattr(t, "changes_workspace", False) for t in tools):
-            self.checkpoints.prepare()
+        """Take the workspace's first checkpoint look in the background (a session starts)."""
+        self._checkpoints.prepare(tools)
 
     def close(self) -> None:
         """Stop watching the workspace (the checkpoints' inotify instance), if one started."""
-        checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
-        if checkpoints is not None:
-            checkpoints.close()  # waits for the background look
-            self.settle_checkpoints()
-            del self.__dict__["checkpoints"]
+        self._checkpoints.close()
 
     def _finish_cancelled(
         self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall
@@ -655,65 +542,6 @@ class Dispatcher:
         rt.store.call_finished(record, event)
         rt.events.deliver(event)
         call_span(record, running)
-
-    async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
-        """What the model sees of a result: a rewrite's note, the after hooks' say and context.
-
-        The hooks see the tool's own result; the note and their context are added after.
-        """
-        contexts: list[str] = []
-        await self._consult_after(session, call, result, contexts)
-        # The model must know when what ran is not what it asked for.
-        note = rewrite_note(call.rewrites, ran=True) if call.rewrites else ""
-        result.output = note + result.output + "".join(contexts)
-
-    async def _consult_after(
-        self, session: SessionState, call: Admitted, result: CallResult, contexts: list[str]
-    ) -> None:
-        hooks = self._rt.hooks
-        if not hooks:
-            return
-        events = self._rt.events
-        for hook in hooks.chain("after", call.tool.name):
-            decision = await hook.consult(
-                HookCall(
-                    "after",
-                    session.session_id,
-                    call.call_id,
-                    call.tool.name,
-                    call.normalized,
-                    call.declaration.as_dict(),
-                    result.outcome.value,
-                    result.output,
-                )
-            )
-            if decision.failed:
-                events.emit(failure_event(session.session_id, call.call_id, "after", decision))
-            if decision.context:
-                events.emit(
-                    Event(
-                        "hook.context",
-                        session.session_id,
-                        call.call_id,
-                        {"hook": hook.label, "context": decision.context},
-                    )
-                )
-                contexts.append(context_note(hook.label, decision.context))
-            if not decision.allow:
-                events.emit(
-                    Event(
-                        "hook.denied",
-                        session.session_id,
-                        call.call_id,
-                        {"phase": "after", "hook": hook.label, "reason": decision.reason},
-                    )
-                )
-                result.output = (
-                    f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
-                    f"its result: {decision.reason}"
-                )
-                result.is_error = True
-                return
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -14,17 +14,18 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from zuno.config.loading import PermissionSettings
 from zuno.contract.calls import CallRequest, CallResult, blocked_text
 from zuno.contract.events import Event
 from zuno.contract.tool import Tool, read_only_refusal
-from zuno.core.declarations import BlockKind, Declaration, Effect, Outcome
+from zuno.core.declarations import BlockKind, Effect, Outcome
+from zuno.dispatch.admission import Admitted, Blocked
+from zuno.dispatch.approval import ask_approver
 from zuno.dispatch.arguments import (
     ArgumentsError,
     parse_arguments,
@@ -36,21 +37,15 @@ from zuno.durability.store.records import CallRecord
 from zuno.durability.store.storable import storable
 from zuno.durability.telemetry import call_span
 from zuno.execution.sandbox.control_files import CONTROL_NAMES
-from zuno.execution.sandbox.egress.grants import NETWORK_GRANTED
 from zuno.policy.hooks import (
     HookCall,
     HookDecision,
-    HookNotice,
     Rewrite,
     failure_event,
     rewrite_note,
 )
 from zuno.policy.permissions import (
-    ApprovalAnswer,
-    ApprovalDecision,
-    ApprovalRequest,
     Verdict,
-    answer_of,
     canonical_json,
     evaluate,
     fingerprint_of,
@@ -62,48 +57,7 @@ if TYPE_CHECKING:
     from zuno.dispatch.host import DispatchHost
     from zuno.dispatch.session_state import SessionState
 
-__all__ = ["Admitted", "Blocked", "Preflight", "is_control_file"]
-
-
-@dataclass(slots=True)
-class Admitted:
-    """A call that passed pre-flight: resolved, validated, classified and authorized."""
-
-    index: int
-    call_id: str
-    request: CallRequest
-    tool: Tool[Any]
-    args: BaseModel
-    declaration: Declaration
-    arguments_json: str
-    args_hash: str
-    normalized: dict[str, Any] = field(default_factory=lambda: {})
-    rewrites: list[Rewrite] = field(default_factory=lambda: [])
-    """The before hooks' changes to the model's arguments, in order (empty: none)."""
-    hook_ask: str | None = None
-    """Why a before hook wants the approver to decide this call (None: no hook asked)."""
-    asked: bool = False
-    """The approver (or a session approval) has already let this call through."""
-    mode: str | None = None
-    """The session's permission mode when the call was authorized (written on its row)."""
-
-
-class Blocked(Exception):
-    """Pre-flight refused a call: its kind and what to tell the model."""
-
-    def __init__(
-        self,
-        kind: BlockKind,
-        message: str,
-        declaration: Declaration | None = None,
-        arguments: str | None = None,
-    ):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.declaration = declaration
-        self.arguments = arguments
-        """The arguments judged, as stored text, when not the model's (a hook rewrote them)."""
+__all__ = ["Preflight", "is_control_file"]
 
 
 class Preflight:
@@ -125,7 +79,7 @@ class Preflight:
             await self._authorize(session, admitted)
             if admitted.hook_ask is not None and not admitted.asked:
                 # A hook asked: the approver decides even what the rules would allow.
-                await self._ask(session, admitted, Verdict("ask", admitted.hook_ask))
+                await ask_approver(self._rt, session, admitted, Verdict("ask", admitted.hook_ask))
         except Blocked as blocked:
             raise _judged_after(blocked, admitted.rewrites) from None
         return admitted
@@ -313,11 +267,6 @@ class Preflight:
         )
         return rewrite
 
-    async def _notice(self, notice: HookNotice, call_id: str | None) -> None:
-        """Tell the observing hooks; a failure among them is recorded and stops nothing."""
-        for failed in await self._rt.hooks.notify(notice):
-            self._rt.events.emit(failure_event(notice.session_id, call_id, notice.phase, failed))
-
     async def _authorize(self, session: SessionState, call: Admitted) -> None:
         rt = self._rt
         tool = call.tool
@@ -392,7 +341,7 @@ class Preflight:
             verdict = Verdict("ask", wants)
         if verdict.action == "allow":
             return
-        await self._ask(session, call, verdict)
+        await ask_approver(self._rt, session, call, verdict)
 
     def _edit_inside(self, call: Admitted, touched: list[TouchedPath]) -> bool:
         """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
@@ -450,113 +399,6 @@ class Preflight:
                     "(permission.read_roots lists folders read without asking)"
                 )
         return None
-
-    async def _ask(self, session: SessionState, call: Admitted, verdict: Verdict) -> None:
-        """Put the call to the approver; a no (or a failing approver) blocks it."""
-        rt = self._rt
-        call.asked = True  # this call is not put to the approver twice (see admit)
-        scope = call.tool.session_scope(call.args)
-        if scope is None:
-            key, covers = call.args_hash, "this exact call"
-        else:
-            # A wider approval (webfetch: a host) is stored under its scope, not the call.
-            key, covers = fingerprint_of(call.tool.name, "\0scope\0" + scope[0]), scope[1]
-        if rt.store.has_session_approval(session.session_id, key):
-            return
-        try:
-            preview = call.tool.preview(call.args, rt.workspace)
-        except Exception as exc:
-            preview = f"(no preview: {exc})"
-        hosts = call.tool.network_hosts(call.args, rt.config)
-        request = ApprovalRequest(
-            session.session_id,
-            call.call_id,
-            call.tool.name,
-            call.normalized,
-            call.declaration,
-            preview,
-            verdict.reason,
-            key,
-            covers,
-            # The prompt offers to stop asking about edits, where that would have.
-            offers_accept_edits=call.tool.writes_files and session.permissions.mode == "strict",
-            network_hosts=hosts,
-        )
-        rt.events.emit(
-            Event(
-                "approval.requested",
-                session.session_id,
-                call.call_id,
-                {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
-            )
-        )
-        facts: dict[str, Any] = {
-            "call_id": call.call_id,
-            "tool": call.tool.name,
-            "arguments": call.normalized,
-            "declaration": call.declaration.as_dict(),
-            "reason": verdict.reason,
-            "approver": rt.approver.name,
-        }
-        await self._notice(
-            HookNotice("approval_asked", session.session_id, facts, call.tool.name), call.call_id
-        )
-        try:
-            answer = answer_of(await rt.approver.decide(request))
-        except Exception as exc:  # an approver that breaks must not approve
-            answer = ApprovalAnswer(ApprovalDecision.DENY)
-            verdict_note = f"the approver failed ({exc!r})"
-        else:
-            verdict_note = ""
-        decision = answer.decision
-        decided: dict[str, Any] = {"tool": call.tool.name, "decision": decision.value}
-        if answer.message:
-            decided["message"] = answer.message
-        if answer.rule is not None:
-            decided["rule"] = answer.rule.model_dump()
-        rt.events.emit(Event("approval.decided", session.session_id, call.call_id, decided))
-        await self._notice(
-            HookNotice(
-                "approval_answered",
-                session.session_id,
-                {**facts, "decision": decision.value},
-                call.tool.name,
-            ),
-            call.call_id,
-        )
-        if decision is ApprovalDecision.APPROVE_SESSION or (
-            decision is ApprovalDecision.APPROVE_ONCE and call.tool.scope_approved_once
-        ):
-            rt.store.add_session_approval(session.session_id, key, call.tool.name)
-        if hosts and decision is ApprovalDecision.APPROVE_SESSION:
-            # The hosts hold for every later command of the session (a yes: this call only).
-            rt.events.emit(
-                Event(
-                    NETWORK_GRANTED,
-                    session.session_id,
-                    call.call_id,
-                    {"hosts": list(hosts), "scope": "session"},
-                )
-            )
-        if answer.rule is not None and decision is not ApprovalDecision.DENY:
-            rules = [answer.rule, *session.permissions.rules]
-            session.permissions = session.permissions.model_copy(update={"rules": rules})
-        if decision is ApprovalDecision.ACCEPT_EDITS:
-            rt.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
-        if decision is ApprovalDecision.DENY:
-            who = verdict_note or (
-                "no one was available to approve it (non-interactive run)"
-                if rt.approver.name.startswith("deny")
-                else "the user denied it"
-            )
-            if answer.message:
-                who += f", saying: {answer.message.strip()}"
-            raise Blocked(
-                BlockKind.DENIED,
-                f"this call needed approval ({verdict.reason}) and {who}. "
-                "Do not retry it unchanged; ask the user or take another approach",
-                call.declaration,
-            )
 
     def block(
         self,
