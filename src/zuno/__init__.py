@@ -55,7 +55,8 @@ if TYPE_CHECKING:
         DenyAll,
         TerminalApprover,
     )
-    from zuno.session.runtime import Runtime, UnknownAgent, UnknownSession
+    from zuno.session.lifecycle import UnknownSession
+    from zuno.session.runtime import Runtime, UnknownAgent
 
 __all__ = [
     "AgentSettings",
@@ -131,7 +132,7 @@ _HOMES: dict[str, str] = {
     "TransientError": "zuno.contract.tool",
     "UncertainOutcome": "zuno.contract.tool",
     "UnknownAgent": "zuno.session.runtime",
-    "UnknownSession": "zuno.session.runtime",
+    "UnknownSession": "zuno.session.lifecycle",
     "installed_version": "zuno.core.installed",
     "load_config": "zuno.config.loading",
     "open_store": "zuno.durability.store",

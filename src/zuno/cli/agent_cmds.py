@@ -340,7 +340,8 @@ def resume(
     from zuno.agent.messages import AssistantMessage
     from zuno.agent.providers import ProviderError
     from zuno.cli.transcript import moved_note
-    from zuno.session.runtime import UnknownAgent, UnknownSession
+    from zuno.session.lifecycle import UnknownSession
+    from zuno.session.runtime import UnknownAgent
 
     if prompt is not None:
         prompt = prompt_text(prompt)

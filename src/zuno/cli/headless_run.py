@@ -29,7 +29,8 @@ from zuno.dispatch.session_state import SessionState
 from zuno.durability.store import StoreError, StoreUnavailable
 from zuno.policy.budget import Budget, BudgetError
 from zuno.policy.permissions import ApproveAll, DenyAll
-from zuno.session.runtime import Runtime, UnknownAgent, UnknownSession
+from zuno.session.lifecycle import UnknownSession
+from zuno.session.runtime import Runtime, UnknownAgent
 
 __all__ = [
     "HeadlessOptions",

@@ -137,7 +137,7 @@ async def _sessions(chat: ChatSession, args: list[str]) -> None:
 async def _resume(chat: ChatSession, args: list[str]) -> None:
     from zuno.cli.app import find_session
     from zuno.durability.store import StoreError
-    from zuno.session.runtime import UnknownSession
+    from zuno.session.lifecycle import UnknownSession
 
     if len(args) != 1:
         _say("usage: /resume SESSION  (/sessions lists them)", "yellow")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
@@ -27,23 +26,23 @@ from zuno.config.trust import TrustError, TrustState, pinned_files
 from zuno.contract.events import Event, EventBus
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import OutputTap, Tool
-from zuno.dispatch.dispatcher import CallRequest, CallResult, Dispatcher, new_id
+from zuno.dispatch.dispatcher import CallRequest, CallResult, Dispatcher
 from zuno.dispatch.registry import Registry, Surface
 from zuno.dispatch.scheduling import SessionBarrier
 from zuno.dispatch.session_state import SessionState
 from zuno.durability import fencing
-from zuno.durability.recovery import settle_interrupted
-from zuno.durability.store import SessionBusy, SessionRecord, Store, StoreError, open_store
-from zuno.durability.workers import WorkerLease, shared_lease, this_worker
+from zuno.durability.store import Store, open_store
+from zuno.durability.workers import this_worker
 from zuno.policy.control_paths import control_paths
-from zuno.policy.hooks import HookNotice, Hooks, PythonHook, failure_event
-from zuno.policy.modes import check_mode, remember_mode, stored_mode
+from zuno.policy.hooks import Hooks, PythonHook
+from zuno.policy.modes import check_mode, remember_mode
 from zuno.policy.permissions import (
     Approver,
     default_approver,
     effective_permissions,
 )
 from zuno.session.jobs import JobLane
+from zuno.session.lifecycle import SessionLifecycle, UnknownSession
 
 if TYPE_CHECKING:
     from zuno.integrations.mcp.errors import McpServerError
@@ -73,10 +72,6 @@ BUILTIN_AGENTS: dict[str, AgentSettings] = {
 
 
 _log = logging.getLogger("zuno.session.runtime")
-
-
-class UnknownSession(LookupError):
-    """No session has that id."""
 
 
 class UnknownAgent(LookupError):
@@ -156,10 +151,15 @@ class Runtime:
         """This worker (``w1:...``, see :mod:`zuno.durability.workers`), written on every call row
         it runs.
         """
-        self._lease: WorkerLease | None = None
-        """This process's lease in the store, taken with the first session opened."""
-        self._held: set[str] = set()
-        """Sessions this runtime holds (released by :meth:`close`)."""
+        self.lifecycle = SessionLifecycle(
+            self.store,
+            self.jobs,
+            self.hooks,
+            self.events,
+            identity=self.identity,
+            workspace=self.workspace,
+        )
+        """Opens and releases this runtime's sessions (see :mod:`zuno.session.lifecycle`)."""
         self._sessions: weakref.WeakSet[SessionState] = weakref.WeakSet()
         self._barriers: weakref.WeakValueDictionary[str, SessionBarrier] = (
             weakref.WeakValueDictionary()
@@ -240,82 +240,35 @@ class Runtime:
             UnknownSession: No session has that id (or the prefix is ambiguous).
             SessionBusy: Another live worker holds the session.
         """
-        if self._lease is None:
-            self._lease = shared_lease(self.store)
-        if session_id is not None:
-            record = self.store.get_session(session_id)
-            if record is None:
-                matches = self.store.find_sessions(session_id)
-                if len(matches) != 1:
-                    raise UnknownSession(
-                        f"no session {session_id!r}"
-                        + (f" (ambiguous: {len(matches)} match)" if matches else "")
-                        + "; `zuno sessions` lists them"
-                    )
-                record = self.store.get_session(matches[0])
-                assert record is not None
-            agent = record.agent
-            # Ours before anything is settled: a live owner keeps its calls.
-            record = self._acquire(record.session_id, wait)
-            starts = record.session_id not in self._held
-            self._held.add(record.session_id)
-            # Calls and jobs a gone worker left running get their outcome now (never a re-run).
-            settle_interrupted(self.store, record.session_id)
-            self.jobs.mark_lost(record.session_id)
-        else:
-            record = None
-            starts = True
-        settings = self.agent_settings(agent)
+        opened = self.lifecycle.open(
+            session_id,
+            agent=agent,
+            check_agent=self.agent_settings,
+            parent_call_id=parent_call_id,
+            model=model,
+            title=title,
+            depth=depth,
+            wait=wait,
+            mode=mode,
+        )
+        record = opened.record
+        settings = self.agent_settings(record.agent)
         narrowed = frozenset(tools) if tools is not None else None
-        surface = self._surface_for(agent, narrowed)
-        if record is None:
-            record = self.store.create_session(
-                new_id("ses"),
-                agent,
-                str(self.workspace),
-                parent_call_id,
-                model,
-                title,
-                owner=self.identity,
-            )
-            self._held.add(record.session_id)
         permissions = effective_permissions(self.config.permission, settings)
-        chosen = check_mode(mode) if mode is not None else None
-        if chosen is not None:
-            remember_mode(self.store, record.session_id, chosen)
-        elif session_id is not None:
-            chosen = stored_mode(self.store, record.session_id)
-        if chosen is not None and chosen != permissions.mode:
-            permissions = permissions.model_copy(update={"mode": chosen})
+        if opened.mode is not None and opened.mode != permissions.mode:
+            permissions = permissions.model_copy(update={"mode": opened.mode})
         state = SessionState(
             record.session_id,
-            agent,
+            record.agent,
             settings,
-            surface,
+            self._surface_for(record.agent, narrowed),
             permissions,
             depth,
             narrowed,
             self._barriers.setdefault(record.session_id, SessionBarrier()),
         )
         self._sessions.add(state)
-        if starts:
-            facts = {
-                "agent": agent,
-                "workspace": str(self.workspace),
-                "resumed": session_id is not None,
-                "parent_call_id": record.parent_call_id,
-                "depth": depth,
-            }
-            self._session_notice(HookNotice("session_start", record.session_id, facts))
         return state
-
-    def _session_notice(self, notice: HookNotice) -> None:
-        """Tell the session hooks; one that fails is recorded and stops nothing.
-
-        Synchronous, as opening and releasing are: each hook is bounded by its timeout.
-        """
-        for failed in self.hooks.notify_now(notice):
-            self.events.emit(failure_event(notice.session_id, None, notice.phase, failed))
 
     def set_mode(
         self, session: SessionState, mode: PermissionMode, *, remember: bool = True
@@ -339,17 +292,6 @@ class Runtime:
                 Event("session.mode", session.session_id, data={"mode": chosen, "was": was})
             )
 
-    def _acquire(self, session_id: str, wait: float) -> SessionRecord:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                return self.store.acquire_session(session_id, self.identity)
-            except SessionBusy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise
-                time.sleep(min(0.5, left))
-
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
     ) -> list[CallResult]:
@@ -360,7 +302,7 @@ class Runtime:
                 rg or the sandbox missing), as it would have when the runtime was built.
         """
         self.load_tools(r.tool for r in requests)
-        lease = self._lease
+        lease = self.lifecycle.lease
         # The commands started here are this lease's: fenced when it lapses, not another's.
         with fencing.holding(lease.fence_holder if lease is not None else None):
             return await self.dispatcher.dispatch(session, requests)
@@ -446,19 +388,7 @@ class Runtime:
 
         The store stays open: a fleet worker's runtimes share its store (:mod:`zuno.fleet.worker`).
         """
-        held, self._held = self._held, set()
-        try:
-            for session_id in sorted(held):
-                try:
-                    self._session_notice(HookNotice("session_end", session_id, {"state": state}))
-                    self.store.release_session(session_id, self.identity, state)
-                except StoreError as exc:
-                    # Not released now: the lease ends below, and then it is free anyway.
-                    _log.warning("zuno: session %s was not released: %s", session_id, exc)
-        finally:
-            lease, self._lease = self._lease, None
-            if lease is not None:
-                lease.stop()
+        self.lifecycle.release(state)
 
     def close(self) -> None:
         """Release this runtime's sessions (``idle``), end its lease and close the store."""
