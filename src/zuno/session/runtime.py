@@ -6,6 +6,11 @@ model steps::
     runtime = Runtime(Path("."), approver=CallbackApprover(ask_user))
     session = runtime.open_session(agent="build")
     results = await runtime.dispatch(session, [CallRequest("read", {"path": "README.md"})])
+
+Opening and releasing sessions is :mod:`zuno.session.lifecycle`'s; the runtime
+turns an opened session into the :class:`~zuno.dispatch.session_state.SessionState`
+the dispatcher sees. Without ``tools`` it has the built-in tools
+(:mod:`zuno.session.builtin_tools`), each imported on first use.
 """
 
 from __future__ import annotations
@@ -235,6 +240,7 @@ class Runtime:
         The session is leased to this worker until :meth:`close` (other runtimes
         of this process share it). ``wait``: seconds to keep trying while another
         live worker holds it (its lease may end or be released meanwhile).
+        What opening does, step by step, is in :mod:`zuno.session.lifecycle`.
 
         Raises:
             UnknownSession: No session has that id (or the prefix is ambiguous).
