@@ -35,7 +35,6 @@ async def ask_approver(
     host: DispatchHost, session: SessionState, call: Admitted, verdict: Verdict
 ) -> None:
     """Put the call to the approver; a no (or a failing approver) blocks it."""
-    rt = host
     call.asked = True  # this call is not put to the approver twice (see Preflight.admit)
     scope = call.tool.session_scope(call.args)
     if scope is None:
@@ -43,13 +42,13 @@ async def ask_approver(
     else:
         # A wider approval (webfetch: a host) is stored under its scope, not the call.
         key, covers = fingerprint_of(call.tool.name, "\0scope\0" + scope[0]), scope[1]
-    if rt.store.has_session_approval(session.session_id, key):
+    if host.store.has_session_approval(session.session_id, key):
         return
     try:
-        preview = call.tool.preview(call.args, rt.workspace)
+        preview = call.tool.preview(call.args, host.workspace)
     except Exception as exc:
         preview = f"(no preview: {exc})"
-    hosts = call.tool.network_hosts(call.args, rt.config)
+    hosts = call.tool.network_hosts(call.args, host.config)
     request = ApprovalRequest(
         session.session_id,
         call.call_id,
@@ -64,12 +63,12 @@ async def ask_approver(
         offers_accept_edits=call.tool.writes_files and session.permissions.mode == "strict",
         network_hosts=hosts,
     )
-    rt.events.emit(
+    host.events.emit(
         Event(
             "approval.requested",
             session.session_id,
             call.call_id,
-            {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
+            {"tool": call.tool.name, "reason": verdict.reason, "approver": host.approver.name},
         )
     )
     facts: dict[str, Any] = {
@@ -78,13 +77,13 @@ async def ask_approver(
         "arguments": call.normalized,
         "declaration": call.declaration.as_dict(),
         "reason": verdict.reason,
-        "approver": rt.approver.name,
+        "approver": host.approver.name,
     }
     await _notice(
         host, HookNotice("approval_asked", session.session_id, facts, call.tool.name), call.call_id
     )
     try:
-        answer = answer_of(await rt.approver.decide(request))
+        answer = answer_of(await host.approver.decide(request))
     except Exception as exc:  # an approver that breaks must not approve
         answer = ApprovalAnswer(ApprovalDecision.DENY)
         verdict_note = f"the approver failed ({exc!r})"
@@ -96,7 +95,7 @@ async def ask_approver(
         decided["message"] = answer.message
     if answer.rule is not None:
         decided["rule"] = answer.rule.model_dump()
-    rt.events.emit(Event("approval.decided", session.session_id, call.call_id, decided))
+    host.events.emit(Event("approval.decided", session.session_id, call.call_id, decided))
     await _notice(
         host,
         HookNotice(
@@ -110,10 +109,10 @@ async def ask_approver(
     if decision is ApprovalDecision.APPROVE_SESSION or (
         decision is ApprovalDecision.APPROVE_ONCE and call.tool.scope_approved_once
     ):
-        rt.store.add_session_approval(session.session_id, key, call.tool.name)
+        host.store.add_session_approval(session.session_id, key, call.tool.name)
     if hosts and decision is ApprovalDecision.APPROVE_SESSION:
         # The hosts hold for every later command of the session (a yes: this call only).
-        rt.events.emit(
+        host.events.emit(
             Event(
                 NETWORK_GRANTED,
                 session.session_id,
@@ -125,11 +124,11 @@ async def ask_approver(
         rules = [answer.rule, *session.permissions.rules]
         session.permissions = session.permissions.model_copy(update={"rules": rules})
     if decision is ApprovalDecision.ACCEPT_EDITS:
-        rt.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
+        host.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
     if decision is ApprovalDecision.DENY:
         who = verdict_note or (
             "no one was available to approve it (non-interactive run)"
-            if rt.approver.name.startswith("deny")
+            if host.approver.name.startswith("deny")
             else "the user denied it"
         )
         if answer.message:

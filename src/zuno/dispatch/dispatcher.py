@@ -76,7 +76,7 @@ class Dispatcher:
     """Runs model steps through pre-flight, scheduling, execution and persistence."""
 
     def __init__(self, host: DispatchHost) -> None:
-        self._rt = host
+        self._host = host
         self._preflight = Preflight(host)
         self._checkpoints = CallCheckpoints(host)
 
@@ -84,7 +84,7 @@ class Dispatcher:
         self, session: SessionState, requests: Sequence[CallRequest]
     ) -> list[CallResult]:
         """Dispatch one model step; results come back in the model's order."""
-        rt = self._rt
+        host = self._host
         # The step's calls as asked, and who runs them: calls a kill stops before
         # they start have no row, and `zuno show` lists them as not run.
         opening = Event(
@@ -93,15 +93,15 @@ class Dispatcher:
             data={
                 "calls": len(requests),
                 "requests": planned_calls(requests),
-                "runner": rt.identity,
+                "runner": host.identity,
             },
         )
-        if rt.config.replay.require_inspection:
+        if host.config.replay.require_inspection:
             # The inspection rule's query rides with the step's opening.
-            prefetch_inspection(rt.store, session.session_id)
+            prefetch_inspection(host.store, session.session_id)
         # Fenced: a worker that lost the session (SessionBusy) opens no step.
-        step = rt.store.begin_step(session.session_id, opening, worker=rt.identity)
-        rt.events.deliver(opening)
+        step = host.store.begin_step(session.session_id, opening, worker=host.identity)
+        host.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
         admitted: list[Admitted] = []
         batch = _Batch()
@@ -142,11 +142,11 @@ class Dispatcher:
                     )
                 )
             closing.append(Event("dispatch.finished", session.session_id, data={"step": step}))
-            rt.store.append_events(closing, deliver=rt.events.deliver)
+            host.store.append_events(closing, deliver=host.events.deliver)
             if batch.queued:
                 # The read-only results, with the step's close, in one commit: before
                 # any result is handed on.
-                rt.store.flush_or_keep()
+                host.store.flush_or_keep()
         return [r for r in results if r is not None]
 
     async def _execute_all(
@@ -157,7 +157,7 @@ class Dispatcher:
         results: list[CallResult | None],
         batch: _Batch,
     ) -> None:
-        bound = self._rt.config.concurrency.tool_calls
+        bound = self._host.config.concurrency.tool_calls
 
         async def run(call: Admitted) -> None:
             results[call.index] = await self._execute(session, step, call, batch)
@@ -197,7 +197,7 @@ class Dispatcher:
         missing = [call for call in admitted if results[call.index] is None]
         if not missing:
             return
-        rows = {r.call_id: r for r in self._rt.store.calls(session.session_id)}
+        rows = {r.call_id: r for r in self._host.store.calls(session.session_id)}
         for call in missing:
             row = rows.get(call.call_id)
             if row is not None:  # it ran and was settled when it was cancelled
@@ -219,14 +219,14 @@ class Dispatcher:
             now = time.time()
             text = "Cancelled before it started: nothing was run."
             record = self._record(session, step, call, 1, now)
-            record.finish_seq = self._rt.store.next_order(session.session_id)
+            record.finish_seq = self._host.store.next_order(session.session_id)
             record.status = "finished"
             record.outcome = Outcome.ERROR.value
             record.result = text
             record.is_error = True
             record.finished_at = now
             event = Event("call.cancelled", session.session_id, call.call_id, {"index": call.index})
-            self._rt.store.record_blocked(record, event)
+            self._host.store.record_blocked(record, event)
             call_span(record)
             results[call.index] = CallResult(
                 call.call_id,
@@ -261,16 +261,16 @@ class Dispatcher:
             status="started",
             started_at=now,
             # Its place in the session's order: the inspection rule compares places, not times.
-            start_seq=self._rt.store.next_order(session.session_id),
+            start_seq=self._host.store.next_order(session.session_id),
             model_call_id=call.request.model_call_id,
-            runner=self._rt.identity,
+            runner=self._host.identity,
             mode=call.mode,
         )
 
     async def _execute(
         self, session: SessionState, step: int, call: Admitted, batch: _Batch
     ) -> CallResult:
-        rt = self._rt
+        host = self._host
         if batch.failed or session.barrier.overlapped:
             # A Never call of this very step, or of a step of this session running
             # at once, may have failed after pre-flight: the inspection rule applies.
@@ -280,7 +280,7 @@ class Dispatcher:
                 return self._preflight.block(
                     session, step, call.index, call.call_id, call.request, blocked
                 )
-        replay = rt.config.replay
+        replay = host.config.replay
         attempt = 1
         while True:
             result, transient = await self._attempt(session, step, call, attempt, batch)
@@ -289,7 +289,7 @@ class Dispatcher:
                 break
             delay = min(replay.max_delay, replay.base_delay * (2 ** (attempt - 1)))
             delay *= 0.5 + random.random() / 2  # jitter spreads retries of parallel calls
-            rt.events.emit(
+            host.events.emit(
                 Event(
                     "call.retry",
                     session.session_id,
@@ -303,14 +303,14 @@ class Dispatcher:
             call.declaration.replay is Replay.NEVER
         ):
             batch.failed = True
-        await after_hooks(self._rt, session, call, result)
+        await after_hooks(self._host, session, call, result)
         return result
 
     async def _attempt(
         self, session: SessionState, step: int, call: Admitted, attempt: int, batch: _Batch
     ) -> tuple[CallResult, bool]:
         """One attempt; also says whether its failure was transient."""
-        rt = self._rt
+        host = self._host
         # The workspace as it was before this side-effecting call (zuno diff, zuno undo).
         snapshot = await self._checkpoints.before(session, call, attempt)
         started = time.time()
@@ -327,27 +327,27 @@ class Dispatcher:
         # started row may ride with its result (one commit instead of two).
         # Fenced: the row goes in only while this worker still holds the session, else
         # SessionBusy and the tool does not run.
-        rt.store.call_started(
+        host.store.call_started(
             record,
             started_event,
             durable=call.declaration.effect is not Effect.READ_ONLY,
             fence=True,
         )
-        rt.events.deliver(started_event)
+        host.events.deliver(started_event)
         running = call_running(record)  # current while the tool runs: its work nests under it
-        limits = rt.output_limits
+        limits = host.output_limits
         ctx = ToolContext(
-            workspace=rt.workspace,
+            workspace=host.workspace,
             session_id=session.session_id,
             call_id=call.call_id,
             attempt=attempt,
             limits=limits,
-            artifacts=rt.artifacts,
-            config=rt.config,
-            services=rt,
+            artifacts=host.artifacts,
+            config=host.config,
+            services=host,
             extra={"session": session, "snapshot": snapshot},
-            protected=rt.control_paths.named,
-            output_tap=rt.output_tap,
+            protected=host.control_paths.named,
+            output_tap=host.output_tap,
         )
         transient = False
         block_kind: BlockKind | None = None
@@ -401,7 +401,7 @@ class Dispatcher:
         bounded = bound_text(
             result.output,
             limits,
-            lambda: rt.artifacts.path_for(session.session_id, call.call_id, "result"),
+            lambda: host.artifacts.path_for(session.session_id, call.call_id, "result"),
         )
         artifact = str(bounded.artifact or result.artifact or "") or None
         finished = time.time()
@@ -418,14 +418,14 @@ class Dispatcher:
                 },
                 at=finished,
             )
-            rt.events.emit(blocked_event)
+            host.events.emit(blocked_event)
         record.status = "finished"
         record.outcome = outcome.value
         record.block_kind = block_kind.value if block_kind else None
         record.result = bounded.text
         record.is_error = result.is_error or outcome is not Outcome.OK
         record.finished_at = finished
-        record.finish_seq = rt.store.next_order(session.session_id)
+        record.finish_seq = host.store.next_order(session.session_id)
         record.artifact = artifact
         if outcome in (Outcome.ERROR, Outcome.UNCERTAIN):
             record.reason = _one_line(result.reason or result.output)
@@ -449,9 +449,9 @@ class Dispatcher:
         # A read-only call's result waits for the step's close (one commit for them
         # all); any other is committed now, before anything else happens.
         read_only = call.declaration.effect is Effect.READ_ONLY
-        rt.store.call_finished(record, finished_event, commit=not read_only)
+        host.store.call_finished(record, finished_event, commit=not read_only)
         batch.queued = batch.queued or read_only
-        rt.events.deliver(finished_event)
+        host.events.deliver(finished_event)
         call_span(record, running)
         return CallResult(
             call.call_id,
@@ -500,7 +500,7 @@ class Dispatcher:
         have happened (``uncertain``), unless the tool said it cannot have (a
         question). A tool's own text, a command's output so far, is kept.
         """
-        rt = self._rt
+        host = self._host
         left = ctx.on_cancel
         if left is not None:
             uncertain = left.uncertain
@@ -516,8 +516,8 @@ class Dispatcher:
             text += _NEVER_FAILED_NOTE
         bounded = bound_text(
             text,
-            rt.output_limits,
-            lambda: rt.artifacts.path_for(record.session_id, call.call_id, "result"),
+            host.output_limits,
+            lambda: host.artifacts.path_for(record.session_id, call.call_id, "result"),
         )
         record.status = "finished"
         record.outcome = (Outcome.UNCERTAIN if uncertain else Outcome.ERROR).value
@@ -525,7 +525,7 @@ class Dispatcher:
         record.artifact = str(bounded.artifact or (left.artifact if left else None) or "") or None
         record.is_error = True
         record.finished_at = time.time()
-        record.finish_seq = rt.store.next_order(record.session_id)
+        record.finish_seq = host.store.next_order(record.session_id)
         record.reason = "cancelled while it was running (the dispatch was cancelled)"
         event = Event(
             "call.finished",
@@ -539,8 +539,8 @@ class Dispatcher:
                 "cancelled": True,
             },
         )
-        rt.store.call_finished(record, event)
-        rt.events.deliver(event)
+        host.store.call_finished(record, event)
+        host.events.deliver(event)
         call_span(record, running)
 
 

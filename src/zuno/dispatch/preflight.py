@@ -3,9 +3,9 @@
 Resolve the name against the session's surface, parse and validate the
 arguments, classify the call from its validated arguments, apply the session's
 inspection rule, run the before hooks, and authorize (rules, then the
-approver in strict mode). A call that fails any of these is *blocked*: a
-``dispatch.blocked`` event, then a finished row with outcome ``blocked`` and
-its kind, and nothing of it ran.
+approver in strict mode: :mod:`zuno.dispatch.approval`). A call that fails
+any of these is *blocked*: a ``dispatch.blocked`` event, then a finished row
+with outcome ``blocked`` and its kind, and nothing of it ran.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Preflight:
     """Admits or blocks the calls of a step, one by one in the model's order."""
 
     def __init__(self, host: DispatchHost) -> None:
-        self._rt = host
+        self._host = host
 
     async def admit(
         self, session: SessionState, index: int, call_id: str, request: CallRequest
@@ -79,7 +79,7 @@ class Preflight:
             await self._authorize(session, admitted)
             if admitted.hook_ask is not None and not admitted.asked:
                 # A hook asked: the approver decides even what the rules would allow.
-                await ask_approver(self._rt, session, admitted, Verdict("ask", admitted.hook_ask))
+                await ask_approver(self._host, session, admitted, Verdict("ask", admitted.hook_ask))
         except Blocked as blocked:
             raise _judged_after(blocked, admitted.rewrites) from None
         return admitted
@@ -126,7 +126,7 @@ class Preflight:
             normalized,
         )
         if tool.writes_files:
-            refusal = read_only_refusal(self._rt.config, "files")
+            refusal = read_only_refusal(self._host.config, "files")
             if refusal is not None:
                 raise Blocked(BlockKind.DENIED, refusal, declaration)
         await self._check_session_rules(session, admitted)
@@ -138,11 +138,11 @@ class Preflight:
         available = ", ".join(session.surface.names) or "none"
         shown = storable(name)  # a lone surrogate in the name is shown escaped
         withheld = dict(session.surface.withheld)
-        if name in ALL_NAMES and self._rt.registry.get(name) is None:
+        if name in ALL_NAMES and self._host.registry.get(name) is None:
             why = f"`{name}` is not available in this build of Zuno"
         elif name in withheld:
             why = f"`{name}` is not available: {withheld[name]}"
-        elif self._rt.registry.get(name) is not None:
+        elif self._host.registry.get(name) is not None:
             why = f"`{name}` is not enabled for this agent"
         else:
             why = f"there is no tool named `{shown}`"
@@ -164,9 +164,9 @@ class Preflight:
             return None
         if call.tool.checks_state_first:
             return None
-        if not self._rt.config.replay.require_inspection:
+        if not self._host.config.replay.require_inspection:
             return None
-        return inspection_block(self._rt.store, session.session_id)
+        return inspection_block(self._host.store, session.session_id)
 
     def _check_mode(self, session: SessionState, call: Admitted) -> None:
         """Plan mode refuses what it does not run before hooks or approvers see it.
@@ -186,13 +186,13 @@ class Preflight:
         and the permission rules judge the last one: a hook cannot lead a call
         around a deny rule. Each hook runs once, so rewrites are bounded.
         """
-        rt = self._rt
-        if not rt.hooks:
+        host = self._host
+        if not host.hooks:
             return call
         rewrites: list[Rewrite] = []
         asks: list[str] = []
         try:
-            for hook in rt.hooks.chain("before", call.tool.name):
+            for hook in host.hooks.chain("before", call.tool.name):
                 decision = await hook.consult(
                     HookCall(
                         "before",
@@ -204,11 +204,11 @@ class Preflight:
                     )
                 )
                 if decision.failed:
-                    rt.events.emit(
+                    host.events.emit(
                         failure_event(session.session_id, call.call_id, "before", decision)
                     )
                 if not decision.allow:
-                    rt.events.emit(
+                    host.events.emit(
                         Event(
                             "hook.denied",
                             session.session_id,
@@ -262,13 +262,13 @@ class Preflight:
     ) -> Rewrite:
         """Record a hook's rewrite (``hook.rewrote``: the arguments before and after)."""
         rewrite = Rewrite(hook, decision.reason, call.normalized, after)
-        self._rt.events.emit(
+        self._host.events.emit(
             Event("hook.rewrote", session.session_id, call.call_id, rewrite.as_event_data())
         )
         return rewrite
 
     async def _authorize(self, session: SessionState, call: Admitted) -> None:
-        rt = self._rt
+        host = self._host
         tool = call.tool
         call.mode = session.permissions.mode
         # Path tools are resolved whatever the rules: the guards below hold without any.
@@ -284,14 +284,14 @@ class Preflight:
         if tool.rule_match == "path":
             subjects = [subject for path in touched for subject in path.subjects]
         elif permissions.rules:
-            subjects = tool.rule_subjects(call.args, rt.workspace)
+            subjects = tool.rule_subjects(call.args, host.workspace)
         else:
             subjects = []  # no rules: nothing to match, no subject work
         strict_reason = None
         if permissions.mode != "permissive":
             strict_reason = self._outside_reads(
                 session, permissions, call, touched
-            ) or tool.strict_reason(call.args, rt.config)
+            ) or tool.strict_reason(call.args, host.config)
         verdict = evaluate(
             permissions,
             tool.name,
@@ -316,7 +316,7 @@ class Preflight:
                 (p, label)
                 for p in touched
                 if p.writes
-                and (label := rt.control_paths.covers(p.real_abs, rt.workspace)) is not None
+                and (label := host.control_paths.covers(p.real_abs, host.workspace)) is not None
             ),
             None,
         )
@@ -336,12 +336,12 @@ class Preflight:
                 f"it changes {own[0].real_abs}, in Zuno's own {own[1]}, which is always "
                 "asked about",
             )
-        elif (wants := tool.network_request(call.args, rt.config)) is not None:
+        elif (wants := tool.network_request(call.args, host.config)) is not None:
             # Hosts beyond the configured list widen the sandbox: a person decides.
             verdict = Verdict("ask", wants)
         if verdict.action == "allow":
             return
-        await ask_approver(self._rt, session, call, verdict)
+        await ask_approver(self._host, session, call, verdict)
 
     def _edit_inside(self, call: Admitted, touched: list[TouchedPath]) -> bool:
         """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
@@ -360,7 +360,7 @@ class Preflight:
         """Whether path is a workspace control file or in one of Zuno's own folders."""
         return (
             is_control_file(path)
-            or self._rt.control_paths.covers(path.real_abs, self._rt.workspace) is not None
+            or self._host.control_paths.covers(path.real_abs, self._host.workspace) is not None
         )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
@@ -369,7 +369,7 @@ class Preflight:
         if not raws:
             return []
         writes = call.declaration.effect is not Effect.READ_ONLY
-        return [touch(raw, self._rt.workspace, writes=writes) for raw in raws]
+        return [touch(raw, self._host.workspace, writes=writes) for raw in raws]
 
     def _outside_reads(
         self,
@@ -389,9 +389,9 @@ class Preflight:
         outside = [p for p in touched if not p.inside]
         if not outside:
             return None
-        own = self._rt.store.artifacts_root / session.session_id
+        own = self._host.store.artifacts_root / session.session_id
         roots = [str(own), *permissions.read_roots]
-        readable = [real_path(_absolute(root, self._rt.workspace))[0] for root in roots]
+        readable = [real_path(_absolute(root, self._host.workspace))[0] for root in roots]
         for path in outside:
             if not any(is_inside(path.real_abs, root) for root in readable):
                 return (
@@ -449,8 +449,8 @@ class Preflight:
             },
             at=now,
         )
-        self._rt.store.record_blocked(record, event)
-        self._rt.events.deliver(event)
+        self._host.store.record_blocked(record, event)
+        self._host.events.deliver(event)
         call_span(record)
         return CallResult(
             call_id,
