@@ -1,4 +1,5 @@
-"""The import contract: no new import circle inside ``zuno``, and the public names kept.
+"""The import contract: no import circle inside ``zuno``, imports that run down the
+layers, and the public names kept.
 
 The graph is Zuno's own modules and every import between them, wherever it
 stands: at the top of a module, inside a function, or under ``TYPE_CHECKING``
@@ -7,6 +8,10 @@ a strongly connected group of modules: each can reach every other through
 imports. There is none today (:data:`ALLOWED_CIRCLES` is empty): a new circle
 fails. Should one ever be allowed for a while, it is written out there by name;
 the second test says when an entry no longer stands.
+
+The packages stand in layers (:data:`LAYERS`, bottom first): a package imports
+only the packages below it. The imports that still run up are written out in
+:data:`ALLOWED_UP`; a new one fails.
 
 To see today's circles: ``python -m pytest tests/test_import_contract.py``
 prints them when the contract is broken.
@@ -24,6 +29,34 @@ import zuno
 # The circles that remain, by name: none. Keep it so; a circle is broken by moving the
 # shared piece down or inverting the import, never by adding it here.
 ALLOWED_CIRCLES: dict[str, frozenset[str]] = {}
+
+# Zuno's packages, bottom first: each may import only the ones before it.
+LAYERS = (
+    "core",
+    "workspace",
+    "config",
+    "contract",
+    "durability",
+    "execution",
+    "policy",
+    "integrations",
+    "dispatch",
+    "session",
+    "agent",
+    "tools",
+    "fleet",
+    "serve",
+    "cli",
+)
+
+# The imports that still run up the layers (importer, imported). Shrink this, never grow it.
+ALLOWED_UP: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("zuno.config.loading", "zuno.agent.providers"),
+        ("zuno.config.lsp", "zuno.execution.server_launch"),
+        ("zuno.policy.budget", "zuno.agent.messages"),
+    }
+)
 
 
 def _circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
@@ -72,9 +105,48 @@ def _circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
 
 
 @pytest.fixture(scope="module")
-def circles() -> list[frozenset[str]]:
-    graph = grimp.build_graph("zuno", exclude_type_checking_imports=False, cache_dir=None)
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("zuno", exclude_type_checking_imports=False, cache_dir=None)
+
+
+@pytest.fixture(scope="module")
+def circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
     return _circles(graph)
+
+
+def _layer(module: str) -> int | None:
+    """The place of a module's package in :data:`LAYERS` (None: the ``zuno`` face itself)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def _up_imports(graph: grimp.ImportGraph) -> set[tuple[str, str]]:
+    """Every import from a module to one of a higher layer."""
+    found: set[tuple[str, str]] = set()
+    for module in graph.modules:
+        mine = _layer(module)
+        if mine is None:
+            continue
+        for imported in graph.find_modules_directly_imported_by(module):
+            theirs = _layer(imported)
+            if theirs is not None and theirs > mine:
+                found.add((module, imported))
+    return found
+
+
+def test_every_package_is_in_a_layer(graph: grimp.ImportGraph) -> None:
+    packages = {m.split(".")[1] for m in graph.modules if m.count(".") == 1}
+    packages -= {"__main__"}
+    assert packages <= set(LAYERS), f"add {sorted(packages - set(LAYERS))} to LAYERS"
+
+
+def test_no_new_import_runs_up_the_layers(graph: grimp.ImportGraph) -> None:
+    new = sorted(_up_imports(graph) - ALLOWED_UP)
+    assert not new, (
+        "import(s) that run up the layers (type-only imports count): "
+        + ", ".join(f"{a} -> {b}" for a, b in new)
+        + ". Move the shared piece down, or have the higher layer hand it in."
+    )
 
 
 def _describe(group: frozenset[str]) -> str:
