@@ -37,8 +37,9 @@ from pathlib import Path
 import anyio
 
 from zuno.config.loading import Config
+from zuno.dispatch.session_state import SessionState
 from zuno.policy.approvals import ApproveAll
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 from zuno.workspace.checkpoints.store import CHECKPOINTS_ENV
 
 __all__ = ["main"]

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import anyio
 
+from zuno.config.sandbox import SandboxSettings
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import ToolContext
-from zuno.execution.sandbox import SandboxSettings
 from zuno.tools.shell import ShellArgs, ShellTool
 
 __all__ = ["main"]

@@ -37,7 +37,9 @@ from zuno.policy.approvals import ApproveAll
 from zuno.session.runtime import Runtime
 from zuno.tools.patch import ApplyPatchArgs, ApplyPatchTool
 from zuno.workspace.checkpoints.store import CHECKPOINTS_ENV
-from zuno.workspace.patch import commit_changes, parse_patch, plan_patch
+from zuno.workspace.patch.apply import plan_patch
+from zuno.workspace.patch.commit import commit_changes
+from zuno.workspace.patch.parser import parse_patch
 
 __all__ = ["main"]
 

@@ -50,7 +50,7 @@ import anyio
 
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import Tool, ToolArgs, ToolContext
-from zuno.execution.ripgrep import find_ripgrep
+from zuno.execution.ripgrep._locate import find_ripgrep
 from zuno.tools.search import GlobArgs, GlobTool, GrepArgs, GrepTool
 
 __all__ = ["main"]

@@ -10,9 +10,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from zuno.config.sandbox import SandboxSettings
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import ToolContext, ToolResult
-from zuno.execution.sandbox import SandboxSettings
 from zuno.tools.shell import ShellArgs, ShellTool
 
 __all__ = ["run_shell"]

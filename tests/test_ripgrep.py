@@ -19,19 +19,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zuno.execution import ripgrep
-from zuno.execution.ripgrep import (
+from zuno.execution.ripgrep import Query
+from zuno.execution.ripgrep._locate import RipgrepUnavailable, find_ripgrep, parse_version
+from zuno.execution.ripgrep._search import (
     FileCount,
-    Query,
     RipgrepError,
-    RipgrepUnavailable,
+    _Smallest,  # pyright: ignore[reportPrivateUsage]
     count_matches,
     files_with_matches,
-    find_ripgrep,
     list_files,
-    parse_version,
     search_lines,
 )
-from zuno.execution.ripgrep._search import _Smallest  # pyright: ignore[reportPrivateUsage]
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

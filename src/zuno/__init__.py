@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from zuno.core.declarations import BlockKind, Concurrency, Declaration, Effect, Outcome, Replay
     from zuno.core.installed import installed_version
     from zuno.dispatch.dispatcher import CallRequest, CallResult
+    from zuno.dispatch.session_state import SessionState
     from zuno.durability.store import open_store
     from zuno.policy.approvals import (
         ApprovalDecision,
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
     )
     from zuno.policy.hooks import HookCall, HookDecision
     from zuno.policy.terminal_approver import TerminalApprover
-    from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+    from zuno.session.lifecycle import UnknownSession
+    from zuno.session.runtime import Runtime, UnknownAgent
 
 __all__ = [
     "AgentSettings",
@@ -122,7 +124,7 @@ _HOMES: dict[str, str] = {
     "PermissionRule": "zuno.config.permission",
     "Replay": "zuno.core.declarations",
     "Runtime": "zuno.session.runtime",
-    "SessionState": "zuno.session.runtime",
+    "SessionState": "zuno.dispatch.session_state",
     "TerminalApprover": "zuno.policy.terminal_approver",
     "Tool": "zuno.contract.tool",
     "ToolArgs": "zuno.contract.tool",
@@ -132,7 +134,7 @@ _HOMES: dict[str, str] = {
     "TransientError": "zuno.contract.tool",
     "UncertainOutcome": "zuno.contract.tool",
     "UnknownAgent": "zuno.session.runtime",
-    "UnknownSession": "zuno.session.runtime",
+    "UnknownSession": "zuno.session.lifecycle",
     "installed_version": "zuno.core.installed",
     "load_config": "zuno.config.loading",
     "open_store": "zuno.durability.store",

@@ -15,15 +15,16 @@ import pytest
 from fake_api import Failure, FakeModelServer, Reply
 
 from zuno.agent.messages import UserMessage
-from zuno.agent.providers import ProviderError, RetryPolicy, make_provider
+from zuno.agent.providers import ProviderError, make_provider
+from zuno.agent.providers.retry import RetryPolicy
 from zuno.config.loading import Config
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult, UncertainOutcome
 from zuno.core.declarations import Concurrency, Declaration, Effect, Outcome, Replay
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.integrations.web._http import status_failure  # pyright: ignore[reportPrivateUsage]
 from zuno.policy.approvals import ApproveAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,9 @@ import pytest
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.messages import ToolSpec, UserMessage
-from zuno.agent.providers import ClientPool, RetryPolicy, make_provider
+from zuno.agent.providers import make_provider
+from zuno.agent.providers.clients import ClientPool
+from zuno.agent.providers.retry import RetryPolicy
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,8 @@ import pytest
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.messages import ToolSpec, UserMessage
-from zuno.agent.providers import RetryPolicy, make_provider, schemas, tls_context
+from zuno.agent.providers import make_provider, schemas, tls_context
+from zuno.agent.providers.retry import RetryPolicy
 
 FAST = RetryPolicy(attempts=1)
 

@@ -32,10 +32,10 @@ from zuno.agent.providers import (
     ProviderConfigError,
     ProviderRejected,
     ProviderUnreachable,
-    RetryPolicy,
     make_provider,
 )
 from zuno.agent.providers.openai_chat import _Assembly  # pyright: ignore[reportPrivateUsage]
+from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schemas import anthropic_tool, openai_tool, strict_schema
 from zuno.config.providers import ProviderSettings
 

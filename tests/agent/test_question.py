@@ -10,14 +10,8 @@ import pytest
 from agent_helpers import MODEL, make_runtime, run_turn
 from fake_api import FakeModelServer, Reply
 
-from zuno.tools.question import (
-    Answer,
-    CallbackQuestioner,
-    Option,
-    Question,
-    TerminalQuestioner,
-    parse_answer,
-)
+from zuno.session.questions import Answer, Option, Question
+from zuno.tools.question import CallbackQuestioner, TerminalQuestioner, parse_answer
 
 pytestmark = pytest.mark.anyio
 

@@ -17,11 +17,13 @@ import anyio
 import pytest
 
 from pg_schema import scratch_schema
+from zuno.agent.undo_note import undo_note
 from zuno.config.loading import Config
+from zuno.dispatch.session_state import SessionState
 from zuno.durability.store import CallRecord
 from zuno.policy.approvals import ApproveAll
-from zuno.session.runtime import Runtime, SessionState
-from zuno.tools.undo import checkpoint_problem, find_call, undo_note
+from zuno.session.runtime import Runtime
+from zuno.tools.undo import checkpoint_problem, find_call
 from zuno.workspace.checkpoints.store import Checkpoints
 
 pytestmark = pytest.mark.anyio

@@ -15,9 +15,10 @@ import pytest
 
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
+from zuno.dispatch.session_state import SessionState
 from zuno.durability.store import CallRecord
 from zuno.policy.approvals import ApproveAll
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

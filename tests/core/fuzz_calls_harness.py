@@ -47,8 +47,8 @@ from zuno.dispatch.dispatcher import CallRequest
 from zuno.durability.store import open_store
 from zuno.policy.approvals import ApproveAll
 from zuno.policy.hooks import HookCall, HookDecision
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 __all__ = ["Campaign", "Figures", "figures_table"]
 

@@ -1,4 +1,4 @@
-"""The table of built-in tools (zuno.tools.BUILTINS) says the truth about every tool.
+"""The table of built-in tools (zuno.session.builtin_tools.BUILTINS) is true to every tool.
 
 A runtime registers the built-in tools from this table without importing them,
 so a line that names the wrong class, forgets a tool or hides that a tool needs
@@ -21,8 +21,8 @@ from zuno.config.loading import Config
 from zuno.contract.tool import Tool
 from zuno.core.tool_names import ALL_NAMES
 from zuno.dispatch.registry import LazyTool, NeedsSetup, Registry
+from zuno.session.builtin_tools import BUILTINS, builtin_tools, lazy_builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import BUILTINS, builtin_tools, lazy_builtin_tools
 
 
 def _tool_classes() -> dict[str, type[Tool[Any]]]:
@@ -55,7 +55,9 @@ def test_every_line_builds_the_tool_it_names() -> None:
 def test_every_tool_class_has_a_line() -> None:
     # A tool class added to a zuno.tools module without a BUILTINS line would never be offered.
     missing = sorted(set(_tool_classes()) - {entry.name for entry in BUILTINS})
-    assert missing == [], f"add a Builtin(...) line to zuno.tools.BUILTINS for {missing}"
+    assert missing == [], (
+        f"add a Builtin(...) line to zuno.session.builtin_tools.BUILTINS for {missing}"
+    )
 
 
 def test_the_specification_names_are_implemented_or_absent_on_purpose() -> None:
@@ -90,7 +92,7 @@ def test_a_runtime_imports_a_tool_only_when_it_is_used(workspace: Path) -> None:
 def test_a_startup_check_still_refuses_the_call_that_needs_it(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zuno.execution.ripgrep import RipgrepUnavailable
+    from zuno.execution.ripgrep._locate import RipgrepUnavailable
 
     # The probe's answer is cached by ZUNO_RG's value: a path of this test's own is fresh.
     monkeypatch.setenv("ZUNO_RG", str(workspace / "no-such-rg"))

@@ -17,7 +17,7 @@ import pytest
 
 from zuno.config.loading import Config, ConfigError, load_config
 from zuno.dispatch.registry import ALL_NAMES, Registry
-from zuno.tools import builtin_tools
+from zuno.session.builtin_tools import builtin_tools
 
 ZUNO = Path(sys.executable).parent / "zuno"
 

@@ -30,12 +30,14 @@ from zuno.config.loading import Config
 from zuno.config.mcp import McpServerSettings
 from zuno.core.declarations import BlockKind, Effect, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.dispatch.session_state import SessionState
 from zuno.durability.recovery import inspection_block, pending_notice
 from zuno.integrations.mcp.remote import choose_declaration
 from zuno.policy.approvals import ApproveAll
-from zuno.session.runtime import Runtime, SessionState
-from zuno.tools import builtin_tools
-from zuno.tools.question import Answer, CallbackQuestioner, Question
+from zuno.session.builtin_tools import builtin_tools
+from zuno.session.questions import Answer, Question
+from zuno.session.runtime import Runtime
+from zuno.tools.question import CallbackQuestioner
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,8 @@ from zuno.core.tool_names import OPT_IN
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.policy.approvals import ApproveAll
 from zuno.policy.hooks import HookCall, HookDecision
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 # Calls that would start processes or agents are stopped by a hook after
 # validation and classification, which is the part being fuzzed here.

@@ -16,9 +16,10 @@ import zuno.durability.file_versions as file_versions
 from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
+from zuno.dispatch.session_state import SessionState
 from zuno.durability.file_versions import FileVersions, fingerprint
 from zuno.policy.approvals import ApproveAll
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from zuno.workspace.beneath import Confined
-from zuno.workspace.patch import FileChange, commit_changes
-from zuno.workspace.patch.commit import ChangedMeanwhile
+from zuno.workspace.patch.commit import ChangedMeanwhile, FileChange, commit_changes
 
 
 class Refused(Exception):

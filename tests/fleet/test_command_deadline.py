@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from zuno.execution.sandbox import probe_bubblewrap, probe_landlock
 from zuno.execution.sandbox.policy import GUARD
+from zuno.execution.sandbox.probing import probe_bubblewrap, probe_landlock
 
 _WORKER = """
 import json, sys

@@ -11,10 +11,10 @@ import pytest
 from lsp_support import A_PY, B_PY, C_PY
 
 from zuno.config.loading import Config
-from zuno.integrations.lsp import LSP_SERVERS
+from zuno.integrations.lsp.pool import LSP_SERVERS
 from zuno.policy.approvals import DenyAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 RuntimeFactory = Callable[..., Runtime]
 

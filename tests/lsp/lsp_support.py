@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from zuno.integrations.lsp import find_program
+from zuno.execution.server_launch import find_program
 
 FAKE_SERVER = Path(__file__).with_name("fake_lsp_server.py")
 

@@ -18,9 +18,12 @@ import anyio
 import pytest
 from lsp_support import FAKE_SERVER, fake_server
 
+from zuno.config.lsp import LspServerSettings
 from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallResult
-from zuno.integrations.lsp import LSP_SERVERS, LspClient, LspServerSettings, RequestTimeout
+from zuno.integrations.lsp.client import LspClient
+from zuno.integrations.lsp.errors import RequestTimeout
+from zuno.integrations.lsp.pool import LSP_SERVERS
 from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

@@ -21,8 +21,9 @@ from zuno.config.lsp import LspSettings
 from zuno.core.declarations import Outcome
 from zuno.dispatch.dispatcher import CallResult
 from zuno.execution.server_launch import find_program
-from zuno.integrations.lsp import LSP_SERVERS, LspClient, ResponseError
-from zuno.integrations.lsp.client import CLIENT_CAPABILITIES
+from zuno.integrations.lsp.client import CLIENT_CAPABILITIES, LspClient
+from zuno.integrations.lsp.errors import ResponseError
+from zuno.integrations.lsp.pool import LSP_SERVERS
 from zuno.integrations.lsp.protocol import answer_of, to_json
 from zuno.session.runtime import Runtime
 

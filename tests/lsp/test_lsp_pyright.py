@@ -18,7 +18,8 @@ from lsp_support import requires_pyright
 from zuno.core.declarations import INSPECTION, BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest, CallResult
 from zuno.dispatch.registry import SLOTS
-from zuno.integrations.lsp import LSP_SERVERS, LspClient
+from zuno.integrations.lsp.client import LspClient
+from zuno.integrations.lsp.pool import LSP_SERVERS
 from zuno.session.runtime import Runtime
 
 pytestmark = [pytest.mark.anyio, requires_pyright]

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from zuno.config.trust import trust
 from zuno.core.declarations import Effect
 from zuno.serve.mcp_server import annotations_for
-from zuno.tools import builtin_tools
+from zuno.session.builtin_tools import builtin_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -252,7 +252,7 @@ async def test_results_hold_the_output_in_structured_content_and_the_record_in_m
 
 
 async def test_server_info_names_zunos_version(project: tuple[Path, Path]) -> None:
-    from zuno import installed_version
+    from zuno.core.installed import installed_version
 
     workspace, db = project
     async with Client(serve_params(workspace, db)) as client:

@@ -17,11 +17,12 @@ from zuno.config.loading import Config, ConfigError, load_config
 from zuno.config.trust import trust
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.dispatch.dispatcher import CallRequest
+from zuno.dispatch.session_state import SessionState
 from zuno.policy.approvals import ApprovalDecision, ApprovalRequest
 from zuno.policy.hooks import HookCall
 from zuno.policy.modes import stored_mode
 from zuno.policy.permissions import MODES
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

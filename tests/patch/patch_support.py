@@ -7,7 +7,7 @@ from typing import Any
 
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import ToolContext
-from zuno.workspace.patch import PatchPlan, apply_patch, plan_patch
+from zuno.workspace.patch.apply import PatchPlan, apply_patch, plan_patch
 
 __all__ = ["apply_in", "context_for", "plan_in", "snapshot", "wrap"]
 

@@ -12,7 +12,7 @@ import pytest
 from patch_support import apply_in, context_for, wrap  # pyright: ignore[reportMissingImports]
 
 from zuno.tools.read import ReadArgs, ReadTool
-from zuno.workspace.patch import TextFile
+from zuno.workspace.patch.textfile import TextFile
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from patch_support import apply_in, plan_in, snapshot, wrap
 
-from zuno.workspace.patch import PatchError
+from zuno.workspace.patch.model import PatchError
 
 
 @pytest.fixture
@@ -425,7 +425,7 @@ def test_write_failure_midway_restores_every_file(
         real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    from zuno.workspace.patch import PatchWriteError
+    from zuno.workspace.patch.model import PatchWriteError
 
     with pytest.raises(PatchWriteError, match=r"every file was restored") as info:
         apply_in(

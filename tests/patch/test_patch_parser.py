@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from patch_support import wrap
 
-from zuno.workspace.patch import AddFile, BodyLine, DeleteFile, PatchError, UpdateFile, parse_patch
+from zuno.workspace.patch.model import AddFile, BodyLine, DeleteFile, PatchError, UpdateFile
+from zuno.workspace.patch.parser import parse_patch
 
 
 def _update(text: str) -> UpdateFile:

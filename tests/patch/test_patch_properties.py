@@ -10,7 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from patch_support import context_for
 
-from zuno.workspace.patch import PatchError, TextFile, parse_patch, plan_patch
+from zuno.workspace.patch.apply import plan_patch
+from zuno.workspace.patch.model import PatchError
+from zuno.workspace.patch.parser import parse_patch
+from zuno.workspace.patch.textfile import TextFile
 
 # Any character but line breaks (the patch is split on \n and \r\n) and NUL (binary).
 _LINE_TEXT = st.text(

@@ -11,15 +11,12 @@ from pydantic import ValidationError
 from zuno.config.egress import EgressRules, RuleError, parse_rule
 from zuno.config.loading import Config, validate_config
 from zuno.config.narrowing import narrow
-from zuno.execution.sandbox import (
-    BackendProbe,
-    SandboxError,
-    SandboxSettings,
-    select_sandbox,
-    selection,
-)
+from zuno.config.sandbox import SandboxSettings
+from zuno.execution.sandbox import selection
 from zuno.execution.sandbox.egress.ledger import suggested_rules
-from zuno.execution.sandbox.probing import probe_landlock_proxy
+from zuno.execution.sandbox.policy import SandboxError
+from zuno.execution.sandbox.probing import BackendProbe, probe_landlock_proxy
+from zuno.execution.sandbox.selection import select_sandbox
 
 
 def test_names_wildcards_ports_and_presets() -> None:

@@ -29,9 +29,9 @@ import pytest
 
 from sandboxed_shell import run_shell
 from zuno.config.loading import Config
+from zuno.config.sandbox import SandboxSettings
 from zuno.contract.tool import ToolResult
 from zuno.core.declarations import Outcome
-from zuno.execution.sandbox import SandboxSettings
 from zuno.policy.approvals import ApprovalRequest, CallbackApprover
 from zuno.session.jobs import JobState
 from zuno.session.runtime import Runtime

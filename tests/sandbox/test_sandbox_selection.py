@@ -8,19 +8,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from zuno.execution.sandbox import (
-    BubblewrapSandbox,
-    LandlockSandbox,
-    NoSandbox,
-    SandboxError,
-    SandboxSettings,
-    command_environment,
-    policy_for,
-    probe_bubblewrap,
-    probe_landlock,
-    sandbox_report,
-    select_sandbox,
-)
+from zuno.config.sandbox import SandboxSettings
+from zuno.execution.sandbox.bubblewrap import BubblewrapSandbox
+from zuno.execution.sandbox.environment import command_environment
+from zuno.execution.sandbox.landlock import LandlockSandbox
+from zuno.execution.sandbox.none import NoSandbox
+from zuno.execution.sandbox.policy import SandboxError
+from zuno.execution.sandbox.probing import probe_bubblewrap, probe_landlock
+from zuno.execution.sandbox.selection import policy_for, sandbox_report, select_sandbox
 
 
 @pytest.fixture

@@ -41,8 +41,8 @@ from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import Outcome
 from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover, DenyAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from sandboxed_shell import run_shell
+from zuno.config.sandbox import DEFAULT_ENV_REMOVE, SandboxSettings
 from zuno.contract.tool import ToolResult
-from zuno.execution.sandbox import DEFAULT_ENV_REMOVE, SandboxSettings, command_environment
+from zuno.execution.sandbox.environment import command_environment
 
 KINDS = ["bubblewrap", "landlock"]
 

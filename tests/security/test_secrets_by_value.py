@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from zuno.execution.sandbox import DEFAULT_ENV_REMOVE
+from zuno.config.sandbox import DEFAULT_ENV_REMOVE
 from zuno.execution.sandbox.environment import looks_like_credential, withheld_names
 
 ZUNO = str(Path(sys.executable).with_name("zuno"))

@@ -43,8 +43,8 @@ from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.durability.store import open_store
 from zuno.durability.store.records import CallRecord
 from zuno.policy.approvals import CallbackApprover
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 _EXPORTER = InMemorySpanExporter()
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zuno.execution.ripgrep import (
-    Query,
+from zuno.execution.ripgrep import Query
+from zuno.execution.ripgrep._locate import find_ripgrep
+from zuno.execution.ripgrep._search import (
     RipgrepError,
     files_with_matches,
-    find_ripgrep,
     list_files,
     search_lines,
 )

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zuno.config.permission import PermissionRule
-from zuno.execution.ripgrep import Exclusion, list_files
+from zuno.execution.ripgrep._search import list_files
+from zuno.execution.ripgrep._select import Exclusion
 from zuno.policy.permissions import path_pattern_matches
 from zuno.policy.search_fence import search_exclusion
 

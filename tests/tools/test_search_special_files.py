@@ -20,8 +20,8 @@ from zuno.config.loading import Config
 from zuno.contract.calls import CallResult
 from zuno.core.declarations import BlockKind, Outcome
 from zuno.policy.approvals import DenyAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from zuno.config.sandbox import SandboxSettings
 from zuno.contract.output import ArtifactStore, BoundedOutput, OutputLimits
 from zuno.contract.tool import (
     ArgumentsRejected,
@@ -22,7 +23,6 @@ from zuno.contract.tool import (
     ToolResult,
 )
 from zuno.core.declarations import Concurrency, Effect, Replay
-from zuno.execution.sandbox import SandboxSettings
 from zuno.tools.shell import ExecuteArgs, ExecuteTool, ShellArgs, ShellTool
 
 

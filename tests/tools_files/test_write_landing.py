@@ -1,4 +1,4 @@
-"""zuno.dispatch.landing: a symlink never redirects a write to a control file or a denied path."""
+"""zuno.dispatch.landing: a symlink may not redirect a write onto a control file or denied path."""
 
 from __future__ import annotations
 

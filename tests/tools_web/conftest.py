@@ -11,8 +11,8 @@ from web_test_server import LocalServer, running_server
 
 from zuno.config.loading import Config
 from zuno.policy.approvals import DenyAll
+from zuno.session.builtin_tools import builtin_tools
 from zuno.session.runtime import Runtime
-from zuno.tools import builtin_tools
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ _CHILD = textwrap.dedent(
     from zuno.config.loading import Config
     from zuno.policy.approvals import DenyAll
     from zuno.session.runtime import Runtime
-    from zuno.tools import builtin_tools
+    from zuno.session.builtin_tools import builtin_tools
 
     body = Path(sys.argv[1]).read_bytes()
     ws = Path(sys.argv[2])

@@ -40,8 +40,9 @@ from zuno.policy.budget import price_for, step_cost
 
 if TYPE_CHECKING:
     from zuno.config.loading import Config
+    from zuno.dispatch.session_state import SessionState
     from zuno.policy.budget import Budget
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = [
     "COMPACTION_META",

@@ -33,7 +33,8 @@ from zuno.agent.providers import ProviderError
 from zuno.contract.tool import ArgumentsRejected, ToolError
 
 if TYPE_CHECKING:
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = ["MAX_DEPTH", "ChildRun", "check_depth", "child_tools", "run_child", "session_model"]
 

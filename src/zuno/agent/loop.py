@@ -56,8 +56,8 @@ from zuno.agent.messages import (
 from zuno.agent.prompts import system_prompt
 from zuno.agent.providers import Provider, ProviderConfigError, ProviderError, make_provider
 from zuno.agent.tool_specs import tool_specs
-from zuno.config.agents import AgentSettings
-from zuno.config.loading import Config, user_config_path
+from zuno.agent.undo_note import undo_note
+from zuno.config.loading import AgentSettings, Config, user_config_path
 from zuno.contract.events import Event
 from zuno.contract.images import ImageAttachment, attachment_for, image_max_bytes
 from zuno.dispatch.dispatcher import CallRequest, CallResult
@@ -65,12 +65,12 @@ from zuno.durability.memory import accepted_memories_text
 from zuno.durability.store import Store
 from zuno.durability.telemetry import model_span, turn_span
 from zuno.policy.budget import price_for, session_budget, step_cost
-from zuno.tools.undo import undo_note
 
 if TYPE_CHECKING:
+    from zuno.dispatch.session_state import SessionState
     from zuno.durability.store.records import CallRecord
     from zuno.policy.budget import Budget
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

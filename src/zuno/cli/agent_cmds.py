@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from zuno.agent.providers import Provider
     from zuno.cli.headless_run import HeadlessOptions
     from zuno.config.permission import PermissionMode
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = [
     "ResumeRefused",
@@ -331,7 +332,8 @@ def resume(
     from zuno.agent.messages import AssistantMessage
     from zuno.agent.providers import ProviderError
     from zuno.cli.transcript import moved_note
-    from zuno.session.runtime import UnknownAgent, UnknownSession
+    from zuno.session.lifecycle import UnknownSession
+    from zuno.session.runtime import UnknownAgent
 
     if prompt is not None:
         prompt = prompt_text(prompt)

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
+    from zuno.dispatch.session_state import SessionState
     from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest, Approver
-    from zuno.session.runtime import Runtime, SessionState
-    from zuno.tools.question import Answer, Question, Questioner
+    from zuno.session.questions import Answer, Question, Questioner
+    from zuno.session.runtime import Runtime
 
 __all__ = [
     "MaxBudgetOpt",

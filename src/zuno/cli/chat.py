@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from zuno.agent.loop import TurnOutcome
     from zuno.agent.providers import Provider
     from zuno.config.permission import PermissionMode
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = ["Chat", "chat", "history_path", "run_chat"]
 

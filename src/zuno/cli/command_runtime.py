@@ -28,7 +28,8 @@ from zuno.durability.store.errors import SessionBusy
 if TYPE_CHECKING:
     from zuno.config.permission import PermissionMode
     from zuno.dispatch.dispatcher import CallRequest, CallResult
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = [
     "DIRECT_CALLS",
@@ -194,7 +195,7 @@ def find_session(store: Store, prefix: str) -> SessionRecord:
     Raises:
         UnknownSession: No session matches, or several do (they are named).
     """
-    from zuno.session.runtime import UnknownSession
+    from zuno.session.lifecycle import UnknownSession
 
     record = store.get_session(prefix)
     if record is not None:

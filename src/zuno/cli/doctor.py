@@ -23,7 +23,7 @@ __all__ = ["diagnose", "report_lines"]
 def diagnose(workspace: Path, db: Path | None = None) -> dict[str, Any]:
     """A report of rg, the store, the configuration files, folder trust, the language
     servers, the MCP servers, the web_search backend and the sandbox."""
-    from zuno.execution.ripgrep import RipgrepUnavailable, find_ripgrep
+    from zuno.execution.ripgrep._locate import RipgrepUnavailable, find_ripgrep
 
     ok = True
     report: dict[str, Any] = {}
@@ -152,7 +152,7 @@ def _web_search(config: Config | None) -> dict[str, Any]:
 
 def _sandbox(config: Any) -> dict[str, Any] | None:
     try:
-        from zuno.execution.sandbox import sandbox_report
+        from zuno.execution.sandbox.selection import sandbox_report
     except ImportError:
         return None
     settings = getattr(config, "sandbox", None)

@@ -42,10 +42,11 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def user_errors() -> Generator[None]:
     """Turn the errors a user can act on into one clear line, never a traceback."""
     from zuno.config.loading import ConfigError
-    from zuno.execution.ripgrep import RipgrepUnavailable
-    from zuno.execution.sandbox import SandboxError
+    from zuno.execution.ripgrep._locate import RipgrepUnavailable
+    from zuno.execution.sandbox.policy import SandboxError
     from zuno.integrations.mcp.errors import McpServerError
-    from zuno.session.runtime import UnknownAgent, UnknownSession
+    from zuno.session.lifecycle import UnknownSession
+    from zuno.session.runtime import UnknownAgent
 
     try:
         yield

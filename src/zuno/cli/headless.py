@@ -25,8 +25,9 @@ from zuno.agent.loop import TurnOutcome, TurnStatus
 from zuno.cli.run_report import RunClock, changed_files
 from zuno.contract.events import Event
 from zuno.core.installed import installed_version
+from zuno.dispatch.session_state import SessionState
 from zuno.execution.sandbox.egress.ledger import egress_summary
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 
 __all__ = ["FORMAT_VERSION", "ExitStatus", "HeadlessWriter"]
 

@@ -26,10 +26,12 @@ from zuno.cli.run_report import write_last_message
 from zuno.cli.signals import Stopped, run_until_stopped
 from zuno.config.loading import ConfigError
 from zuno.config.permission import PermissionMode
+from zuno.dispatch.session_state import SessionState
 from zuno.durability.store import StoreError, StoreUnavailable
 from zuno.policy.approvals import ApproveAll, DenyAll
 from zuno.policy.budget import Budget, BudgetError
-from zuno.session.runtime import Runtime, SessionState, UnknownAgent, UnknownSession
+from zuno.session.lifecycle import UnknownSession
+from zuno.session.runtime import Runtime, UnknownAgent
 
 __all__ = [
     "HeadlessOptions",
@@ -102,8 +104,8 @@ def startup_problem(exc: BaseException) -> str | None:
     Tools load when the agent first lists them, inside the turn's task group, so
     the error may come wrapped in exception groups.
     """
-    from zuno.execution.ripgrep import RipgrepUnavailable
-    from zuno.execution.sandbox import SandboxError
+    from zuno.execution.ripgrep._locate import RipgrepUnavailable
+    from zuno.execution.sandbox.policy import SandboxError
 
     found = _found(exc, (RipgrepUnavailable, SandboxError))
     return None if found is None else str(found)

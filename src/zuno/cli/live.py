@@ -38,7 +38,8 @@ from zuno.cli.render import outcome_style, styled_diff
 from zuno.contract.call_text import describe_call, file_diff, for_person, read_range, result_lines
 from zuno.contract.events import Event
 from zuno.core.tty import on_prompt
-from zuno.session.runtime import Runtime, SessionState
+from zuno.dispatch.session_state import SessionState
+from zuno.session.runtime import Runtime
 
 __all__ = ["LiveView"]
 

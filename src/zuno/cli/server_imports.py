@@ -103,7 +103,7 @@ def preload() -> None:
 
     from pydantic.plugin._loader import get_plugins  # pyright: ignore[reportPrivateImportUsage]
 
-    from zuno.tools import BUILTINS
+    from zuno.session.builtin_tools import BUILTINS
 
     modules = [*PRELOAD, *(entry.home.partition(":")[0] for entry in BUILTINS)]
     for module in modules:

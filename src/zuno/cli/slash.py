@@ -24,7 +24,8 @@ from zuno.cli.console import lazy_console
 if TYPE_CHECKING:
     from zuno.agent.providers import Provider
     from zuno.config.permission import PermissionMode
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = ["COMMANDS", "ChatSession", "run_command"]
 
@@ -136,7 +137,7 @@ async def _sessions(chat: ChatSession, args: list[str]) -> None:
 async def _resume(chat: ChatSession, args: list[str]) -> None:
     from zuno.cli.command_runtime import find_session
     from zuno.durability.store import StoreError
-    from zuno.session.runtime import UnknownSession
+    from zuno.session.lifecycle import UnknownSession
 
     if len(args) != 1:
         _say("usage: /resume SESSION  (/sessions lists them)", "yellow")

@@ -14,8 +14,6 @@ written, in the model's order whatever the completion order.
 
 from __future__ import annotations
 
-import functools
-import logging
 import random
 import time
 from collections import deque
@@ -40,22 +38,22 @@ from zuno.contract.tool import (
 )
 from zuno.core.declarations import BlockKind, Concurrency, Effect, Outcome, Replay
 from zuno.core.sentences import full_stop
+from zuno.dispatch.admission import Admitted, Blocked
+from zuno.dispatch.after_hooks import after_hooks
 from zuno.dispatch.arguments import planned_calls
-from zuno.dispatch.preflight import Admitted, Blocked, Preflight
+from zuno.dispatch.call_checkpoints import CallCheckpoints
+from zuno.dispatch.preflight import Preflight
 from zuno.dispatch.scheduling import plan_groups
 from zuno.durability.recovery import INSPECTED, prefetch_inspection
 from zuno.durability.store.records import CallRecord
 from zuno.durability.telemetry import RunningCall, call_running, call_span
-from zuno.policy.hooks import HookCall, context_note, failure_event, rewrite_note
 
 if TYPE_CHECKING:
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.host import DispatchHost
+    from zuno.dispatch.session_state import SessionState
     from zuno.workspace.checkpoints.store import Checkpoints
 
 __all__ = ["CallRequest", "CallResult", "Dispatcher", "new_id"]
-
-_log = logging.getLogger("zuno.dispatch.dispatcher")
-
 
 _NEVER_FAILED_NOTE = (
     "\n[Zuno: this call will not be run again automatically. Before any new change, inspect "
@@ -77,15 +75,16 @@ class _Batch:
 class Dispatcher:
     """Runs model steps through pre-flight, scheduling, execution and persistence."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
-        self._preflight = Preflight(runtime)
+    def __init__(self, host: DispatchHost) -> None:
+        self._host = host
+        self._preflight = Preflight(host)
+        self._checkpoints = CallCheckpoints(host)
 
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
     ) -> list[CallResult]:
         """Dispatch one model step; results come back in the model's order."""
-        rt = self._rt
+        host = self._host
         # The step's calls as asked, and who runs them: calls a kill stops before
         # they start have no row, and `zuno show` lists them as not run.
         opening = Event(
@@ -94,15 +93,15 @@ class Dispatcher:
             data={
                 "calls": len(requests),
                 "requests": planned_calls(requests),
-                "runner": rt.identity,
+                "runner": host.identity,
             },
         )
-        if rt.config.replay.require_inspection:
+        if host.config.replay.require_inspection:
             # The inspection rule's query rides with the step's opening.
-            prefetch_inspection(rt.store, session.session_id)
+            prefetch_inspection(host.store, session.session_id)
         # Fenced: a worker that lost the session (SessionBusy) opens no step.
-        step = rt.store.begin_step(session.session_id, opening, worker=rt.identity)
-        rt.events.deliver(opening)
+        step = host.store.begin_step(session.session_id, opening, worker=host.identity)
+        host.events.deliver(opening)
         results: list[CallResult | None] = [None] * len(requests)
         admitted: list[Admitted] = []
         batch = _Batch()
@@ -143,11 +142,11 @@ class Dispatcher:
                     )
                 )
             closing.append(Event("dispatch.finished", session.session_id, data={"step": step}))
-            rt.store.append_events(closing, deliver=rt.events.deliver)
+            host.store.append_events(closing, deliver=host.events.deliver)
             if batch.queued:
                 # The read-only results, with the step's close, in one commit: before
                 # any result is handed on.
-                rt.store.flush_or_keep()
+                host.store.flush_or_keep()
         return [r for r in results if r is not None]
 
     async def _execute_all(
@@ -158,7 +157,7 @@ class Dispatcher:
         results: list[CallResult | None],
         batch: _Batch,
     ) -> None:
-        bound = self._rt.config.concurrency.tool_calls
+        bound = self._host.config.concurrency.tool_calls
 
         async def run(call: Admitted) -> None:
             results[call.index] = await self._execute(session, step, call, batch)
@@ -198,7 +197,7 @@ class Dispatcher:
         missing = [call for call in admitted if results[call.index] is None]
         if not missing:
             return
-        rows = {r.call_id: r for r in self._rt.store.calls(session.session_id)}
+        rows = {r.call_id: r for r in self._host.store.calls(session.session_id)}
         for call in missing:
             row = rows.get(call.call_id)
             if row is not None:  # it ran and was settled when it was cancelled
@@ -220,14 +219,14 @@ class Dispatcher:
             now = time.time()
             text = "Cancelled before it started: nothing was run."
             record = self._record(session, step, call, 1, now)
-            record.finish_seq = self._rt.store.next_order(session.session_id)
+            record.finish_seq = self._host.store.next_order(session.session_id)
             record.status = "finished"
             record.outcome = Outcome.ERROR.value
             record.result = text
             record.is_error = True
             record.finished_at = now
             event = Event("call.cancelled", session.session_id, call.call_id, {"index": call.index})
-            self._rt.store.record_blocked(record, event)
+            self._host.store.record_blocked(record, event)
             call_span(record)
             results[call.index] = CallResult(
                 call.call_id,
@@ -262,16 +261,16 @@ class Dispatcher:
             status="started",
             started_at=now,
             # Its place in the session's order: the inspection rule compares places, not times.
-            start_seq=self._rt.store.next_order(session.session_id),
+            start_seq=self._host.store.next_order(session.session_id),
             model_call_id=call.request.model_call_id,
-            runner=self._rt.identity,
+            runner=self._host.identity,
             mode=call.mode,
         )
 
     async def _execute(
         self, session: SessionState, step: int, call: Admitted, batch: _Batch
     ) -> CallResult:
-        rt = self._rt
+        host = self._host
         if batch.failed or session.barrier.overlapped:
             # A Never call of this very step, or of a step of this session running
             # at once, may have failed after pre-flight: the inspection rule applies.
@@ -281,7 +280,7 @@ class Dispatcher:
                 return self._preflight.block(
                     session, step, call.index, call.call_id, call.request, blocked
                 )
-        replay = rt.config.replay
+        replay = host.config.replay
         attempt = 1
         while True:
             result, transient = await self._attempt(session, step, call, attempt, batch)
@@ -290,7 +289,7 @@ class Dispatcher:
                 break
             delay = min(replay.max_delay, replay.base_delay * (2 ** (attempt - 1)))
             delay *= 0.5 + random.random() / 2  # jitter spreads retries of parallel calls
-            rt.events.emit(
+            host.events.emit(
                 Event(
                     "call.retry",
                     session.session_id,
@@ -304,16 +303,16 @@ class Dispatcher:
             call.declaration.replay is Replay.NEVER
         ):
             batch.failed = True
-        await self._after_hooks(session, call, result)
+        await after_hooks(self._host, session, call, result)
         return result
 
     async def _attempt(
         self, session: SessionState, step: int, call: Admitted, attempt: int, batch: _Batch
     ) -> tuple[CallResult, bool]:
         """One attempt; also says whether its failure was transient."""
-        rt = self._rt
+        host = self._host
         # The workspace as it was before this side-effecting call (zuno diff, zuno undo).
-        snapshot = await self._checkpoint(session, call, attempt)
+        snapshot = await self._checkpoints.before(session, call, attempt)
         started = time.time()
         record = self._record(session, step, call, attempt, started)
         record.snapshot = snapshot
@@ -328,27 +327,27 @@ class Dispatcher:
         # started row may ride with its result (one commit instead of two).
         # Fenced: the row goes in only while this worker still holds the session, else
         # SessionBusy and the tool does not run.
-        rt.store.call_started(
+        host.store.call_started(
             record,
             started_event,
             durable=call.declaration.effect is not Effect.READ_ONLY,
             fence=True,
         )
-        rt.events.deliver(started_event)
+        host.events.deliver(started_event)
         running = call_running(record)  # current while the tool runs: its work nests under it
-        limits = rt.output_limits
+        limits = host.output_limits
         ctx = ToolContext(
-            workspace=rt.workspace,
+            workspace=host.workspace,
             session_id=session.session_id,
             call_id=call.call_id,
             attempt=attempt,
             limits=limits,
-            artifacts=rt.artifacts,
-            config=rt.config,
-            services=rt,
+            artifacts=host.artifacts,
+            config=host.config,
+            services=host,
             extra={"session": session, "snapshot": snapshot},
-            protected=rt.control_paths.named,
-            output_tap=rt.output_tap,
+            protected=host.control_paths.named,
+            output_tap=host.output_tap,
         )
         transient = False
         block_kind: BlockKind | None = None
@@ -402,7 +401,7 @@ class Dispatcher:
         bounded = bound_text(
             result.output,
             limits,
-            lambda: rt.artifacts.path_for(session.session_id, call.call_id, "result"),
+            lambda: host.artifacts.path_for(session.session_id, call.call_id, "result"),
         )
         artifact = str(bounded.artifact or result.artifact or "") or None
         finished = time.time()
@@ -419,14 +418,14 @@ class Dispatcher:
                 },
                 at=finished,
             )
-            rt.events.emit(blocked_event)
+            host.events.emit(blocked_event)
         record.status = "finished"
         record.outcome = outcome.value
         record.block_kind = block_kind.value if block_kind else None
         record.result = bounded.text
         record.is_error = result.is_error or outcome is not Outcome.OK
         record.finished_at = finished
-        record.finish_seq = rt.store.next_order(session.session_id)
+        record.finish_seq = host.store.next_order(session.session_id)
         record.artifact = artifact
         if outcome in (Outcome.ERROR, Outcome.UNCERTAIN):
             record.reason = _one_line(result.reason or result.output)
@@ -450,9 +449,9 @@ class Dispatcher:
         # A read-only call's result waits for the step's close (one commit for them
         # all); any other is committed now, before anything else happens.
         read_only = call.declaration.effect is Effect.READ_ONLY
-        rt.store.call_finished(record, finished_event, commit=not read_only)
+        host.store.call_finished(record, finished_event, commit=not read_only)
         batch.queued = batch.queued or read_only
-        rt.events.deliver(finished_event)
+        host.events.deliver(finished_event)
         call_span(record, running)
         return CallResult(
             call.call_id,
@@ -473,135 +472,24 @@ class Dispatcher:
             images=result.images,
         ), transient
 
-    async def _checkpoint(self, session: SessionState, call: Admitted, attempt: int) -> str | None:
-        """Snapshot the workspace before a side-effecting call; None when none was taken.
-
-        A failed snapshot does not stop the call (the user asked for it, and the
-        runtime must not become unusable without git): its row keeps no snapshot,
-        so it cannot be undone, and a ``checkpoint.failed`` event says why.
-
-        While the session's first look still runs, a file tool's call does not
-        wait for it: the pre-images of its paths are recorded now and its row is
-        given the checkpoint when the look ends (:mod:`zuno.workspace.checkpoints.early`).
-        """
-        if call.declaration.effect is not Effect.SIDE_EFFECTING or not call.tool.changes_workspace:
-            return None
-        from zuno.workspace.checkpoints.store import CheckpointError, checkpoints_enabled
-
-        if not checkpoints_enabled():
-            return None
-        checkpoints = self.checkpoints
-        self.settle_checkpoints()
-        which = {"call_id": call.call_id, "tool": call.tool.name, "session_id": session.session_id}
-        try:
-            # A few watched paths: recorded here in about a millisecond; else in a thread.
-            snapshot = checkpoints.take_quick(**which)
-            if snapshot is None and call.tool.writes_files and checkpoints.looking():
-                early = functools.partial(
-                    checkpoints.take_early,
-                    attempt=attempt,
-                    paths=call.tool.touched_paths(call.args),
-                    **which,
-                )
-                if await anyio.to_thread.run_sync(early):
-                    # Its row is given the checkpoint when the look ends; till then
-                    # this event says one is coming (undo notes, `zuno undo`).
-                    self._rt.events.emit(
-                        Event(
-                            "checkpoint.pending",
-                            session.session_id,
-                            call.call_id,
-                            {"tool": call.tool.name},
-                        )
-                    )
-                    return None
-            if snapshot is None:
-                snapshot = await anyio.to_thread.run_sync(
-                    functools.partial(checkpoints.take, **which)
-                )
-        except CheckpointError as exc:
-            self._no_checkpoint(session.session_id, call.call_id, call.tool.name, str(exc))
-            return None
-        self.settle_checkpoints()  # the look this call waited for may have ended
-        if snapshot.unreadable:
-            self._incomplete(session.session_id, call.call_id, call.tool.name, snapshot.unreadable)
-        return snapshot.commit
-
-    def _no_checkpoint(self, session_id: str, call_id: str, tool: str, reason: str) -> None:
-        _log.warning("zuno: no checkpoint before %s (%s): %s", call_id, tool, reason)
-        self._rt.events.emit(
-            Event("checkpoint.failed", session_id, call_id, {"tool": tool, "reason": reason})
-        )
-
-    def _incomplete(
-        self, session_id: str, call_id: str, tool: str, unreadable: Sequence[str]
-    ) -> None:
-        self._rt.events.emit(
-            Event(
-                "checkpoint.incomplete",
-                session_id,
-                call_id,
-                {"tool": tool, "unreadable": list(unreadable[:50])},
-            )
-        )
-
-    def settle_checkpoints(self) -> None:
-        """Give the calls recorded early (see :meth:`_checkpoint`) their checkpoints, if ready."""
-        from zuno.durability.store.errors import StoreError
-
-        checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
-        if checkpoints is None:
-            return
-        for early in checkpoints.early_snapshots():
-            if early.commit is None:
-                self._no_checkpoint(early.session_id, early.call_id, early.tool, early.reason)
-                continue
-            try:
-                self._rt.store.set_call_snapshot(early.call_id, early.attempt, early.commit)
-            except StoreError as exc:  # not this call's failure: that one stays without undo
-                self._no_checkpoint(early.session_id, early.call_id, early.tool, str(exc))
-                continue
-            if early.unreadable:
-                self._incomplete(early.session_id, early.call_id, early.tool, early.unreadable)
-
-    @functools.cached_property
+    @property
     def checkpoints(self) -> Checkpoints:
         """The shadow git store of this runtime's workspace (see
         :mod:`zuno.workspace.checkpoints.store`).
         """
-        from zuno.workspace.checkpoints.store import checkpoints_of_store, denied_patterns
+        return self._checkpoints.store
 
-        # Paths a deny rule keeps from reading are never copied into the store.
-        denied = denied_patterns(self._rt.config.permission.rules)
-        checkpoints = checkpoints_of_store(self._rt.store, self._rt.workspace, denied=denied)
-        store = self._rt.store
-        # A call recorded early names its checkpoint as soon as the look wrote it (the
-        # store is shared between threads); its events follow at settle_checkpoints.
-        checkpoints.on_early = lambda early: (
-            store.set_call_snapshot(early.call_id, early.attempt, early.commit)
-            if early.commit is not None
-            else None
-        )
-        return checkpoints
+    def settle_checkpoints(self) -> None:
+        """Give the calls recorded early their checkpoints, if ready."""
+        self._checkpoints.settle()
 
     def prepare_checkpoints(self, tools: Sequence[object]) -> None:
-        """Take the workspace's first checkpoint look in the background (a session starts).
-
-        Only when checkpoints are on and one of ``tools`` may change workspace files:
-        the first side-effecting call then pays for what changed since, not for the tree.
-        """
-        from zuno.workspace.checkpoints.store import checkpoints_enabled
-
-        if checkpoints_enabled() and any(getattr(t, "changes_workspace", False) for t in tools):
-            self.checkpoints.prepare()
+        """Take the workspace's first checkpoint look in the background (a session starts)."""
+        self._checkpoints.prepare(tools)
 
     def close(self) -> None:
         """Stop watching the workspace (the checkpoints' inotify instance), if one started."""
-        checkpoints: Checkpoints | None = self.__dict__.get("checkpoints")
-        if checkpoints is not None:
-            checkpoints.close()  # waits for the background look
-            self.settle_checkpoints()
-            del self.__dict__["checkpoints"]
+        self._checkpoints.close()
 
     def _finish_cancelled(
         self, call: Admitted, record: CallRecord, ctx: ToolContext, running: RunningCall
@@ -612,7 +500,7 @@ class Dispatcher:
         have happened (``uncertain``), unless the tool said it cannot have (a
         question). A tool's own text, a command's output so far, is kept.
         """
-        rt = self._rt
+        host = self._host
         left = ctx.on_cancel
         if left is not None:
             uncertain = left.uncertain
@@ -628,8 +516,8 @@ class Dispatcher:
             text += _NEVER_FAILED_NOTE
         bounded = bound_text(
             text,
-            rt.output_limits,
-            lambda: rt.artifacts.path_for(record.session_id, call.call_id, "result"),
+            host.output_limits,
+            lambda: host.artifacts.path_for(record.session_id, call.call_id, "result"),
         )
         record.status = "finished"
         record.outcome = (Outcome.UNCERTAIN if uncertain else Outcome.ERROR).value
@@ -637,7 +525,7 @@ class Dispatcher:
         record.artifact = str(bounded.artifact or (left.artifact if left else None) or "") or None
         record.is_error = True
         record.finished_at = time.time()
-        record.finish_seq = rt.store.next_order(record.session_id)
+        record.finish_seq = host.store.next_order(record.session_id)
         record.reason = "cancelled while it was running (the dispatch was cancelled)"
         event = Event(
             "call.finished",
@@ -651,68 +539,9 @@ class Dispatcher:
                 "cancelled": True,
             },
         )
-        rt.store.call_finished(record, event)
-        rt.events.deliver(event)
+        host.store.call_finished(record, event)
+        host.events.deliver(event)
         call_span(record, running)
-
-    async def _after_hooks(self, session: SessionState, call: Admitted, result: CallResult) -> None:
-        """What the model sees of a result: a rewrite's note, the after hooks' say and context.
-
-        The hooks see the tool's own result; the note and their context are added after.
-        """
-        contexts: list[str] = []
-        await self._consult_after(session, call, result, contexts)
-        # The model must know when what ran is not what it asked for.
-        note = rewrite_note(call.rewrites, ran=True) if call.rewrites else ""
-        result.output = note + result.output + "".join(contexts)
-
-    async def _consult_after(
-        self, session: SessionState, call: Admitted, result: CallResult, contexts: list[str]
-    ) -> None:
-        hooks = self._rt.hooks
-        if not hooks:
-            return
-        events = self._rt.events
-        for hook in hooks.chain("after", call.tool.name):
-            decision = await hook.consult(
-                HookCall(
-                    "after",
-                    session.session_id,
-                    call.call_id,
-                    call.tool.name,
-                    call.normalized,
-                    call.declaration.as_dict(),
-                    result.outcome.value,
-                    result.output,
-                )
-            )
-            if decision.failed:
-                events.emit(failure_event(session.session_id, call.call_id, "after", decision))
-            if decision.context:
-                events.emit(
-                    Event(
-                        "hook.context",
-                        session.session_id,
-                        call.call_id,
-                        {"hook": hook.label, "context": decision.context},
-                    )
-                )
-                contexts.append(context_note(hook.label, decision.context))
-            if not decision.allow:
-                events.emit(
-                    Event(
-                        "hook.denied",
-                        session.session_id,
-                        call.call_id,
-                        {"phase": "after", "hook": hook.label, "reason": decision.reason},
-                    )
-                )
-                result.output = (
-                    f"The call ran (outcome: {result.outcome.value}) but an after hook withheld "
-                    f"its result: {decision.reason}"
-                )
-                result.is_error = True
-                return
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -3,9 +3,9 @@
 Resolve the name against the session's surface, parse and validate the
 arguments, classify the call from its validated arguments, apply the session's
 inspection rule, run the before hooks, and authorize (rules, then the
-approver in strict mode). A call that fails any of these is *blocked*: a
-``dispatch.blocked`` event, then a finished row with outcome ``blocked`` and
-its kind, and nothing of it ran.
+approver in strict mode: :mod:`zuno.dispatch.approval`). A call that fails
+any of these is *blocked*: a ``dispatch.blocked`` event, then a finished row
+with outcome ``blocked`` and its kind, and nothing of it ran.
 """
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from zuno.config.permission import PermissionSettings
 from zuno.contract.calls import CallRequest, CallResult, blocked_text
 from zuno.contract.events import Event
 from zuno.contract.tool import Tool, read_only_refusal
-from zuno.core.declarations import BlockKind, Declaration, Effect, Outcome
+from zuno.core.declarations import BlockKind, Effect, Outcome
+from zuno.dispatch.admission import Admitted, Blocked
+from zuno.dispatch.approval import ask_approver
 from zuno.dispatch.arguments import (
     ArgumentsError,
     parse_arguments,
@@ -36,71 +37,34 @@ from zuno.durability.store.records import CallRecord
 from zuno.durability.store.storable import storable
 from zuno.durability.telemetry import call_span
 from zuno.execution.sandbox.control_files import CONTROL_NAMES
-from zuno.execution.sandbox.egress.grants import NETWORK_GRANTED
-from zuno.policy.approvals import ApprovalAnswer, ApprovalDecision, ApprovalRequest, answer_of
 from zuno.policy.hooks import (
     HookCall,
     HookDecision,
-    HookNotice,
     Rewrite,
     failure_event,
     rewrite_note,
 )
-from zuno.policy.permissions import Verdict, canonical_json, evaluate, fingerprint_of, plan_refusal
+from zuno.policy.permissions import (
+    Verdict,
+    canonical_json,
+    evaluate,
+    fingerprint_of,
+    plan_refusal,
+)
 from zuno.workspace.real_paths import TouchedPath, is_inside, real_path, touch
 
 if TYPE_CHECKING:
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.host import DispatchHost
+    from zuno.dispatch.session_state import SessionState
 
-__all__ = ["Admitted", "Blocked", "Preflight", "is_control_file"]
-
-
-@dataclass(slots=True)
-class Admitted:
-    """A call that passed pre-flight: resolved, validated, classified and authorized."""
-
-    index: int
-    call_id: str
-    request: CallRequest
-    tool: Tool[Any]
-    args: BaseModel
-    declaration: Declaration
-    arguments_json: str
-    args_hash: str
-    normalized: dict[str, Any] = field(default_factory=lambda: {})
-    rewrites: list[Rewrite] = field(default_factory=lambda: [])
-    """The before hooks' changes to the model's arguments, in order (empty: none)."""
-    hook_ask: str | None = None
-    """Why a before hook wants the approver to decide this call (None: no hook asked)."""
-    asked: bool = False
-    """The approver (or a session approval) has already let this call through."""
-    mode: str | None = None
-    """The session's permission mode when the call was authorized (written on its row)."""
-
-
-class Blocked(Exception):
-    """Pre-flight refused a call: its kind and what to tell the model."""
-
-    def __init__(
-        self,
-        kind: BlockKind,
-        message: str,
-        declaration: Declaration | None = None,
-        arguments: str | None = None,
-    ):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.declaration = declaration
-        self.arguments = arguments
-        """The arguments judged, as stored text, when not the model's (a hook rewrote them)."""
+__all__ = ["Preflight", "is_control_file"]
 
 
 class Preflight:
     """Admits or blocks the calls of a step, one by one in the model's order."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
+    def __init__(self, host: DispatchHost) -> None:
+        self._host = host
 
     async def admit(
         self, session: SessionState, index: int, call_id: str, request: CallRequest
@@ -115,7 +79,7 @@ class Preflight:
             await self._authorize(session, admitted)
             if admitted.hook_ask is not None and not admitted.asked:
                 # A hook asked: the approver decides even what the rules would allow.
-                await self._ask(session, admitted, Verdict("ask", admitted.hook_ask))
+                await ask_approver(self._host, session, admitted, Verdict("ask", admitted.hook_ask))
         except Blocked as blocked:
             raise _judged_after(blocked, admitted.rewrites) from None
         return admitted
@@ -162,7 +126,7 @@ class Preflight:
             normalized,
         )
         if tool.writes_files:
-            refusal = read_only_refusal(self._rt.config, "files")
+            refusal = read_only_refusal(self._host.config, "files")
             if refusal is not None:
                 raise Blocked(BlockKind.DENIED, refusal, declaration)
         await self._check_session_rules(session, admitted)
@@ -174,11 +138,11 @@ class Preflight:
         available = ", ".join(session.surface.names) or "none"
         shown = storable(name)  # a lone surrogate in the name is shown escaped
         withheld = dict(session.surface.withheld)
-        if name in ALL_NAMES and self._rt.registry.get(name) is None:
+        if name in ALL_NAMES and self._host.registry.get(name) is None:
             why = f"`{name}` is not available in this build of Zuno"
         elif name in withheld:
             why = f"`{name}` is not available: {withheld[name]}"
-        elif self._rt.registry.get(name) is not None:
+        elif self._host.registry.get(name) is not None:
             why = f"`{name}` is not enabled for this agent"
         else:
             why = f"there is no tool named `{shown}`"
@@ -200,9 +164,9 @@ class Preflight:
             return None
         if call.tool.checks_state_first:
             return None
-        if not self._rt.config.replay.require_inspection:
+        if not self._host.config.replay.require_inspection:
             return None
-        return inspection_block(self._rt.store, session.session_id)
+        return inspection_block(self._host.store, session.session_id)
 
     def _check_mode(self, session: SessionState, call: Admitted) -> None:
         """Plan mode refuses what it does not run before hooks or approvers see it.
@@ -222,13 +186,13 @@ class Preflight:
         and the permission rules judge the last one: a hook cannot lead a call
         around a deny rule. Each hook runs once, so rewrites are bounded.
         """
-        rt = self._rt
-        if not rt.hooks:
+        host = self._host
+        if not host.hooks:
             return call
         rewrites: list[Rewrite] = []
         asks: list[str] = []
         try:
-            for hook in rt.hooks.chain("before", call.tool.name):
+            for hook in host.hooks.chain("before", call.tool.name):
                 decision = await hook.consult(
                     HookCall(
                         "before",
@@ -240,11 +204,11 @@ class Preflight:
                     )
                 )
                 if decision.failed:
-                    rt.events.emit(
+                    host.events.emit(
                         failure_event(session.session_id, call.call_id, "before", decision)
                     )
                 if not decision.allow:
-                    rt.events.emit(
+                    host.events.emit(
                         Event(
                             "hook.denied",
                             session.session_id,
@@ -298,18 +262,13 @@ class Preflight:
     ) -> Rewrite:
         """Record a hook's rewrite (``hook.rewrote``: the arguments before and after)."""
         rewrite = Rewrite(hook, decision.reason, call.normalized, after)
-        self._rt.events.emit(
+        self._host.events.emit(
             Event("hook.rewrote", session.session_id, call.call_id, rewrite.as_event_data())
         )
         return rewrite
 
-    async def _notice(self, notice: HookNotice, call_id: str | None) -> None:
-        """Tell the observing hooks; a failure among them is recorded and stops nothing."""
-        for failed in await self._rt.hooks.notify(notice):
-            self._rt.events.emit(failure_event(notice.session_id, call_id, notice.phase, failed))
-
     async def _authorize(self, session: SessionState, call: Admitted) -> None:
-        rt = self._rt
+        host = self._host
         tool = call.tool
         call.mode = session.permissions.mode
         # Path tools are resolved whatever the rules: the guards below hold without any.
@@ -325,14 +284,14 @@ class Preflight:
         if tool.rule_match == "path":
             subjects = [subject for path in touched for subject in path.subjects]
         elif permissions.rules:
-            subjects = tool.rule_subjects(call.args, rt.workspace)
+            subjects = tool.rule_subjects(call.args, host.workspace)
         else:
             subjects = []  # no rules: nothing to match, no subject work
         strict_reason = None
         if permissions.mode != "permissive":
             strict_reason = self._outside_reads(
                 session, permissions, call, touched
-            ) or tool.strict_reason(call.args, rt.config)
+            ) or tool.strict_reason(call.args, host.config)
         verdict = evaluate(
             permissions,
             tool.name,
@@ -357,7 +316,7 @@ class Preflight:
                 (p, label)
                 for p in touched
                 if p.writes
-                and (label := rt.control_paths.covers(p.real_abs, rt.workspace)) is not None
+                and (label := host.control_paths.covers(p.real_abs, host.workspace)) is not None
             ),
             None,
         )
@@ -377,12 +336,12 @@ class Preflight:
                 f"it changes {own[0].real_abs}, in Zuno's own {own[1]}, which is always "
                 "asked about",
             )
-        elif (wants := tool.network_request(call.args, rt.config)) is not None:
+        elif (wants := tool.network_request(call.args, host.config)) is not None:
             # Hosts beyond the configured list widen the sandbox: a person decides.
             verdict = Verdict("ask", wants)
         if verdict.action == "allow":
             return
-        await self._ask(session, call, verdict)
+        await ask_approver(self._host, session, call, verdict)
 
     def _edit_inside(self, call: Admitted, touched: list[TouchedPath]) -> bool:
         """Whether the call is a file edit inside the workspace (accept-edits runs it unasked).
@@ -401,7 +360,7 @@ class Preflight:
         """Whether path is a workspace control file or in one of Zuno's own folders."""
         return (
             is_control_file(path)
-            or self._rt.control_paths.covers(path.real_abs, self._rt.workspace) is not None
+            or self._host.control_paths.covers(path.real_abs, self._host.workspace) is not None
         )
 
     def _touched(self, call: Admitted) -> list[TouchedPath]:
@@ -410,7 +369,7 @@ class Preflight:
         if not raws:
             return []
         writes = call.declaration.effect is not Effect.READ_ONLY
-        return [touch(raw, self._rt.workspace, writes=writes) for raw in raws]
+        return [touch(raw, self._host.workspace, writes=writes) for raw in raws]
 
     def _outside_reads(
         self,
@@ -430,9 +389,9 @@ class Preflight:
         outside = [p for p in touched if not p.inside]
         if not outside:
             return None
-        own = self._rt.store.artifacts_root / session.session_id
+        own = self._host.store.artifacts_root / session.session_id
         roots = [str(own), *permissions.read_roots]
-        readable = [real_path(_absolute(root, self._rt.workspace))[0] for root in roots]
+        readable = [real_path(_absolute(root, self._host.workspace))[0] for root in roots]
         for path in outside:
             if not any(is_inside(path.real_abs, root) for root in readable):
                 return (
@@ -440,113 +399,6 @@ class Preflight:
                     "(permission.read_roots lists folders read without asking)"
                 )
         return None
-
-    async def _ask(self, session: SessionState, call: Admitted, verdict: Verdict) -> None:
-        """Put the call to the approver; a no (or a failing approver) blocks it."""
-        rt = self._rt
-        call.asked = True  # this call is not put to the approver twice (see admit)
-        scope = call.tool.session_scope(call.args)
-        if scope is None:
-            key, covers = call.args_hash, "this exact call"
-        else:
-            # A wider approval (webfetch: a host) is stored under its scope, not the call.
-            key, covers = fingerprint_of(call.tool.name, "\0scope\0" + scope[0]), scope[1]
-        if rt.store.has_session_approval(session.session_id, key):
-            return
-        try:
-            preview = call.tool.preview(call.args, rt.workspace)
-        except Exception as exc:
-            preview = f"(no preview: {exc})"
-        hosts = call.tool.network_hosts(call.args, rt.config)
-        request = ApprovalRequest(
-            session.session_id,
-            call.call_id,
-            call.tool.name,
-            call.normalized,
-            call.declaration,
-            preview,
-            verdict.reason,
-            key,
-            covers,
-            # The prompt offers to stop asking about edits, where that would have.
-            offers_accept_edits=call.tool.writes_files and session.permissions.mode == "strict",
-            network_hosts=hosts,
-        )
-        rt.events.emit(
-            Event(
-                "approval.requested",
-                session.session_id,
-                call.call_id,
-                {"tool": call.tool.name, "reason": verdict.reason, "approver": rt.approver.name},
-            )
-        )
-        facts: dict[str, Any] = {
-            "call_id": call.call_id,
-            "tool": call.tool.name,
-            "arguments": call.normalized,
-            "declaration": call.declaration.as_dict(),
-            "reason": verdict.reason,
-            "approver": rt.approver.name,
-        }
-        await self._notice(
-            HookNotice("approval_asked", session.session_id, facts, call.tool.name), call.call_id
-        )
-        try:
-            answer = answer_of(await rt.approver.decide(request))
-        except Exception as exc:  # an approver that breaks must not approve
-            answer = ApprovalAnswer(ApprovalDecision.DENY)
-            verdict_note = f"the approver failed ({exc!r})"
-        else:
-            verdict_note = ""
-        decision = answer.decision
-        decided: dict[str, Any] = {"tool": call.tool.name, "decision": decision.value}
-        if answer.message:
-            decided["message"] = answer.message
-        if answer.rule is not None:
-            decided["rule"] = answer.rule.model_dump()
-        rt.events.emit(Event("approval.decided", session.session_id, call.call_id, decided))
-        await self._notice(
-            HookNotice(
-                "approval_answered",
-                session.session_id,
-                {**facts, "decision": decision.value},
-                call.tool.name,
-            ),
-            call.call_id,
-        )
-        if decision is ApprovalDecision.APPROVE_SESSION or (
-            decision is ApprovalDecision.APPROVE_ONCE and call.tool.scope_approved_once
-        ):
-            rt.store.add_session_approval(session.session_id, key, call.tool.name)
-        if hosts and decision is ApprovalDecision.APPROVE_SESSION:
-            # The hosts hold for every later command of the session (a yes: this call only).
-            rt.events.emit(
-                Event(
-                    NETWORK_GRANTED,
-                    session.session_id,
-                    call.call_id,
-                    {"hosts": list(hosts), "scope": "session"},
-                )
-            )
-        if answer.rule is not None and decision is not ApprovalDecision.DENY:
-            rules = [answer.rule, *session.permissions.rules]
-            session.permissions = session.permissions.model_copy(update={"rules": rules})
-        if decision is ApprovalDecision.ACCEPT_EDITS:
-            rt.set_mode(session, "accept-edits")  # this call was approved in the mode it was asked
-        if decision is ApprovalDecision.DENY:
-            who = verdict_note or (
-                "no one was available to approve it (non-interactive run)"
-                if rt.approver.name.startswith("deny")
-                else "the user denied it"
-            )
-            if answer.message:
-                who += f", saying: {answer.message.strip()}"
-            raise Blocked(
-                BlockKind.DENIED,
-                f"this call needed approval ({verdict.reason}) and {who}. "
-                "Do not retry it unchanged; ask the user or take another approach",
-                call.declaration,
-            )
 
     def block(
         self,
@@ -597,8 +449,8 @@ class Preflight:
             },
             at=now,
         )
-        self._rt.store.record_blocked(record, event)
-        self._rt.events.deliver(event)
+        self._host.store.record_blocked(record, event)
+        self._host.events.deliver(event)
         call_span(record)
         return CallResult(
             call_id,

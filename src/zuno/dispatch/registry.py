@@ -112,7 +112,7 @@ class LazyTool:
 
     ``zuno call read`` should not pay for importing and checking twenty other
     tools. The handle holds the tool's name and a function that builds it
-    (importing its module, see :data:`zuno.tools.BUILTINS`): :meth:`describe`
+    (importing its module, see :data:`zuno.session.builtin_tools.BUILTINS`): :meth:`describe`
     builds it once, :meth:`load` also runs its
     :meth:`~zuno.contract.tool.Tool.startup_check` once; a registry and every surface
     made from it share the one instance.

@@ -75,7 +75,7 @@ from zuno.contract.output import CappedFile
 from zuno.durability import fencing
 from zuno.execution.input_wait import reading_input, unread_bytes
 from zuno.execution.process import kill_process_tree, signal_label
-from zuno.execution.sandbox import Sandbox, SandboxPolicy, prepared_launch
+from zuno.execution.sandbox.policy import Sandbox, SandboxPolicy, prepared_launch
 from zuno.execution.terminal_text import TerminalText
 
 if TYPE_CHECKING:

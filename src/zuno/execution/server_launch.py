@@ -171,12 +171,9 @@ def confined(
         FileNotFoundError: The program is not there (not found on ``PATH``).
         zuno.execution.sandbox.SandboxError: The sandbox cannot start here.
     """
-    from zuno.execution.sandbox import (
-        command_environment,
-        policy_for,
-        prepared_launch,
-        select_sandbox,
-    )
+    from zuno.execution.sandbox.environment import command_environment
+    from zuno.execution.sandbox.policy import prepared_launch
+    from zuno.execution.sandbox.selection import policy_for, select_sandbox
 
     program = launch.argv[0] if launch.argv else ""
     where = launch.cwd / program if "/" in program else None

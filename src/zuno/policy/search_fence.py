@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 from zuno.config.permission import PermissionRule
-from zuno.execution.ripgrep import Exclusion
+from zuno.execution.ripgrep._select import Exclusion
 from zuno.policy.link_rules import link_refusal
 from zuno.policy.permissions import path_pattern_matches
 from zuno.workspace.real_paths import is_inside, proc_refusal, relative_subject

@@ -45,11 +45,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from zuno.contract.tool import Tool
 from zuno.core.declarations import Effect, Outcome, Replay
 from zuno.dispatch.dispatcher import CallRequest, CallResult
+from zuno.dispatch.session_state import SessionState
 from zuno.integrations.mcp import APPROVAL_NOTE
 from zuno.integrations.mcp.remote import McpResourceTool, McpTool
 from zuno.policy.approvals import ApprovalDecision, ApprovalRequest
 from zuno.serve.stdin import claimed_stdin
-from zuno.session.runtime import Runtime, SessionState
+from zuno.session.runtime import Runtime
 
 __all__ = [
     "APPROVAL_NOTE",

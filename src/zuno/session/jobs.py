@@ -39,7 +39,15 @@ from zuno.durability.workers import runner_settleable, this_worker
 if TYPE_CHECKING:
     from zuno.contract.tool import ToolContext
 
-__all__ = ["JobEnd", "JobIO", "JobLane", "JobRecord", "JobState", "JobsUnavailable"]
+__all__ = [
+    "JobEnd",
+    "JobIO",
+    "JobLane",
+    "JobRecord",
+    "JobState",
+    "JobsUnavailable",
+    "job_timeout_default",
+]
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS jobs (
@@ -89,6 +97,15 @@ class JobState(StrEnum):
     @property
     def done(self) -> bool:
         return self is not JobState.RUNNING
+
+
+def job_timeout_default(ctx: ToolContext) -> int:
+    """``sandbox.job_timeout_default`` of the context's configuration."""
+    from zuno.config.sandbox import SandboxSettings
+
+    section = getattr(ctx.config, "sandbox", None)
+    found = getattr(section, "job_timeout_default", None)
+    return found if isinstance(found, int) else SandboxSettings().job_timeout_default
 
 
 class JobsUnavailable(Exception):
@@ -368,7 +385,6 @@ class JobLane:
         Without a time limit the job gets ``sandbox.job_timeout_default``.
         """
         from zuno.contract.tool import ToolError
-        from zuno.tools.background import job_timeout_default
 
         if time_limit is None:
             time_limit = job_timeout_default(ctx)

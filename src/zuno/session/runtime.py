@@ -6,17 +6,20 @@ model steps::
     runtime = Runtime(Path("."), approver=CallbackApprover(ask_user))
     session = runtime.open_session(agent="build")
     results = await runtime.dispatch(session, [CallRequest("read", {"path": "README.md"})])
+
+Opening and releasing sessions is :mod:`zuno.session.lifecycle`'s; the runtime
+turns an opened session into the :class:`~zuno.dispatch.session_state.SessionState`
+the dispatcher sees. Without ``tools`` it has the built-in tools
+(:mod:`zuno.session.builtin_tools`), each imported on first use.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -30,28 +33,28 @@ from zuno.config.trust import TrustError, TrustState, pinned_files
 from zuno.contract.events import Event, EventBus
 from zuno.contract.output import ArtifactStore, OutputLimits
 from zuno.contract.tool import OutputTap, Tool
-from zuno.dispatch.dispatcher import CallRequest, CallResult, Dispatcher, new_id
+from zuno.dispatch.dispatcher import CallRequest, CallResult, Dispatcher
 from zuno.dispatch.registry import Registry, Surface
 from zuno.dispatch.scheduling import SessionBarrier
+from zuno.dispatch.session_state import SessionState
 from zuno.durability import fencing
-from zuno.durability.recovery import settle_interrupted
-from zuno.durability.store import SessionBusy, SessionRecord, Store, StoreError, open_store
-from zuno.durability.workers import WorkerLease, shared_lease, this_worker
+from zuno.durability.store import Store, open_store
+from zuno.durability.workers import this_worker
 from zuno.policy.approvals import Approver
 from zuno.policy.control_paths import control_paths
-from zuno.policy.hooks import HookNotice, Hooks, PythonHook, failure_event
-from zuno.policy.modes import check_mode, remember_mode, stored_mode
-from zuno.policy.permissions import PermissionSettings, effective_permissions
+from zuno.policy.hooks import Hooks, PythonHook
+from zuno.policy.modes import check_mode, remember_mode
+from zuno.policy.permissions import effective_permissions
 from zuno.policy.terminal_approver import default_approver
 from zuno.session.jobs import JobLane
+from zuno.session.lifecycle import SessionLifecycle
 
 if TYPE_CHECKING:
-    from zuno.agent.loop import ProviderFactory
     from zuno.integrations.mcp.errors import McpServerError
     from zuno.policy.budget import Budget
-    from zuno.tools.question import Questioner
+    from zuno.session.questions import Questioner
 
-__all__ = ["BUILTIN_AGENTS", "Runtime", "SessionState", "UnknownAgent", "UnknownSession"]
+__all__ = ["BUILTIN_AGENTS", "Runtime", "UnknownAgent"]
 
 BUILTIN_AGENTS: dict[str, AgentSettings] = {
     "build": AgentSettings(description="The default agent: the whole default surface."),
@@ -76,32 +79,8 @@ BUILTIN_AGENTS: dict[str, AgentSettings] = {
 _log = logging.getLogger("zuno.session.runtime")
 
 
-class UnknownSession(LookupError):
-    """No session has that id."""
-
-
 class UnknownAgent(LookupError):
     """No agent has that name."""
-
-
-@dataclass(slots=True, weakref_slot=True, eq=False)
-class SessionState:
-    """A session as the dispatcher sees it: who is acting and with which tools."""
-
-    session_id: str
-    agent_name: str
-    agent: AgentSettings | None
-    surface: Surface
-    permissions: PermissionSettings
-    depth: int = 0
-    narrowed_to: frozenset[str] | None = None
-    """The tool names a delegation narrowed this session to, if any."""
-    barrier: SessionBarrier = field(default_factory=SessionBarrier)
-    """Keeps Exclusive calls apart across this session's steps running at once."""
-    by_person: bool = False
-    """Whether the calls are typed by a person (``zuno call``, ``zuno batch``), not a model:
-    the file tools then never refuse a change for want of a prior read
-    (see :mod:`zuno.durability.file_versions`)."""
 
 
 class Runtime:
@@ -137,7 +116,7 @@ class Runtime:
         self._connect_mcp = tools is None
         if tools is None:
             # Each built-in tool is imported and checked when first described or called.
-            from zuno.tools import lazy_builtin_tools
+            from zuno.session.builtin_tools import lazy_builtin_tools
 
             self.registry = Registry(lazy_builtin_tools(self.config))
         else:
@@ -166,18 +145,26 @@ class Runtime:
         (``zuno call --stream``); None: no one but the call's result and artifacts."""
         self.questioner: Questioner | None = None
         """Who answers the question tool (a terminal, a program); None: no one."""
-        self.provider_factory: ProviderFactory | None = None
-        """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration)."""
+        self.provider_factory: Callable[[str], Any] | None = None
+        """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration).
+
+        A :data:`zuno.agent.loop.ProviderFactory`: the agent, above the runtime, owns the type.
+        """
         self.budget: Budget | None = None
         """The spending cap of the agents run on this runtime (``--max-budget``); None: none."""
         self.identity = this_worker().id
         """This worker (``w1:...``, see :mod:`zuno.durability.workers`), written on every call row
         it runs.
         """
-        self._lease: WorkerLease | None = None
-        """This process's lease in the store, taken with the first session opened."""
-        self._held: set[str] = set()
-        """Sessions this runtime holds (released by :meth:`close`)."""
+        self.lifecycle = SessionLifecycle(
+            self.store,
+            self.jobs,
+            self.hooks,
+            self.events,
+            identity=self.identity,
+            workspace=self.workspace,
+        )
+        """Opens and releases this runtime's sessions (see :mod:`zuno.session.lifecycle`)."""
         self._sessions: weakref.WeakSet[SessionState] = weakref.WeakSet()
         self._barriers: weakref.WeakValueDictionary[str, SessionBarrier] = (
             weakref.WeakValueDictionary()
@@ -253,87 +240,41 @@ class Runtime:
         The session is leased to this worker until :meth:`close` (other runtimes
         of this process share it). ``wait``: seconds to keep trying while another
         live worker holds it (its lease may end or be released meanwhile).
+        What opening does, step by step, is in :mod:`zuno.session.lifecycle`.
 
         Raises:
             UnknownSession: No session has that id (or the prefix is ambiguous).
             SessionBusy: Another live worker holds the session.
         """
-        if self._lease is None:
-            self._lease = shared_lease(self.store)
-        if session_id is not None:
-            record = self.store.get_session(session_id)
-            if record is None:
-                matches = self.store.find_sessions(session_id)
-                if len(matches) != 1:
-                    raise UnknownSession(
-                        f"no session {session_id!r}"
-                        + (f" (ambiguous: {len(matches)} match)" if matches else "")
-                        + "; `zuno sessions` lists them"
-                    )
-                record = self.store.get_session(matches[0])
-                assert record is not None
-            agent = record.agent
-            # Ours before anything is settled: a live owner keeps its calls.
-            record = self._acquire(record.session_id, wait)
-            starts = record.session_id not in self._held
-            self._held.add(record.session_id)
-            # Calls and jobs a gone worker left running get their outcome now (never a re-run).
-            settle_interrupted(self.store, record.session_id)
-            self.jobs.mark_lost(record.session_id)
-        else:
-            record = None
-            starts = True
-        settings = self.agent_settings(agent)
+        opened = self.lifecycle.open(
+            session_id,
+            agent=agent,
+            check_agent=self.agent_settings,
+            parent_call_id=parent_call_id,
+            model=model,
+            title=title,
+            depth=depth,
+            wait=wait,
+            mode=mode,
+        )
+        record = opened.record
+        settings = self.agent_settings(record.agent)
         narrowed = frozenset(tools) if tools is not None else None
-        surface = self._surface_for(agent, narrowed)
-        if record is None:
-            record = self.store.create_session(
-                new_id("ses"),
-                agent,
-                str(self.workspace),
-                parent_call_id,
-                model,
-                title,
-                owner=self.identity,
-            )
-            self._held.add(record.session_id)
         permissions = effective_permissions(self.config.permission, settings)
-        chosen = check_mode(mode) if mode is not None else None
-        if chosen is not None:
-            remember_mode(self.store, record.session_id, chosen)
-        elif session_id is not None:
-            chosen = stored_mode(self.store, record.session_id)
-        if chosen is not None and chosen != permissions.mode:
-            permissions = permissions.model_copy(update={"mode": chosen})
+        if opened.mode is not None and opened.mode != permissions.mode:
+            permissions = permissions.model_copy(update={"mode": opened.mode})
         state = SessionState(
             record.session_id,
-            agent,
+            record.agent,
             settings,
-            surface,
+            self._surface_for(record.agent, narrowed),
             permissions,
             depth,
             narrowed,
             self._barriers.setdefault(record.session_id, SessionBarrier()),
         )
         self._sessions.add(state)
-        if starts:
-            facts = {
-                "agent": agent,
-                "workspace": str(self.workspace),
-                "resumed": session_id is not None,
-                "parent_call_id": record.parent_call_id,
-                "depth": depth,
-            }
-            self._session_notice(HookNotice("session_start", record.session_id, facts))
         return state
-
-    def _session_notice(self, notice: HookNotice) -> None:
-        """Tell the session hooks; one that fails is recorded and stops nothing.
-
-        Synchronous, as opening and releasing are: each hook is bounded by its timeout.
-        """
-        for failed in self.hooks.notify_now(notice):
-            self.events.emit(failure_event(notice.session_id, None, notice.phase, failed))
 
     def set_mode(
         self, session: SessionState, mode: PermissionMode, *, remember: bool = True
@@ -357,17 +298,6 @@ class Runtime:
                 Event("session.mode", session.session_id, data={"mode": chosen, "was": was})
             )
 
-    def _acquire(self, session_id: str, wait: float) -> SessionRecord:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                return self.store.acquire_session(session_id, self.identity)
-            except SessionBusy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise
-                time.sleep(min(0.5, left))
-
     async def dispatch(
         self, session: SessionState, requests: Sequence[CallRequest]
     ) -> list[CallResult]:
@@ -378,7 +308,7 @@ class Runtime:
                 rg or the sandbox missing), as it would have when the runtime was built.
         """
         self.load_tools(r.tool for r in requests)
-        lease = self._lease
+        lease = self.lifecycle.lease
         # The commands started here are this lease's: fenced when it lapses, not another's.
         with fencing.holding(lease.fence_holder if lease is not None else None):
             return await self.dispatcher.dispatch(session, requests)
@@ -464,19 +394,7 @@ class Runtime:
 
         The store stays open: a fleet worker's runtimes share its store (:mod:`zuno.fleet.worker`).
         """
-        held, self._held = self._held, set()
-        try:
-            for session_id in sorted(held):
-                try:
-                    self._session_notice(HookNotice("session_end", session_id, {"state": state}))
-                    self.store.release_session(session_id, self.identity, state)
-                except StoreError as exc:
-                    # Not released now: the lease ends below, and then it is free anyway.
-                    _log.warning("zuno: session %s was not released: %s", session_id, exc)
-        finally:
-            lease, self._lease = self._lease, None
-            if lease is not None:
-                lease.stop()
+        self.lifecycle.release(state)
 
     def close(self) -> None:
         """Release this runtime's sessions (``idle``), end its lease and close the store."""

@@ -20,8 +20,15 @@ from zuno.contract.output import format_size
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.core.declarations import INSPECTION, Declaration
 from zuno.durability.store.records import iso
-from zuno.execution.sandbox import Sandbox, SandboxPolicy, SandboxSettings, prepared_launch
-from zuno.session.jobs import JobEnd, JobIO, JobLane, JobRecord, JobState
+from zuno.execution.sandbox.policy import Sandbox, SandboxPolicy, prepared_launch
+from zuno.session.jobs import (
+    JobEnd,
+    JobIO,
+    JobLane,
+    JobRecord,
+    JobState,
+    job_timeout_default,
+)
 
 if TYPE_CHECKING:
     from zuno.config.egress import EgressRules
@@ -39,13 +46,6 @@ def job_lane(ctx: ToolContext) -> JobLane:
     if not isinstance(lane, JobLane):
         raise ToolError("background jobs are not available in this runtime")
     return lane
-
-
-def job_timeout_default(ctx: ToolContext) -> int:
-    """``sandbox.job_timeout_default`` of the context's configuration."""
-    section = getattr(ctx.config, "sandbox", None)
-    found = getattr(section, "job_timeout_default", None)
-    return found if isinstance(found, int) else SandboxSettings().job_timeout_default
 
 
 def _summary(job: JobRecord) -> str:

@@ -33,7 +33,8 @@ from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolError, ToolResul
 from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 
 if TYPE_CHECKING:
-    from zuno.session.runtime import Runtime, SessionState
+    from zuno.dispatch.session_state import SessionState
+    from zuno.session.runtime import Runtime
 
 __all__ = ["CouncilArgs", "CouncilTool"]
 

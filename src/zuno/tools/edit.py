@@ -37,15 +37,10 @@ from zuno.contract.tool import (
 from zuno.dispatch.landing import LandingGuard, landing_guard
 from zuno.durability.file_versions import FileChanged, claim_writes
 from zuno.workspace.beneath import Beneath, Confined, EscapesRoot
-from zuno.workspace.patch import (
-    BOM,
-    FileChange,
-    PatchWriteError,
-    TextFile,
-    ascii_punctuation,
-    commit_changes,
-)
-from zuno.workspace.patch.commit import ChangedMeanwhile
+from zuno.workspace.patch.commit import ChangedMeanwhile, FileChange, commit_changes
+from zuno.workspace.patch.matching import ascii_punctuation
+from zuno.workspace.patch.model import PatchWriteError
+from zuno.workspace.patch.textfile import BOM, TextFile
 
 __all__ = ["EditArgs", "EditTool"]
 

@@ -47,9 +47,11 @@ from zuno.execution.process_table import (
     processes_for,
 )
 from zuno.execution.pty import InteractiveProcess, Launched, ProcessState, Settled
-from zuno.execution.sandbox import SandboxError, command_environment, policy_for, select_sandbox
 from zuno.execution.sandbox.egress.grants import egress_rules
 from zuno.execution.sandbox.egress.ledger import refusal_lines
+from zuno.execution.sandbox.environment import command_environment
+from zuno.execution.sandbox.policy import SandboxError
+from zuno.execution.sandbox.selection import policy_for, select_sandbox
 from zuno.tools.shell import sandbox_settings
 
 __all__ = [

@@ -45,7 +45,7 @@ from zuno.workspace.beneath import EscapesRoot
 
 # The patch engine is imported when a patch is read or applied: describing the tool needs none.
 if TYPE_CHECKING:
-    from zuno.workspace.patch import PatchPlan, PathResolver
+    from zuno.workspace.patch.apply import PatchPlan, PathResolver
 
 __all__ = ["ApplyPatchArgs", "ApplyPatchTool"]
 
@@ -120,7 +120,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
             workspace: Where relative paths start; defaults to the one given at
                 construction, then the process's folder.
         """
-        from zuno.workspace.patch import PatchError, plan_patch
+        from zuno.workspace.patch.apply import plan_patch
+        from zuno.workspace.patch.model import PatchError
 
         base = workspace or self._workspace or Path.cwd()
         try:
@@ -134,7 +135,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
         Returns an empty list for a patch that does not parse.
         """
-        from zuno.workspace.patch import PatchError, UpdateFile, parse_patch
+        from zuno.workspace.patch.model import PatchError, UpdateFile
+        from zuno.workspace.patch.parser import parse_patch
 
         try:
             patch = parse_patch(args.patch)
@@ -156,8 +158,8 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         """Verify and apply the patch; raise :class:`ToolError` with the reason on failure."""
-        from zuno.workspace.patch import PatchError, PatchWriteError
         from zuno.workspace.patch.commit import ChangedMeanwhile
+        from zuno.workspace.patch.model import PatchError, PatchWriteError
 
         ctx.ensure_writes_allowed("files with a patch")  # read-only mode: before even parsing
         try:
@@ -178,7 +180,9 @@ class ApplyPatchTool(Tool[ApplyPatchArgs]):
 
 def _apply(patch: str, ctx: ToolContext, check: LandingGuard) -> PatchPlan:
     """Verify the patch, then write it if this session has seen every file it replaces."""
-    from zuno.workspace.patch import PatchError, commit_changes, plan_patch
+    from zuno.workspace.patch.apply import plan_patch
+    from zuno.workspace.patch.commit import commit_changes
+    from zuno.workspace.patch.model import PatchError
 
     plan = plan_patch(patch, ctx.resolve_writable)
     with claim_writes(ctx, [change.path.path for change in plan.changes]) as claim:

@@ -1,6 +1,6 @@
 """The ``question`` tool: ask the user one or more structured questions.
 
-Answers come from a :class:`Questioner` set on the runtime
+Answers come from a :class:`~zuno.session.questions.Questioner` set on the runtime
 (``runtime.questioner``): :class:`TerminalQuestioner` asks at the terminal,
 :class:`CallbackQuestioner` lets a program embedding Zuno (or a test) answer.
 With no questioner the result says plainly that no one could answer, so the
@@ -18,59 +18,23 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.to_thread
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from zuno.contract.tool import Tool, ToolArgs, ToolContext, ToolResult
 from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
+from zuno.session.questions import Answer, Question, Questioner
 
 __all__ = [
-    "Answer",
     "CallbackQuestioner",
-    "Option",
-    "Question",
     "QuestionArgs",
     "QuestionTool",
-    "Questioner",
     "TerminalQuestioner",
     "parse_answer",
 ]
-
-
-class Option(ToolArgs):
-    """One choice offered to the user."""
-
-    label: str = Field(min_length=1, max_length=60, description="The choice, in a few words.")
-    description: str = Field(
-        default="", max_length=300, description="What choosing it means (one sentence)."
-    )
-
-
-class Question(ToolArgs):
-    """One question."""
-
-    header: str = Field(
-        min_length=1, max_length=30, description="A short title shown above the question."
-    )
-    question: str = Field(min_length=1, max_length=1000, description="The question itself.")
-    options: list[Option] = Field(
-        default_factory=lambda: [],
-        max_length=10,
-        description="The choices (at most 10). Empty means a free answer only.",
-    )
-    multiple: bool = Field(default=False, description="Whether several options may be chosen.")
-    allow_other: bool = Field(
-        default=True, description="Whether the user may type their own answer instead."
-    )
-
-    @model_validator(mode="after")
-    def _answerable(self) -> Question:
-        if not self.options and not self.allow_other:
-            raise ValueError("a question without options must allow a free answer (allow_other)")
-        return self
 
 
 class QuestionArgs(ToolArgs):
@@ -79,32 +43,6 @@ class QuestionArgs(ToolArgs):
     questions: list[Question] = Field(
         min_length=1, max_length=5, description="The questions, asked in order (1 to 5)."
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """The user's answer to one question.
-
-    Attributes:
-        selected: The labels of the chosen options (empty when none).
-        other: The user's own words, when they typed an answer instead.
-    """
-
-    selected: tuple[str, ...] = ()
-    other: str | None = None
-
-    @property
-    def empty(self) -> bool:
-        """Whether the user gave no answer at all."""
-        return not self.selected and not self.other
-
-
-class Questioner(Protocol):
-    """Puts questions to a person and returns one :class:`Answer` per question."""
-
-    name: str
-
-    async def ask(self, questions: Sequence[Question]) -> list[Answer]: ...
 
 
 AnswerCallback = Callable[[Sequence[Question]], "list[Answer] | Awaitable[list[Answer]]"]

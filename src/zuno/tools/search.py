@@ -19,20 +19,19 @@ from pydantic import Field, field_validator
 from zuno.contract.output import bound_text
 from zuno.contract.tool import ArgumentsRejected, Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from zuno.core.declarations import INSPECTION, Declaration
-from zuno.execution.ripgrep import (
-    Exclusion,
+from zuno.execution.ripgrep import Query
+from zuno.execution.ripgrep._locate import RipgrepUnavailable, find_ripgrep
+from zuno.execution.ripgrep._search import (
     FileCount,
     Line,
-    Query,
     RipgrepError,
-    RipgrepUnavailable,
     SearchResult,
     count_matches,
     files_with_matches,
-    find_ripgrep,
     list_files,
     search_lines,
 )
+from zuno.execution.ripgrep._select import Exclusion
 from zuno.policy.search_fence import file_link_refusal, search_exclusion
 from zuno.workspace.real_paths import is_inside, special_file_kind
 

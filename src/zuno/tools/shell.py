@@ -32,6 +32,7 @@ import anyio
 from pydantic import Field, field_validator
 
 from zuno.config.loading import Config
+from zuno.config.sandbox import SandboxSettings
 from zuno.contract.output import BoundedOutput, BoundedText, OutputLimits
 from zuno.contract.tool import (
     ArgumentsRejected,
@@ -45,16 +46,9 @@ from zuno.contract.tool import (
 from zuno.core.declarations import Concurrency, Declaration, Effect, Replay
 from zuno.durability.artifact_space import removal_notice, trim_session
 from zuno.execution.process import OutputSink, ProcessResult, run_process
-from zuno.execution.sandbox import (
-    Sandbox,
-    SandboxError,
-    SandboxPolicy,
-    SandboxSettings,
-    command_environment,
-    policy_for,
-    prepared_launch,
-    select_sandbox,
-)
+from zuno.execution.sandbox.environment import command_environment
+from zuno.execution.sandbox.policy import Sandbox, SandboxError, SandboxPolicy, prepared_launch
+from zuno.execution.sandbox.selection import policy_for, select_sandbox
 
 if TYPE_CHECKING:
     from zuno.config.egress import EgressRules

@@ -31,7 +31,6 @@ from typing import Any, ClassVar, Literal
 import anyio
 from pydantic import Field
 
-from zuno.contract.calls import CallResult
 from zuno.contract.tool import (
     ArgumentsRejected,
     Tool,
@@ -41,7 +40,6 @@ from zuno.contract.tool import (
     ToolUnavailable,
     UncertainOutcome,
 )
-from zuno.core.declarations import Effect, Outcome
 from zuno.workspace.checkpoints.store import (
     Change,
     CheckpointError,
@@ -60,7 +58,6 @@ __all__ = [
     "find_call",
     "last_changing_call",
     "plan_undo",
-    "undo_note",
 ]
 
 _SHOWN = 50  # paths listed in a result; the rest are counted
@@ -347,40 +344,10 @@ class UndoTool(Tool[UndoArgs]):
         )
 
 
-def undo_note(store: Any, result: CallResult, model_call_id: str, has_undo: bool) -> str:
-    """What a model is told after a call that ran with a checkpoint before it ("" otherwise).
-
-    Args:
-        store: The store holding the call's row.
-        result: The settled call.
-        model_call_id: The id the model gave the call.
-        has_undo: Whether the model has the ``undo`` tool (else the user is named).
-    """
-    declaration = result.declaration
-    if declaration is None or declaration.effect is not Effect.SIDE_EFFECTING:
-        return ""
-    if result.outcome is Outcome.BLOCKED:
-        return ""
-    # A checkpoint still being written (the session's first look runs) counts too.
-    rows = store.query(
-        "SELECT 1 FROM calls WHERE call_id = ? AND snapshot IS NOT NULL"
-        " UNION ALL SELECT 1 FROM events WHERE call_id = ? AND kind = 'checkpoint.pending'"
-        " LIMIT 1",
-        (result.call_id, result.call_id),
-    )
-    if not rows:
-        return ""
-    if has_undo:
-        how = f'undo with {{"call": "{model_call_id}"}}'
-    else:
-        how = f"the user can undo it: zuno undo {result.call_id}"
-    return f"\n[Zuno call {result.call_id}; any file changes it made can be undone: {how}]"
-
-
 def _changes_no_files(tool: str) -> bool:
     """Whether the built-in ``tool`` keeps its effect in the store, never in workspace files."""
     from zuno.dispatch.registry import import_factory
-    from zuno.tools import BUILTINS
+    from zuno.session.builtin_tools import BUILTINS
 
     home = next((b.home for b in BUILTINS if b.name == tool), None)
     if home is None:
