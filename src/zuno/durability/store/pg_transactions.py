@@ -126,15 +126,18 @@ class StoreStatements:
         self._store = store
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (SQLite's dialect): in the transaction in flight, else on its own."""
         # Parameters always go with the statement, so ``%%`` is always read as ``%``.
         params = tuple(storable_params(params, nul=True))
         return self._store._execute(sql, params)  # pyright: ignore[reportPrivateUsage]
 
     def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters."""
         for row in params:
             self.execute(sql, row)
 
     def close(self) -> None:
+        """Close the store's connection."""
         self._store._disconnect()  # pyright: ignore[reportPrivateUsage]
 
 
