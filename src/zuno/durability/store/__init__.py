@@ -23,6 +23,7 @@ from zuno.durability.store.errors import (
 )
 from zuno.durability.store.records import CallRecord, EventRecord, SessionRecord
 from zuno.durability.store.sqlite import SQLiteStore
+from zuno.durability.store.transcript import SQLStore
 
 __all__ = [
     "CallRecord",
@@ -41,7 +42,8 @@ __all__ = [
     "store_location",
 ]
 
-Store = SQLiteStore
+Store = SQLStore
+"""Either store (SQLite or PostgreSQL): the type the rest of Zuno works with."""
 
 
 def default_db_path() -> Path:
