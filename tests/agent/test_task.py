@@ -12,6 +12,7 @@ from agent_helpers import MODEL, make_runtime, run_turn
 from fake_api import FakeModelServer, Reply
 
 from zuno.agent.delegation import MAX_DEPTH
+from zuno.agent.loop import use_provider_factory
 from zuno.agent.messages import Message, ModelReply, ToolSpec
 from zuno.dispatch.dispatcher import CallRequest
 from zuno.policy.approvals import ApprovalDecision, ApprovalRequest, CallbackApprover
@@ -207,7 +208,7 @@ async def test_parallel_tasks_respect_the_delegations_bound(
 ) -> None:
     rt = make_runtime(workspace, model_server, concurrency={"delegations": bound})
     tracker = _Tracker()
-    rt.provider_factory = lambda model: _ChildModel(tracker, wait_for_peer=bound > 1)  # type: ignore[attr-defined]
+    use_provider_factory(rt, lambda model: _ChildModel(tracker, wait_for_peer=bound > 1))
     state = rt.open_session(agent="build", model=MODEL)
     async with rt:
         results = await rt.dispatch(

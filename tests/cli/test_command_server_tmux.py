@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from tmux_pane import Pane, plain, tmux_needed
 
-from zuno.cli.launcher import SERVED_COMMANDS
+from zuno.cli.server_wire import SERVED_COMMANDS
 
 ZUNO = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "zuno")
 ASK = "allow? [y]es / [n]o / [a]lways / [t] no, tell the model why"

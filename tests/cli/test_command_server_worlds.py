@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from command_server_harness import World, alive, wait_for
 
-from zuno.cli.launcher import PROTOCOL, connect, pack, receive_frame, send_frame
+from zuno.cli.server_wire import PROTOCOL, connect, pack, receive_frame, send_frame
 
 
 def test_another_home_gets_a_server_of_its_own(tmp_path: Path) -> None:

@@ -26,8 +26,9 @@ HEAVY = (
 PROBE = """
 import sys
 import zuno.cli.launcher as launcher
-launcher.server_place()
-launcher.unpack(launcher._request(["zuno", "tools"], False))
+import zuno.cli.server_wire as wire
+wire.server_place()
+wire.unpack(launcher._request(["zuno", "tools"], False))
 heavy = {heavy!r}
 print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
 """
@@ -42,7 +43,7 @@ def test_the_launcher_builds_a_request_without_heavy_imports() -> None:
 
 
 def test_a_request_round_trips_through_pack_and_unpack() -> None:
-    from zuno.cli.launcher import pack, unpack
+    from zuno.cli.server_wire import pack, unpack
 
     items = [b"", b"zuno", bytes(range(256)), b"x" * 70000]
     assert unpack(pack(items)) == items
@@ -53,7 +54,7 @@ def test_unpack_takes_any_bytes_and_fails_only_with_value_error() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from zuno.cli.launcher import pack, unpack
+    from zuno.cli.server_wire import pack, unpack
 
     @settings(max_examples=300, deadline=None)
     @given(st.binary(max_size=64) | st.lists(st.binary(max_size=16), max_size=5).map(pack))
@@ -71,8 +72,8 @@ def test_the_server_parses_any_request_fields_or_says_value_error() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from zuno.cli.launcher import PROTOCOL, pack
     from zuno.cli.server_request import parse_request
+    from zuno.cli.server_wire import PROTOCOL, pack
 
     field = (
         st.binary(max_size=24)

@@ -28,6 +28,7 @@ session can be resumed. The loop itself never repeats a tool call.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -83,13 +84,16 @@ __all__ = [
     "provider_for",
     "resolve_model",
     "tool_specs",
+    "use_provider_factory",
 ]
 
 DEFAULT_MAX_STEPS = 50
 """Model steps per turn when the agent sets no ``max_steps``."""
 
 ProviderFactory = Callable[[str], Provider]
-"""Makes the provider for a ``PROVIDER:MODEL`` string (``runtime.provider_factory``)."""
+"""Makes the provider for a ``PROVIDER:MODEL`` string (see :func:`use_provider_factory`)."""
+
+_FACTORIES: weakref.WeakKeyDictionary[Runtime, ProviderFactory] = weakref.WeakKeyDictionary()
 
 # Loop bookkeeping stored beside each message; stripped before the model sees it.
 _META = META_KEY
@@ -151,9 +155,17 @@ def resolve_model(requested: str | None, agent: AgentSettings | None, config: Co
     return model
 
 
+def use_provider_factory(runtime: Runtime, factory: ProviderFactory | None) -> None:
+    """Have the agents of ``runtime`` get their providers from ``factory`` (None: the config)."""
+    if factory is None:
+        _FACTORIES.pop(runtime, None)
+    else:
+        _FACTORIES[runtime] = factory
+
+
 def provider_for(runtime: Runtime, model: str) -> Provider:
-    """The provider for ``model``: ``runtime.provider_factory`` when set, else the config's."""
-    factory: ProviderFactory | None = getattr(runtime, "provider_factory", None)
+    """The provider for ``model``: from :func:`use_provider_factory` when set, else the config's."""
+    factory = _FACTORIES.get(runtime)
     if factory is not None:
         return factory(model)
     return make_provider(model, runtime.config.providers)

@@ -32,25 +32,15 @@ from zuno.cli.server_wire import (
     PROTOCOL,
     SERVED_COMMANDS,
     ServerPlace,
-    ask_server,
     connect,
     identity,
-    idle_seconds,
-    imported_names,
     may_inspect,
-    note_imported_names,
     pack,
     private_folder,
-    process_identity,
     receive_frame,
     send_frame,
     server_enabled,
-    server_key,
     server_place,
-    server_state,
-    socket_address,
-    unpack,
-    world_key,
 )
 
 # No typing import at run time: it alone costs tens of milliseconds here.
@@ -59,31 +49,7 @@ if TYPE_CHECKING:
     import socket
 
 
-__all__ = [
-    "PROTOCOL",
-    "SERVED_COMMANDS",
-    "ServerPlace",
-    "ask_server",
-    "connect",
-    "identity",
-    "idle_seconds",
-    "imported_names",
-    "main",
-    "may_inspect",
-    "note_imported_names",
-    "pack",
-    "private_folder",
-    "process_identity",
-    "receive_frame",
-    "send_frame",
-    "server_enabled",
-    "server_key",
-    "server_place",
-    "server_state",
-    "socket_address",
-    "unpack",
-    "world_key",
-]
+__all__ = ["main"]
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
 

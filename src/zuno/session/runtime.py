@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
@@ -145,11 +145,6 @@ class Runtime:
         (``zuno call --stream``); None: no one but the call's result and artifacts."""
         self.questioner: Questioner | None = None
         """Who answers the question tool (a terminal, a program); None: no one."""
-        self.provider_factory: Callable[[str], Any] | None = None
-        """Makes model providers for ``PROVIDER:MODEL`` (None: from the configuration).
-
-        A :data:`zuno.agent.loop.ProviderFactory`: the agent, above the runtime, owns the type.
-        """
         self.budget: Budget | None = None
         """The spending cap of the agents run on this runtime (``--max-budget``); None: none."""
         self.identity = this_worker().id
